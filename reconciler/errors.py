@@ -1,0 +1,31 @@
+"""User-facing errors of the reconciler.
+
+    ReconcileError                 anything the CLI reports as one clear message and exit 1
+    ├── SpecError                  spec files are invalid (holds every problem at once)
+    ├── StateError                 the state file is unreadable, locked, of another lineage ...
+    └── PlanError                  a plan cannot be made (preventDestroy, bad --target ...)
+
+API errors live in `reconciler.api.errors` and are translated at the CLI boundary.
+"""
+
+from __future__ import annotations
+
+
+class ReconcileError(Exception):
+    """An error the CLI prints as is (no traceback) before exiting 1."""
+
+
+class SpecError(ReconcileError):
+    """One or more problems in the spec files; `problems` holds each one's message."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class StateError(ReconcileError):
+    pass
+
+
+class PlanError(ReconcileError):
+    pass

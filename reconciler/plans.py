@@ -1,0 +1,98 @@
+"""Plans as data: the action enum, field changes, one change per address, the plan.
+
+Produced by `planner`, consumed by `render/*` and `executor`. Nothing here computes a
+diff or talks to anything.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Action(str, enum.Enum):
+    CREATE = "create"
+    UPDATE = "update"
+    REPLACE = "replace"
+    DELETE = "delete"
+    SUSPEND = "suspend"
+    RESUME = "resume"
+    NOOP = "no-op"
+
+    @property
+    def json_actions(self) -> list[str]:
+        """terraform-show-json style `change.actions`."""
+        if self is Action.REPLACE:
+            return ["delete", "create"]
+        return [self.value]
+
+
+# action_reason values
+REASON_NEW = "new"                            # in specs, never created
+REASON_SPEC_CHANGED = "spec_changed"          # D != L
+REASON_DRIFT = "drift"                        # D == L, R != L
+REASON_DELETED_OUTSIDE = "deleted_outside"    # in state, gone from live, not completed
+REASON_REMOVED = "removed_from_specs"         # in state, not in specs
+REASON_PHASE = "phase_changed"                # desiredPhase changed in specs
+REASON_PHASE_DRIFT = "phase_drift"            # suspended/resumed outside
+REASON_REPLACE_REQUESTED = "replace_by_request"
+REASON_COMPLETED = "completed"                # training completed: left alone
+REASON_UNCHANGED = "unchanged"
+REASON_GONE = "already_gone"                  # not in specs and already gone from live
+
+
+@dataclass
+class FieldChange:
+    path: str  # dotted, keyed list items in brackets: spec.environmentVariables[HF_HOME].value
+    before: Any  # None when absent
+    after: Any  # None when absent (removed)
+    drift: bool = False  # changed outside the reconciler (D == L, R != L)
+    forces_replacement: bool = False
+
+
+@dataclass
+class ResourceChange:
+    address: str
+    kind: str
+    name: str
+    project_id: str
+    action: Action
+    reason: str
+    changes: list[FieldChange] = field(default_factory=list)
+    workload_id: str | None = None  # live id when one exists
+    before: dict[str, Any] | None = None  # live create-body fields (or state's when not refreshed)
+    after: dict[str, Any] | None = None  # desired create body (None for delete)
+    desired_phase: str | None = None  # None when not in specs
+    live_phase: str | None = None
+    # For UPDATE: the PATCH body, only the changed updatable fields with full values.
+    patch: dict[str, Any] | None = None
+
+    @property
+    def replace_paths(self) -> list[str]:
+        return [c.path for c in self.changes if c.forces_replacement]
+
+    @property
+    def is_drift(self) -> bool:
+        return self.reason in (REASON_DRIFT, REASON_PHASE_DRIFT, REASON_DELETED_OUTSIDE)
+
+
+@dataclass
+class Plan:
+    changes: list[ResourceChange]  # sorted by address; every address in specs or state
+    lineage: str | None = None
+    serial: int | None = None
+    targets: list[str] = field(default_factory=list)
+
+    def actionable(self) -> list[ResourceChange]:
+        return [c for c in self.changes if c.action is not Action.NOOP]
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.actionable())
+
+    def counts(self) -> dict[str, int]:
+        out = {a.value: 0 for a in Action}
+        for c in self.changes:
+            out[c.action.value] += 1
+        return out
