@@ -1,16 +1,320 @@
-"""The `runai-reconcile` command line (click). Thin: parse, call the engine, render."""
+"""The `runai-reconcile` command line (click).
+
+Thin by design: parse flags into a Config, call the loaders, `refresh`, `planner` and
+`executor`, pick a renderer, and turn errors into one clear message and exit 1. Exit
+codes: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 changes.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
 import click
 
-from reconciler import __version__
+from reconciler import __version__, errors, kinds, planner, refresh
+from reconciler.plans import Action, Plan
+
+DEFAULT_STATE = "state/state.json"
+DEFAULT_SPECS = "specs"
+DEFAULT_PARALLELISM = 32
+SIM_DIR = ".runai-sim"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@dataclass
+class Config:
+    url: str | None = None
+    sim: bool = False
+    state_path: str = DEFAULT_STATE
+    parallelism: int = DEFAULT_PARALLELISM
+    color: bool = False
+    insecure: bool = False
+    lock_timeout: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+pass_config = click.make_pass_decorator(Config)
+
+
+class _Group(click.Group):
+    """Turns the reconciler's and the API's errors into one line on stderr and exit 1."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except errors.SpecError as exc:
+            for problem in exc.problems:
+                click.echo(problem, err=True)
+            n = len(exc.problems)
+            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the specs; nothing was sent "
+                       "and the state was not touched.", err=True)
+            sys.exit(1)
+        except errors.ReconcileError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+        except _api_error_types() as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(1)
+
+
+def _api_error_types() -> tuple[type[BaseException], ...]:
+    from reconciler.api import errors as api_errors
+
+    return (api_errors.ApiError, api_errors.ConfigError)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runai-reconcile")
-def main() -> None:
-    """Terraform-style plan/apply for NVIDIA Run:ai workloads."""
+@click.option("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
+@click.option("--sim", is_flag=True,
+              help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
+@click.option("--state", "state_path", default=DEFAULT_STATE, show_default=True,
+              type=click.Path(dir_okay=False), help="State file.")
+@click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
+              type=click.IntRange(1, 256), help="API requests in flight at once.")
+@click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
+@click.option("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
+@click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds to wait for the state lock.")
+@click.pass_context
+def main(ctx: click.Context, url, sim, state_path, parallelism, no_color, insecure, lock_timeout) -> None:
+    """Terraform-style plan/apply for NVIDIA Run:ai workloads.
+
+    Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
+    RUNAI_CLIENT_ID + RUNAI_CLIENT_SECRET.
+    """
+    color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+    ctx.obj = Config(url=url, sim=sim, state_path=state_path, parallelism=parallelism,
+                     color=color, insecure=insecure, lock_timeout=lock_timeout)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def _client(cfg: Config):
+    from reconciler.api import RunaiClient
+
+    if cfg.sim:
+        import httpx
+
+        from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+
+        Path(SIM_DIR).mkdir(exist_ok=True)
+        app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
+        return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,
+                           client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app))
+    return RunaiClient.from_env(cfg.url, verify=not cfg.insecure)
+
+
+def _store(cfg: Config):
+    from reconciler.state import LocalFileStore
+
+    return LocalFileStore(cfg.state_path, lock_timeout=cfg.lock_timeout)
+
+
+def _load(directory: str):
+    from reconciler.desired import load_specs
+
+    return load_specs(directory)
+
+
+def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
+    for a in addrs:
+        try:
+            kinds.parse_address(a)
+        except ValueError as exc:
+            raise errors.ReconcileError(f"{flag}: {exc}") from None
+    return list(addrs)
+
+
+async def _make_plan(cfg: Config, client, desired, state, *, targets, replace, destroy, do_refresh) -> Plan:
+    live = {}
+    if do_refresh:
+        only = set(targets) if targets else None
+        live = await refresh.read_live(client, desired, state, parallelism=cfg.parallelism, only=only)
+    return planner.make_plan(desired, state, live, targets=targets, replace=replace, destroy=destroy)
+
+
+def _render(plan: Plan, fmt: str, cfg: Config) -> str:
+    from reconciler.render import json as json_render
+    from reconciler.render import text as text_render
+
+    if fmt == "json":
+        return json_render.render_plan(plan)
+    return text_render.render_plan(plan, color=cfg.color)
+
+
+def _targets_note(targets: list[str]) -> None:
+    if targets:
+        click.echo("Note: acting on the targeted addresses only: " + ", ".join(targets)
+                   + ". The plan may be incomplete.", err=True)
+
+
+specs_dir = click.argument("directory", default=DEFAULT_SPECS, required=False,
+                           type=click.Path(file_okay=False))
+format_opt = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+                          show_default=True, help="Output format; json goes to stdout alone.")
+target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
+                          help="Act on this address only (repeatable).")
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+@main.command()
+@specs_dir
+def validate(directory: str) -> None:
+    """Check the spec files offline (no API, no state)."""
+    desired = _load(directory)
+    click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
+
+
+@main.command()
+@specs_dir
+@format_opt
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when there are changes, 0 when none.")
+@target_opt
+@click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
+@click.option("--destroy", is_flag=True, help="Plan the deletion of everything in the state.")
+@click.option("--refresh/--no-refresh", default=True, show_default=True,
+              help="Read live workloads; --no-refresh plans from the state alone.")
+@pass_config
+def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh) -> None:
+    """Show what apply would do. Makes no API writes and does not change the state."""
+    targets = _check_addresses(targets, "--target")
+    replace = _check_addresses(replace, "--replace")
+    desired = _load(directory)
+    state = _store(cfg).read()
+
+    async def run() -> Plan:
+        client = _client(cfg) if refresh else None
+        async with client if client else contextlib.nullcontext():
+            return await _make_plan(cfg, client, desired, state, targets=targets, replace=replace,
+                                    destroy=destroy, do_refresh=refresh)
+
+    result = asyncio.run(run())
+    _targets_note(targets)
+    out = _render(result, fmt, cfg)
+    click.echo(out, nl=not out.endswith("\n"))
+    if detailed_exitcode and result.has_changes:
+        sys.exit(2)
+
+
+@main.command()
+@specs_dir
+@click.option("--auto-approve", is_flag=True, help="Apply without asking.")
+@target_opt
+@click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
+@click.option("--destroy", is_flag=True, help="Delete everything in the state.")
+@pass_config
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy) -> None:
+    """Plan, show, confirm, then perform the actions and record them in the state."""
+    from reconciler.executor import Executor
+
+    targets = _check_addresses(targets, "--target")
+    replace = _check_addresses(replace, "--replace")
+    desired = _load(directory)
+    store = _store(cfg)
+    with store.lock("apply"):
+        state = store.read()
+
+        async def run():
+            async with _client(cfg) as client:
+                the_plan = await _make_plan(cfg, client, desired, state, targets=targets, replace=replace,
+                                            destroy=destroy, do_refresh=True)
+                _targets_note(targets)
+                out = _render(the_plan, "text", cfg)
+                click.echo(out, nl=not out.endswith("\n"))
+                if the_plan.has_changes and not auto_approve:
+                    _confirm()
+                # No-ops run too: they adopt workloads found by name and forget vanished ones.
+                ex = Executor(client, store, state, {d.address: d for d in desired},
+                              parallelism=cfg.parallelism, on_event=lambda m: click.echo(m, err=True))
+                return the_plan, await ex.run(the_plan)
+
+        the_plan, result = asyncio.run(run())
+    if not the_plan.has_changes and not result.failed:
+        return
+    _apply_summary(result)
+    if result.failed:
+        sys.exit(1)
+
+
+def _stdin_is_tty() -> bool:
+    return sys.stdin.isatty()
+
+
+def _confirm() -> None:
+    if not _stdin_is_tty():
+        raise errors.ReconcileError(
+            "apply needs confirmation: run it in a terminal, or pass --auto-approve")
+    click.echo("\nDo you want to perform these actions? Only 'yes' will be accepted.")
+    answer = click.prompt("  Enter a value", default="", show_default=False)
+    if answer.strip() != "yes":
+        raise errors.ReconcileError("apply cancelled.")
+
+
+def _apply_summary(result) -> None:
+    for o in result.failed:
+        click.echo(f"Error: {o.address}: {o.action.value} failed: {o.message}", err=True)
+    parts = [f"{result.count(Action.CREATE)} created", f"{result.count(Action.UPDATE)} updated",
+             f"{result.count(Action.REPLACE)} replaced", f"{result.count(Action.DELETE)} deleted",
+             f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
+    head = "Apply failed" if result.failed else "Apply complete!"
+    tail = f", {len(result.failed)} failed" if result.failed else ""
+    click.echo(f"\n{head} Resources: {', '.join(parts)}{tail}.")
+
+
+# --- state --------------------------------------------------------------------------
+
+
+@main.group("state")
+def state_group() -> None:
+    """Inspect or edit the state file."""
+
+
+@state_group.command("list")
+@pass_config
+def state_list(cfg: Config) -> None:
+    """List the addresses the state tracks."""
+    for addr in sorted(_store(cfg).read().resources):
+        click.echo(addr)
+
+
+@state_group.command("show")
+@click.argument("address")
+@pass_config
+def state_show(cfg: Config, address: str) -> None:
+    """Show one address's record as JSON."""
+    res = _store(cfg).read().resources.get(address)
+    if res is None:
+        raise errors.ReconcileError(f"no such address in the state: {address}")
+    click.echo(json.dumps(res.to_json(), indent=2, sort_keys=True))
+
+
+@state_group.command("rm")
+@click.argument("addresses", nargs=-1, required=True)
+@pass_config
+def state_rm(cfg: Config, addresses: tuple[str, ...]) -> None:
+    """Forget addresses without touching the workloads (they are no longer managed)."""
+    store = _store(cfg)
+    with store.lock("state rm"):
+        state = store.read()
+        missing = [a for a in addresses if a not in state.resources]
+        if missing:
+            raise errors.ReconcileError("no such address in the state: " + ", ".join(missing))
+        for a in addresses:
+            del state.resources[a]
+        store.write(state)
+    for a in addresses:
+        click.echo(f"Removed {a}")
 
 
 def _register_sim() -> None:
@@ -22,3 +326,7 @@ def _register_sim() -> None:
 
 
 _register_sim()
+
+
+if __name__ == "__main__":  # python -m reconciler.cli
+    main()

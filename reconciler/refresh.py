@@ -1,0 +1,83 @@
+"""Reading the live control plane for a plan (the "R" of the three-way diff).
+
+Called by the CLI before `planner.make_plan`. For each address the state knows, one GET
+by workload id; for desired addresses the state does not know (first run, lost state),
+one list call per project (pages of 500) finds existing workloads by name, and only
+those found are read with a GET. So an unchanged fleet of N costs N GETs, and a new one
+a handful of list calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reconciler import kinds
+from reconciler.api import errors as api_errors
+from reconciler.desired.types import DesiredWorkload
+from reconciler.state.model import State
+
+
+async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
+                    parallelism: int, only: set[str] | None = None) -> dict[str, dict | None]:
+    """Map each address (of specs or state) to its live GET body, or None when it does not exist.
+
+    `only` limits the refresh to those addresses (for --target)."""
+    desired_by_addr = {d.address: d for d in desired}
+    wanted = set(desired_by_addr) | set(state.resources)
+    if only is not None:
+        wanted &= only
+    sem = asyncio.Semaphore(max(1, parallelism))
+    live: dict[str, dict | None] = {}
+
+    async def get(addr: str, kind: kinds.Kind, workload_id: str) -> None:
+        async with sem:
+            try:
+                live[addr] = await client.get(kind, workload_id)
+            except api_errors.NotFound:
+                live[addr] = None
+
+    unknown = sorted(a for a in wanted if not (a in state.resources and state.resources[a].workload_id))
+    found = await _find_by_name(client, [desired_by_addr[a] for a in unknown if a in desired_by_addr])
+    for addr in unknown:
+        if addr not in found:
+            live[addr] = None
+
+    tasks = []
+    for addr in sorted(wanted):
+        res = state.resources.get(addr)
+        kind_name = res.kind if res else desired_by_addr[addr].kind
+        workload_id = res.workload_id if res and res.workload_id else found.get(addr)
+        if workload_id:
+            tasks.append(get(addr, kinds.get(kind_name), workload_id))
+    await asyncio.gather(*tasks)
+    return live
+
+
+async def _find_by_name(client, wanted: list[DesiredWorkload]) -> Mapping[str, str]:
+    """address -> workload id for the desired workloads that already exist live."""
+    if not wanted:
+        return {}
+    by_project: dict[str, dict[str, DesiredWorkload]] = {}
+    for d in wanted:
+        by_project.setdefault(d.project_id, {})[d.name] = d
+    found: dict[str, str] = {}
+
+    async def scan(project_id: str, names: dict[str, DesiredWorkload]) -> None:
+        if len(names) == 1:
+            (name,) = names
+            items = await client.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        else:
+            items = await client.iter_workloads(filter_by=[f"projectId=={project_id}"])
+        for item in items:
+            d = names.get(item.get("name"))
+            if d is not None and _id(item):
+                found[d.address] = _id(item)
+
+    await asyncio.gather(*(scan(p, n) for p, n in sorted(by_project.items())))
+    return found
+
+
+def _id(item: Mapping[str, Any]) -> str | None:
+    return item.get("id") or item.get("workloadId")

@@ -1,0 +1,144 @@
+"""End-to-end fixtures: a `runai-reconcile sim serve` process over real HTTP, spec folders,
+and a CLI runner pointed at them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT_ID = "runai-sim"
+CLIENT_SECRET = "runai-sim-secret"
+CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SimServer:
+    def __init__(self, url: str, proc: subprocess.Popen):
+        self.url = url
+        self.proc = proc
+        self.admin = httpx.Client(base_url=url, timeout=10)
+
+    def requests(self, *, api_only: bool = True) -> list[dict]:
+        reqs = self.admin.get("/_sim/requests").json()["requests"]
+        return [r for r in reqs if not api_only or r["path"] != "/api/v1/token"]
+
+    def clear_requests(self) -> None:
+        self.admin.delete("/_sim/requests")
+
+    def writes(self) -> list[dict]:
+        return [r for r in self.requests() if r["method"] != "GET"]
+
+    def token(self) -> str:
+        r = self.admin.post("/api/v1/token", json={"grantType": "client_credentials",
+                                                   "clientID": CLIENT_ID, "clientSecret": CLIENT_SECRET})
+        return r.json()["accessToken"]
+
+    def api(self, method: str, path: str, **kw) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        return self.admin.request(method, path, headers=headers, **kw)
+
+    def live(self) -> list[dict]:
+        return self.api("GET", "/api/v1/workloads", params={"limit": 500}).json()["workloads"]
+
+
+@pytest.fixture
+def sim_server(tmp_path):
+    port = _free_port()
+    log = open(tmp_path / "sim.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(port),
+         "--data", str(tmp_path / "sim.json")],
+        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(url + "/_sim/faults", timeout=1)
+            break
+        except httpx.HTTPError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.close()
+                raise RuntimeError("sim serve did not start: " + (tmp_path / "sim.log").read_text())
+            time.sleep(0.05)
+    server = SimServer(url, proc)
+    yield server
+    server.admin.close()
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+class Workspace:
+    """A project folder: specs/ and state/, and a CLI bound to a simulator."""
+
+    def __init__(self, root: Path, env: dict[str, str]):
+        self.root = root
+        self.specs = root / "specs"
+        self.specs.mkdir(parents=True, exist_ok=True)
+        self.state_path = root / "state" / "state.json"
+        self.env = env
+
+    def write(self, rel: str, text: str) -> Path:
+        p = self.specs / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip())
+        return p
+
+    def copy_examples(self) -> None:
+        shutil.copytree(ROOT / "specs", self.specs, dirs_exist_ok=True)
+
+    def cli(self, *args: str, input: str | None = None):
+        runner = CliRunner()
+        return runner.invoke(main, ["--state", str(self.state_path), *args[:1], *args[1:]],
+                             env=self.env, input=input, catch_exceptions=False)
+
+    def plan(self, *extra: str):
+        return self.cli("plan", str(self.specs), *extra)
+
+    def plan_json(self, *extra: str) -> dict:
+        res = self.cli("plan", str(self.specs), "--format", "json", *extra)
+        assert res.exit_code == 0, res.output
+        return json.loads(res.stdout)
+
+    def apply(self, *extra: str):
+        res = self.cli("apply", str(self.specs), "--auto-approve", *extra)
+        return res
+
+    def state(self) -> dict:
+        return json.loads(self.state_path.read_text())
+
+
+@pytest.fixture
+def ws(tmp_path, sim_server):
+    env = {"RUNAI_URL": sim_server.url, "RUNAI_CLIENT_ID": CLIENT_ID,
+           "RUNAI_CLIENT_SECRET": CLIENT_SECRET, "RUNAI_TOKEN": None, "NO_COLOR": "1"}
+    return Workspace(tmp_path / "project", env)
+
+
+def changes_by_address(doc: dict) -> dict[str, dict]:
+    return {rc["address"]: rc for rc in doc["resource_changes"]}
+
+
+os.environ.pop("RUNAI_TOKEN", None)
