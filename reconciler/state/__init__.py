@@ -1,0 +1,13 @@
+"""The reconciler's record of what it applied: model, stores, lock.
+
+    from reconciler.state import LocalFileStore, MemoryStore, State, StateStore
+
+Callers: the CLI (opens a store), the planner (reads `State`), the executor (writes).
+"""
+
+from reconciler.state.locking import LockInfo
+from reconciler.state.model import STATE_VERSION, ResourceState, State
+from reconciler.state.store import LocalFileStore, MemoryStore, StateStore
+
+__all__ = ["STATE_VERSION", "LocalFileStore", "LockInfo", "MemoryStore", "ResourceState",
+           "State", "StateStore"]

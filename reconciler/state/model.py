@@ -1,14 +1,23 @@
-"""The state file's data model (pure; reading and writing live in `store`).
+"""The state file's data model (pure; reading, writing and locking live in `store`).
 
     {"version": 1, "lineage": "<uuid>", "serial": 3,
      "resources": {"<address>": ResourceState, ...}}
+
+`version` is the file format; `lineage` is fixed when a state is born and tells two
+unrelated states apart; `serial` rises by one on every write that changes content.
+Callers: `store` (parse and serialise), the planner (the "L" of the three-way diff),
+the executor (records each outcome) and the CLI's `state list|show|rm`.
 """
 
 from __future__ import annotations
 
+import copy
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from reconciler import kinds
+from reconciler.errors import StateError
 
 STATE_VERSION = 1
 
@@ -26,12 +35,81 @@ class ResourceState:
     prevent_destroy: bool = False
     completed: bool = False  # a training seen Completed: not re-created if it disappears
 
+    @property
+    def address(self) -> str:
+        return kinds.address(self.kind, self.project_id, self.name)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ResourceState":
-        return cls(**data)
+    def from_json(cls, data: Any, *, where: str = "resource") -> "ResourceState":
+        """Build from parsed JSON; StateError naming `where` and the field when the shape is wrong."""
+        if not isinstance(data, dict):
+            raise StateError(f"{where}: expected an object, got {_kind_of(data)}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise StateError(f"{where}: unknown field(s) {', '.join(unknown)}")
+        for name, check, required in _RESOURCE_FIELDS:
+            if name not in data:
+                if required:
+                    raise StateError(f"{where}.{name}: missing")
+                continue
+            if not check(data[name]):
+                raise StateError(
+                    f"{where}.{name}: expected {_EXPECTED[check]}, got {data[name]!r}")
+        if data["kind"] not in kinds.KINDS:
+            raise StateError(f"{where}.kind: unknown kind {data['kind']!r}; expected one of "
+                             + ", ".join(sorted(kinds.KINDS)))
+        return cls(**copy.deepcopy(data))
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+def _is_opt_str(v: Any) -> bool:
+    return v is None or _is_str(v)
+
+
+def _is_dict(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_serial(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+_EXPECTED = {
+    _is_str: "a non-empty string",
+    _is_opt_str: "a non-empty string or null",
+    _is_dict: "an object",
+    _is_bool: "true or false",
+    _is_serial: "a non-negative integer",
+}
+
+_RESOURCE_FIELDS = (
+    ("kind", _is_str, True),
+    ("name", _is_str, True),
+    ("project_id", _is_str, True),
+    ("cluster_id", _is_str, True),
+    ("workload_id", _is_opt_str, True),
+    ("applied", _is_dict, True),
+    ("desired_phase", _is_str, False),
+    ("last_phase", _is_opt_str, False),
+    ("prevent_destroy", _is_bool, False),
+    ("completed", _is_bool, False),
+)
+
+
+def _kind_of(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null",
+            bool: "a boolean"}.get(type(v), type(v).__name__)
 
 
 @dataclass
@@ -48,3 +126,70 @@ class State:
             "serial": self.serial,
             "resources": {a: r.to_json() for a, r in sorted(self.resources.items())},
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> "State":
+        """Parse a decoded state document; StateError with the offending field otherwise.
+
+        A `version` newer than this program's is refused rather than half understood.
+        """
+        if not isinstance(data, dict):
+            raise StateError(f"expected a JSON object at the top, got {_kind_of(data)}")
+        version = data.get("version")
+        if not _is_serial(version) or version < 1:
+            raise StateError(f"version: expected a positive integer, got {version!r}")
+        if version > STATE_VERSION:
+            raise StateError(
+                f"state format version {version} was written by a newer runai-reconcile; "
+                f"this one reads up to version {STATE_VERSION}")
+        unknown = sorted(set(data) - {"version", "lineage", "serial", "resources"})
+        if unknown:
+            raise StateError(f"unknown top-level field(s) {', '.join(unknown)}")
+        if not _is_str(data.get("lineage")):
+            raise StateError(f"lineage: expected a non-empty string, got {data.get('lineage')!r}")
+        if not _is_serial(data.get("serial")):
+            raise StateError(
+                f"serial: expected a non-negative integer, got {data.get('serial')!r}")
+        raw = data.get("resources", {})
+        if not isinstance(raw, dict):
+            raise StateError(f"resources: expected an object, got {_kind_of(raw)}")
+        resources: dict[str, ResourceState] = {}
+        for addr, item in raw.items():
+            where = f"resources[{addr!r}]"
+            rs = ResourceState.from_json(item, where=where)
+            if rs.address != addr:
+                raise StateError(
+                    f"{where}: the address does not match its kind, project_id and name "
+                    f"({rs.address!r})")
+            resources[addr] = rs
+        return cls(lineage=data["lineage"], serial=data["serial"], resources=resources,
+                   version=version)
+
+    # --- conveniences for the engine and `state list|show|rm` ----------------------
+
+    def addresses(self) -> list[str]:
+        return sorted(self.resources)
+
+    def get(self, address: str) -> ResourceState | None:
+        return self.resources.get(address)
+
+    def set(self, resource: ResourceState) -> None:
+        """Record `resource` under its own address (replacing what was there)."""
+        self.resources[resource.address] = resource
+
+    def remove(self, address: str) -> ResourceState:
+        """Forget `address`; StateError when the state does not hold it."""
+        try:
+            return self.resources.pop(address)
+        except KeyError:
+            raise StateError(f"no workload {address!r} in the state") from None
+
+    def copy(self) -> "State":
+        return copy.deepcopy(self)
+
+    def same_content(self, other: "State") -> bool:
+        """Equal apart from `serial`: a write of this over `other` would change nothing."""
+        a, b = self.to_json(), other.to_json()
+        a.pop("serial")
+        b.pop("serial")
+        return a == b

@@ -1,0 +1,130 @@
+"""Who holds the state: lock info, and the OS lock on `<state>.lock` that carries it.
+
+`FileLock` takes `fcntl.flock` on the lock file (the kernel drops it when its process
+dies, so a `kill -9` never leaves a stale lock) and writes a `LockInfo` into the same
+file so that a second writer's error names the holder. Waiting polls on an injected
+clock so tests run instantly. Callers: `store.LocalFileStore.lock`; `LockInfo` also
+serves `store.MemoryStore`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import errno
+import fcntl
+import getpass
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from reconciler.errors import StateError
+
+POLL_INTERVAL = 0.1  # seconds between attempts while waiting for --lock-timeout
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    id: str
+    operation: str
+    who: str  # user@host pid N
+    created: str  # ISO 8601, UTC
+
+    @classmethod
+    def new(cls, operation: str) -> "LockInfo":
+        return cls(id=str(uuid.uuid4()), operation=operation, who=_who(),
+                   created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> "LockInfo | None":
+        """None when `data` is not a lock info (an empty or half-written lock file)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(**{k: str(data[k]) for k in ("id", "operation", "who", "created")})
+        except KeyError:
+            return None
+
+
+def _who() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry, no LOGNAME (containers)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+
+
+def locked_error(holder: LockInfo | None, where: str) -> StateError:
+    if holder is None:
+        who = "another process (its lock info is unreadable)"
+    else:
+        who = (f"{holder.who} (operation {holder.operation} since {holder.created}, "
+               f"lock id {holder.id})")
+    return StateError(f"state is locked by {who}: {where}; try again when it finishes, "
+                      "or wait longer with --lock-timeout")
+
+
+class FileLock:
+    """An exclusive `flock` on `path` that records `LockInfo` inside the file."""
+
+    def __init__(self, path: Path, *, timeout: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.path = Path(path)
+        self.timeout = max(0.0, float(timeout))
+        self._clock = clock
+        self._sleep = sleep
+        self._fd: int | None = None
+        self.info: LockInfo | None = None
+
+    def acquire(self, operation: str) -> LockInfo:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc
+        deadline = self._clock() + self.timeout
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                        raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    raise locked_error(self._read_holder(), str(self.path))
+                self._sleep(min(POLL_INTERVAL, remaining))
+            info = LockInfo.new(operation)
+            data = (json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n").encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self.info = fd, info
+        return info
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd, self.info = self._fd, None, None
+        try:
+            os.ftruncate(fd, 0)  # the file stays: unlinking a flocked file races with waiters
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def _read_holder(self) -> LockInfo | None:
+        try:
+            return LockInfo.from_json(json.loads(self.path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
