@@ -1,0 +1,72 @@
+"""When to retry an API call and how long to wait: pure functions, no I/O.
+
+Called by `reconciler.api.client.RunaiClient._send` after each failed attempt.
+
+A write (POST, PATCH, DELETE) that failed with 429 or 503, or before the request left
+(connection refused), was not performed and is retried like a read. A 500, 502, 504,
+a timeout or a dropped connection after the request was sent leaves it *ambiguous*:
+the write may have been committed. Which writes may then be re-sent is the client's
+decision (PATCH, DELETE, suspend and resume are idempotent; create is not).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+
+import httpx
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Statuses that say the server did not perform the request.
+NOT_PERFORMED_STATUSES = frozenset({429, 503})
+
+# Transport errors raised before any byte of the request was sent.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+BASE_DELAY_S = 0.5
+MAX_DELAY_S = 20.0
+
+
+def is_ambiguous_status(status: int) -> bool:
+    """A write answered with `status` may have been performed."""
+    return status in RETRY_STATUSES and status not in NOT_PERFORMED_STATUSES
+
+
+def is_ambiguous_transport(exc: httpx.TransportError) -> bool:
+    """A write that failed with `exc` may have reached the server."""
+    return not isinstance(exc, _NOT_SENT)
+
+
+def is_retryable_transport(exc: httpx.TransportError) -> bool:
+    """Network failures are worth another try; a malformed URL or protocol is not."""
+    return not isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError))
+
+
+def backoff(attempt: int, rng: random.Random, *, base: float = BASE_DELAY_S,
+            cap: float = MAX_DELAY_S) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base * 2**(attempt-1))].
+
+    `attempt` counts from 1 (the delay after the first failure).
+    """
+    return rng.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
+
+
+def retry_after(value: str | None, *, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date), or None.
+
+    `now` is the wall-clock time (epoch seconds), used for the date form.
+    """
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)

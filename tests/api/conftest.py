@@ -1,0 +1,78 @@
+"""Fixtures for the API client tests: a controllable clock, JWTs, and a client over
+`httpx.MockTransport` whose handler each test writes as a small function."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import time
+
+import httpx
+import pytest
+
+from reconciler.api import RunaiClient
+
+TOKEN = "static-token-s3cr3t"
+CLIENT_ID = "ci-bot"
+CLIENT_SECRET = "client-secret-XYZ"
+URL = "https://runai.example.test"
+
+
+def make_jwt(exp: float, **claims) -> str:
+    def part(obj) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'exp': int(exp), **claims})}.sig"
+
+
+class FakeTime:
+    """A monotonic clock and a sleep that advances it at once; `wall` follows along."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.wall0 = time.time()
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.wall0 + (self.now - 1000.0)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_time() -> FakeTime:
+    return FakeTime()
+
+
+@pytest.fixture
+def make_client(fake_time):
+    """make_client(handler, **kw) -> RunaiClient over MockTransport(handler), fake time,
+    a static token unless client credentials are given."""
+    def factory(handler, **kw) -> RunaiClient:
+        if "client_id" not in kw:
+            kw.setdefault("token", TOKEN)
+        kw.setdefault("sleep", fake_time.sleep)
+        kw.setdefault("clock", fake_time)
+        kw.setdefault("wall_clock", fake_time.wall)
+        kw.setdefault("rng", random.Random(7))
+        return RunaiClient(URL, transport=httpx.MockTransport(handler), **kw)
+
+    return factory
+
+
+def json_response(status: int, body, **headers) -> httpx.Response:
+    return httpx.Response(status, json=body, headers=headers)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The client is asyncio-based (asyncio.Lock, asyncio.sleep): run the tests on asyncio."""
+    return "asyncio"
