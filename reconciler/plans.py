@@ -40,6 +40,7 @@ REASON_REPLACE_REQUESTED = "replace_by_request"
 REASON_COMPLETED = "completed"                # training completed: left alone
 REASON_UNCHANGED = "unchanged"
 REASON_GONE = "already_gone"                  # not in specs and already gone from live
+REASON_DESTROY = "destroy_requested"          # plan --destroy
 
 
 @dataclass

@@ -1,0 +1,273 @@
+"""The three-way diff of one workload: desired (D), last applied (L), live (R) -> field changes.
+
+Called by `planner` for every address that has both a spec and a live (or recorded)
+workload. Pure: plain dicts in, `plans.FieldChange` list out; inputs are never mutated.
+
+The model is kubectl's last-applied three-way merge. For each field path of the create
+body (name, projectId, clusterId, templateId and the kind's `body_keys`):
+
+- D != L: the user changed it (before = R's value when live is known, else L's).
+- D == L, R != L: drift, changed outside the reconciler (before R, after D).
+- D and L absent, R present: a server default or server-owned value; ignored.
+- D absent, L present: the user removed it (after None).
+- No L at all (first run, lost state): D is compared with R on the paths D sets only.
+
+Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
+compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
+has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
+names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS` compare as
+sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered values.
+
+A subtree (object or keyed item) that is added or removed is one change at its root,
+carrying the whole value. A user change that live already matches is no change: there
+is nothing to send.
+
+Compromise: removing an updatable field (e.g. DistributedInference `spec.replicas`)
+forces a replacement, because the API offers no way to unset a field in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reconciler import kinds as kinds_mod
+from reconciler import plans
+
+# Keys of the create body the API never echoes back: compared D against L only.
+WRITE_ONLY_KEYS = frozenset({"templateId", "useGivenNameAsPrefix"})
+META_KEYS = ("name", "projectId", "clusterId", "templateId")
+# Identifiers compared as strings (CONTRACT.md §2: projectId may come back as a number).
+_STRING_IDS = frozenset({"projectId", "clusterId"})
+
+
+def body_keys(kind: kinds_mod.Kind) -> tuple[str, ...]:
+    """The top-level keys of `kind`'s create body that the diff compares."""
+    return META_KEYS + tuple(kind.body_keys)
+
+
+def project(kind: kinds_mod.Kind, body: dict | None) -> dict | None:
+    """`body` (e.g. a live GET response) cut down to the create-body keys of `kind`."""
+    if body is None:
+        return None
+    return {k: body[k] for k in body_keys(kind) if body.get(k) is not None}
+
+
+def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
+                  live: dict | None, *, ignore: Sequence[str] = ()) -> list[plans.FieldChange]:
+    """Field changes that would take the workload from its present form to `desired`.
+
+    `applied` None means no state for the workload (compare D with R on D's paths);
+    `live` None means live is unknown (not refreshed: L stands in for it, no drift).
+    `ignore` holds dotted paths (lifecycle.ignoreChanges): a change at or under one
+    is dropped. Sorted by path.
+    """
+    walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
+    d_root = desired or {}
+    l_root = applied or {}
+    r_root = live or {}
+    for key in body_keys(kind):
+        d, l, r = d_root.get(key), l_root.get(key), r_root.get(key)
+        if key in _STRING_IDS:
+            d, l, r = _str_id(d), _str_id(l), _str_id(r)
+        if key in WRITE_ONLY_KEYS:
+            if applied is None:
+                continue  # nothing to compare with: the API never says what it used
+            walker.node(key, key, d, l, None, write_only=True)
+        else:
+            walker.node(key, key, d, l, r)
+    out = walker.changes
+    if ignore:
+        out = [c for c in out if not _under_any(c.path, ignore)]
+    out.sort(key=lambda c: c.path)
+    return out
+
+
+def is_ignored(path: str, ignore: Sequence[str]) -> bool:
+    """True when dotted `path` lies at or under one of the `ignore` paths."""
+    return _under_any(path, ignore)
+
+
+class _Walker:
+    __slots__ = ("kind", "has_state", "live_known", "changes")
+
+    def __init__(self, kind: kinds_mod.Kind, *, has_state: bool, live_known: bool):
+        self.kind = kind
+        self.has_state = has_state
+        self.live_known = live_known
+        self.changes: list[plans.FieldChange] = []
+
+    def node(self, path: str, field: str, d: Any, l: Any, r: Any, *,
+             write_only: bool = False) -> None:
+        d_abs, l_abs, r_abs = _absent(d), _absent(l), _absent(r)
+        live_known = self.live_known and not write_only
+        if not self.has_state:
+            if d_abs:
+                return  # a path D does not set
+            dm = _as_map(field, d)
+            rm = _as_map(field, r, lenient=True) if dm is not None and not r_abs else None
+            if dm is not None and rm is not None and _same_shape(dm, rm):
+                sep = "[" if isinstance(dm, _Keyed) else "."
+                for k, dv in dm.items():
+                    self.node(_join(path, sep, k), _child_field(field, dm, k), dv, None, rm.get(k))
+                return
+            if r_abs or not _eq(d, r, field):
+                self._add(path, r, d, drift=False)
+            return
+
+        if d_abs and l_abs:
+            return  # server default or server-owned
+        if not d_abs and not l_abs:
+            dm = _as_map(field, d)
+            lm = _as_map(field, l) if dm is not None else None
+            if dm is not None and lm is not None and _same_shape(dm, lm):
+                if live_known and r_abs:
+                    # The whole subtree is gone from live: one change at its root.
+                    if _eq(d, l, field):
+                        self._add(path, None, d, drift=True)
+                    else:
+                        self._add(path, None, d, drift=False)
+                    return
+                rm = _as_map(field, r, lenient=True) if live_known else None
+                if rm is not None and not _same_shape(rm, dm):
+                    rm = None
+                sep = "[" if isinstance(dm, _Keyed) else "."
+                for k in _union(dm, lm):
+                    self.node(_join(path, sep, k), _child_field(field, dm, k),
+                              dm.get(k), lm.get(k), rm.get(k) if rm is not None else None,
+                              write_only=write_only)
+                return
+        if not _eq(d, l, field):
+            if live_known:
+                if not _eq(d, r, field):
+                    self._add(path, r, d, drift=False)
+            else:
+                self._add(path, l, d, drift=False)
+        elif live_known and (r_abs or not _eq(r, l, field)):
+            self._add(path, r, d, drift=True)
+
+    def _add(self, path: str, before: Any, after: Any, *, drift: bool) -> None:
+        after_c = _clean(after)
+        forces = after_c is None or not self.kind.is_updatable(path)
+        self.changes.append(plans.FieldChange(
+            path=path, before=_clean(before), after=after_c, drift=drift,
+            forces_replacement=forces))
+
+
+# --- normalisation ------------------------------------------------------------------
+
+class _Keyed(dict):
+    """A keyed list seen as a map from item key to item (path segments in brackets)."""
+
+
+def _as_map(field: str, v: Any, *, lenient: bool = False) -> dict | None:
+    """`v` as a map to recurse into: a dict as is, a keyed list as a `_Keyed`; else None.
+
+    A keyed list whose items do not all have distinct keys is compared as a whole
+    value, unless `lenient` (live's side: unkeyable items are skipped)."""
+    if isinstance(v, dict):
+        return v
+    if not isinstance(v, list) or field in kinds_mod.ORDERED_LISTS or field in kinds_mod.SET_LISTS:
+        return None
+    out = _Keyed()
+    for item in v:
+        k = kinds_mod.item_key(field, item)
+        if k is None or k in out:
+            if lenient:
+                continue
+            return None
+        out[k] = item
+    if not out and not lenient:
+        return None
+    return out
+
+
+def _same_shape(a: dict, b: dict) -> bool:
+    return isinstance(a, _Keyed) == isinstance(b, _Keyed)
+
+
+def _child_field(field: str, m: dict, key: str) -> str:
+    # An item of a keyed list keeps the list's field name; an object's member is named
+    # by its own key.
+    return field if isinstance(m, _Keyed) else key
+
+
+def _join(path: str, sep: str, key: str) -> str:
+    return f"{path}[{key}]" if sep == "[" else f"{path}.{key}"
+
+
+def _union(a: dict, b: dict) -> list[str]:
+    out = list(a)
+    out.extend(k for k in b if k not in a)
+    return out
+
+
+def _absent(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, dict):
+        return all(_absent(x) for x in v.values())
+    if isinstance(v, list):
+        return not v
+    return False
+
+
+def _str_id(v: Any) -> Any:
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, int):
+        return str(v)
+    return v
+
+
+def _eq(a: Any, b: Any, field: str) -> bool:
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is str or tb is str:
+        return ta is tb and a == b
+    if _absent(a):
+        return _absent(b)
+    if _absent(b):
+        return False
+    return _canon(a, field) == _canon(b, field)
+
+
+def _canon(v: Any, field: str) -> Any:
+    """A hashable form of `v` that is equal exactly when the values mean the same."""
+    if v is None:
+        return None
+    t = type(v)
+    if t is str:
+        return v
+    if t is bool:
+        return ("b", v)
+    if t is int or t is float:
+        return ("n", v)
+    if isinstance(v, dict):
+        return ("d", frozenset((k, _canon(x, k)) for k, x in v.items() if not _absent(x)))
+    if isinstance(v, list):
+        if field in kinds_mod.SET_LISTS:
+            return ("s", frozenset(_canon(x, field) for x in v))
+        m = _as_map(field, v)
+        if m is not None:
+            return ("k", frozenset((k, _canon(x, field)) for k, x in m.items()))
+        return ("l", tuple(_canon(x, field) for x in v))
+    return ("o", repr(v))
+
+
+def _clean(v: Any) -> Any:
+    """A copy of `v` without null or empty members (what a change reports)."""
+    if isinstance(v, dict):
+        out = {k: _clean(x) for k, x in v.items() if not _absent(x)}
+        return out or None
+    if isinstance(v, list):
+        return [_clean(x) for x in v] or None
+    return v
+
+
+def _under_any(path: str, prefixes: Sequence[str]) -> bool:
+    for p in prefixes:
+        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
+            return True
+    return False

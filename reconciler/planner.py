@@ -1,0 +1,281 @@
+"""Desired workloads + state + live bodies -> a `plans.Plan` (pure).
+
+Called by the CLI (`plan`, `apply`, `drift`) after it has loaded the specs, read the
+state and refreshed live; the executor then runs the plan and the renderers show it.
+Nothing here does I/O: the caller hands in everything, including what refresh found.
+
+`live[address]` is the workload's GET body, or None when refresh found no workload;
+an address missing from `live` was not refreshed (`--no-refresh`), and the plan is made
+from the state alone (the last applied body stands in for live, the phase comes from
+the state).
+
+One `ResourceChange` per address in the specs or the state (no-ops included), sorted
+by address. The per-field comparison is `diff.diff_workload`; what to do with its
+result (create, update, replace, delete, suspend, resume, no-op) is decided here from
+the kind's capabilities in `kinds`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reconciler import diff, errors, kinds, plans
+from reconciler.desired.types import DesiredWorkload
+from reconciler.plans import Action
+from reconciler.state.model import ResourceState, State
+
+COMPLETED = "Completed"
+SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
+_NOT_REFRESHED = object()
+
+
+def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
+              targets: Sequence[str] = (), replace: Sequence[str] = (),
+              destroy: bool = False) -> plans.Plan:
+    """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
+    (a protected workload would be deleted or replaced, an unknown --target or --replace)."""
+    by_addr: dict[str, DesiredWorkload] = {}
+    for dw in desired:
+        if dw.address in by_addr:
+            raise errors.PlanError(
+                f"two specs have the address {dw.address}: {by_addr[dw.address].source or '?'} "
+                f"and {dw.source or '?'}")
+        by_addr[dw.address] = dw
+    known = set(by_addr) | set(state.resources)
+
+    targets = _check_addresses("--target", targets, known)
+    replace = _check_addresses("--replace", replace, known)
+    if destroy and replace:
+        raise errors.PlanError("--replace cannot be combined with --destroy")
+    for addr in replace:
+        if addr not in by_addr:
+            raise errors.PlanError(
+                f"--replace {addr}: no spec for it, so it could not be created again")
+        if targets and addr not in targets:
+            raise errors.PlanError(f"--replace {addr} is outside the --target addresses")
+
+    selected = sorted(targets) if targets else sorted(known)
+    replace_set = frozenset(replace)
+    changes: list[plans.ResourceChange] = []
+    for addr in selected:
+        dw = by_addr.get(addr)
+        rs = state.resources.get(addr)
+        lv = live.get(addr, _NOT_REFRESHED)
+        if destroy:
+            rc = _plan_destroy(addr, dw, rs, lv)
+        else:
+            rc = _plan_one(addr, dw, rs, lv, addr in replace_set)
+        changes.append(rc)
+
+    _check_prevent_destroy(changes, by_addr, state)
+    return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
+                      targets=sorted(targets))
+
+
+# --- one address --------------------------------------------------------------------
+
+def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
+              force_replace: bool) -> plans.ResourceChange:
+    refreshed = lv is not _NOT_REFRESHED
+    live_body: dict | None = lv if refreshed else None
+    kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
+    ch = functools.partial(_change, addr, kind, refreshed=refreshed)
+
+    if dw is None:  # in state only: the spec was removed
+        if refreshed and live_body is None:
+            return ch(None, None, rs, Action.NOOP, plans.REASON_GONE)
+        return ch(None, live_body, rs, Action.DELETE, plans.REASON_REMOVED)
+
+    if (refreshed and live_body is None) or (not refreshed and rs is None):
+        # Nothing live to compare with.
+        if force_replace:
+            return ch(dw, None, rs, Action.CREATE, plans.REASON_REPLACE_REQUESTED)
+        if rs is None:
+            return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
+        if kind.completes and _state_completed(rs):
+            user = diff.diff_workload(kind, dw.body, rs.applied, None,
+                                      ignore=dw.lifecycle.ignore_changes)
+            if user:  # the spec changed since it ran: run it again
+                return ch(dw, None, rs, Action.CREATE,
+                               plans.REASON_SPEC_CHANGED, user)
+            return ch(dw, None, rs, Action.NOOP, plans.REASON_COMPLETED)
+        return ch(dw, None, rs, Action.CREATE, plans.REASON_DELETED_OUTSIDE)
+
+    applied = rs.applied if rs is not None else None
+    fcs = diff.diff_workload(kind, dw.body, applied, live_body,
+                             ignore=dw.lifecycle.ignore_changes)
+    user_changed = any(not c.drift for c in fcs)
+
+    if force_replace:
+        return ch(dw, live_body, rs, Action.REPLACE,
+                       plans.REASON_REPLACE_REQUESTED, fcs)
+
+    if kind.completes and _completed(live_body, rs):
+        # A finished training: only a change of its spec runs it again.
+        user = [c for c in fcs if not c.drift]
+        if user:
+            return ch(dw, live_body, rs, Action.REPLACE,
+                           plans.REASON_SPEC_CHANGED, user)
+        return ch(dw, live_body, rs, Action.NOOP, plans.REASON_COMPLETED)
+
+    reason = plans.REASON_SPEC_CHANGED if user_changed else plans.REASON_DRIFT
+    if any(c.forces_replacement for c in fcs):
+        return ch(dw, live_body, rs, Action.REPLACE, reason, fcs)
+    if fcs:
+        rc = ch(dw, live_body, rs, Action.UPDATE, reason, fcs)
+        rc.patch = _patch(kind, dw.body, fcs)
+        return rc
+
+    if kind.can_suspend:
+        phase = _phase_change(dw, rs, live_body)
+        if phase is not None:
+            action, reason, fc = phase
+            return ch(dw, live_body, rs, action, reason, [fc])
+    return ch(dw, live_body, rs, Action.NOOP, plans.REASON_UNCHANGED)
+
+
+def _plan_destroy(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None,
+                  lv: Any) -> plans.ResourceChange:
+    refreshed = lv is not _NOT_REFRESHED
+    live_body: dict | None = lv if refreshed else None
+    kind = kinds.get(rs.kind if rs else dw.kind)  # type: ignore[union-attr]
+    ch = functools.partial(_change, addr, kind, refreshed=refreshed)
+    if rs is None:
+        # Never created by us: --destroy leaves what it does not manage alone.
+        reason = plans.REASON_UNCHANGED if live_body is not None else plans.REASON_GONE
+        return ch(None, live_body, rs, Action.NOOP, reason)
+    if refreshed and live_body is None:
+        return ch(None, None, rs, Action.NOOP, plans.REASON_GONE)
+    return ch(None, live_body, rs, Action.DELETE, plans.REASON_DESTROY)
+
+
+# --- phases -------------------------------------------------------------------------
+
+def _completed(live_body: dict | None, rs: ResourceState | None) -> bool:
+    if live_body is not None:
+        return live_body.get("actualPhase") == COMPLETED
+    return rs is not None and _state_completed(rs)
+
+
+def _state_completed(rs: ResourceState) -> bool:
+    return rs.completed or rs.last_phase == COMPLETED
+
+
+def _live_suspended(live_body: dict | None, rs: ResourceState | None) -> bool:
+    if live_body is not None:
+        return (live_body.get("desiredPhase") == "Stopped"
+                or live_body.get("actualPhase") in SUSPENDED_PHASES)
+    return rs is not None and rs.desired_phase == "Stopped"
+
+
+def _phase_change(dw: DesiredWorkload, rs: ResourceState | None,
+                  live_body: dict | None) -> tuple[Action, str, plans.FieldChange] | None:
+    suspended = _live_suspended(live_body, rs)
+    want = dw.desired_phase
+    if want == "Stopped" and not suspended:
+        action = Action.SUSPEND
+    elif want == "Running" and suspended:
+        action = Action.RESUME
+    else:
+        return None
+    by_spec = rs is None or rs.desired_phase != want
+    reason = plans.REASON_PHASE if by_spec else plans.REASON_PHASE_DRIFT
+    fc = plans.FieldChange(path="desiredPhase", before="Stopped" if suspended else "Running",
+                           after=want, drift=not by_spec)
+    return action, reason, fc
+
+
+# --- building the change --------------------------------------------------------------
+
+def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: dict | None,
+            rs: ResourceState | None, action: Action, reason: str,
+            fcs: list[plans.FieldChange] | None = None, *,
+            refreshed: bool = True) -> plans.ResourceChange:
+    k, project_id, name = kinds.parse_address(addr)
+    before = workload_id = live_phase = None
+    if live_body is not None:
+        before = diff.project(kind, live_body)
+        workload_id = live_body.get("workloadId")
+        live_phase = live_body.get("actualPhase")
+    elif not refreshed and rs is not None:
+        before, workload_id, live_phase = rs.applied, rs.workload_id, rs.last_phase
+    if action is Action.CREATE:
+        before = None
+    return plans.ResourceChange(
+        address=addr, kind=k, name=name, project_id=project_id, action=action, reason=reason,
+        changes=sorted(fcs or (), key=lambda c: c.path),
+        workload_id=workload_id,
+        before=before,
+        after=dw.body if dw is not None and action is not Action.DELETE else None,
+        desired_phase=dw.desired_phase if dw is not None else None,
+        live_phase=live_phase,
+    )
+
+
+def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
+    """The PATCH body: each changed updatable field with its full desired value, nested
+    as in the create body (e.g. {"spec": {"replicas": 4}})."""
+    out: dict[str, Any] = {}
+    for c in fcs:
+        top = _updatable_root(kind, c.path)
+        value: Any = body
+        parts = top.split(".")
+        for p in parts:
+            value = value.get(p) if isinstance(value, dict) else None
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _updatable_root(kind: kinds.Kind, path: str) -> str:
+    for p in sorted(kind.updatable_paths, key=len):
+        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
+            return p
+    raise AssertionError(f"{path} is not updatable for {kind.name}")  # the diff said it was
+
+
+# --- checks -------------------------------------------------------------------------
+
+def _check_addresses(flag: str, addrs: Sequence[str], known: set[str]) -> list[str]:
+    problems = []
+    for a in addrs:
+        try:
+            kinds.parse_address(a)
+        except ValueError as exc:
+            problems.append(f"{flag} {a}: {exc}")
+            continue
+        if a not in known:
+            problems.append(f"{flag} {a}: no spec or state entry has this address")
+    if problems:
+        raise errors.PlanError("\n".join(problems))
+    return list(dict.fromkeys(addrs))
+
+
+def _check_prevent_destroy(changes: list[plans.ResourceChange],
+                           by_addr: dict[str, DesiredWorkload], state: State) -> None:
+    blocked: list[str] = []
+    for rc in changes:
+        if rc.action not in (Action.DELETE, Action.REPLACE):
+            continue
+        dw = by_addr.get(rc.address)
+        if dw is not None:
+            if dw.lifecycle.prevent_destroy:
+                where = f"lifecycle.preventDestroy in {dw.source}" if dw.source else \
+                    "lifecycle.preventDestroy in its spec"
+                blocked.append(f"  {rc.address} ({rc.action.value}): protected by {where}; "
+                               "set it to false and run again to allow this")
+        else:
+            rs = state.resources.get(rc.address)
+            if rs is not None and rs.prevent_destroy:
+                blocked.append(
+                    f"  {rc.address} ({rc.action.value}): protected by preventDestroy recorded "
+                    "in the state; restore its spec with preventDestroy: false and apply, or "
+                    f"forget it with `runai-reconcile state rm {rc.address}` (the workload "
+                    "keeps running)")
+    if blocked:
+        raise errors.PlanError(
+            "the plan would delete or replace protected workloads:\n" + "\n".join(blocked))
