@@ -1,0 +1,15 @@
+"""Desired state: the spec files under a directory, validated, as `DesiredWorkload`s.
+
+    from reconciler.desired import load_specs
+    workloads = load_specs("specs")   # raises reconciler.errors.SpecError with every problem
+
+Modules: `sources` (files → raw documents with line numbers), `fields` and `models`
+(the pydantic models of each kind's create body), `loader` (validation and error
+messages), `types` (DesiredWorkload, Lifecycle; shared with the planner).
+Callers: the CLI and the planner's tests.
+"""
+
+from reconciler.desired.loader import load_specs
+from reconciler.desired.types import DesiredWorkload, Lifecycle
+
+__all__ = ["DesiredWorkload", "Lifecycle", "load_specs"]

@@ -1,0 +1,315 @@
+"""Load and validate every spec under a directory: `load_specs(dir) -> [DesiredWorkload]`.
+
+Reads the files (`sources`), picks each document's model by `kind` (`models.MODELS`),
+validates it, checks the `lifecycle` paths against the model and refuses duplicate
+addresses. Every problem in every file is collected and raised at once as one
+`SpecError`, each line naming the file, the YAML line, the field path and the bad value.
+Callers: the CLI (`validate`, `plan`, `apply`) and tests.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from reconciler import kinds
+from reconciler.desired import fields, models, sources
+from reconciler.desired.sources import Path_, Problem, RawDocument
+from reconciler.desired.types import DesiredWorkload, Lifecycle
+from reconciler.errors import SpecError
+
+_SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([^\[\]]+)\]")
+_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def load_specs(directory: str | os.PathLike) -> list[DesiredWorkload]:
+    """Every workload declared under `directory`, in file order.
+
+    Raises SpecError listing all problems when any file or document is invalid. An
+    existing directory without spec files gives an empty list.
+    """
+    files, problems = sources.find_files(directory)
+    workloads: list[DesiredWorkload] = []
+    for path, display in files:
+        docs, file_problems = sources.read_documents(path, display)
+        found: list[Problem] = list(file_problems)
+        for doc in docs:
+            workload, doc_problems = _load_document(doc)
+            found.extend(doc_problems)
+            if workload is not None:
+                workloads.append(workload)
+        found.sort(key=lambda p: (p.line is None, p.line or 0))
+        problems.extend(found)
+    problems.extend(_duplicates(workloads))
+    if problems:
+        raise SpecError([str(p) for p in problems])
+    return workloads
+
+
+def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Problem]]:
+    def problem(path: Path_, message: str) -> Problem:
+        return Problem(doc.file, doc.line_of(path), _dotted(path), message)
+
+    data = doc.data
+    if not isinstance(data, dict):
+        return None, [problem((), f"a spec document must be a mapping, not {_type_name(data)}")]
+    data = _drop_nulls(data)
+    kind = data.get("kind")
+    if kind is None:
+        return None, [problem(("kind",), "required field is missing (one of "
+                              + ", ".join(sorted(models.MODELS)) + ")")]
+    model = models.MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        return None, [problem(("kind",), _unknown_kind(kind))]
+
+    found: list[Problem] = []
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as exc:
+        validated = None
+        for err in exc.errors(include_url=False):
+            path, message = _translate(err, model)
+            found.append(problem(path, message))
+    found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
+    if validated is None or found:
+        return None, found
+
+    lc = validated.lifecycle or models.Lifecycle()
+    body: dict[str, Any] = {"name": validated.name, "projectId": validated.projectId,
+                            "clusterId": validated.clusterId}
+    if validated.templateId is not None:
+        body["templateId"] = validated.templateId
+    for key in model.KIND.body_keys:
+        if key in data:
+            body[key] = data[key]
+    return DesiredWorkload(
+        kind=model.KIND.name, name=validated.name, project_id=validated.projectId,
+        cluster_id=validated.clusterId, body=body,
+        desired_phase=validated.desiredPhase or "Running",
+        lifecycle=Lifecycle(prevent_destroy=bool(lc.preventDestroy),
+                            ignore_changes=tuple(lc.ignoreChanges or ()),
+                            sensitive=tuple(lc.sensitive or ())),
+        source=doc.file, line=doc.line), []
+
+
+def _drop_nulls(value: Any) -> Any:
+    """null means absent: drop null mapping values at every depth (list items stay, so
+    that an empty `- ` item is reported rather than silently skipped)."""
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+def _duplicates(workloads: list[DesiredWorkload]) -> list[Problem]:
+    first: dict[str, DesiredWorkload] = {}
+    problems = []
+    for w in workloads:
+        if w.address in first:
+            other = first[w.address]
+            where = other.source if other.line is None else f"{other.source}:{other.line}"
+            problems.append(Problem(w.source, w.line, "",
+                                    f"duplicate address {w.address}: already defined at {where}"))
+        else:
+            first[w.address] = w
+    return problems
+
+
+def _unknown_kind(kind: Any) -> str:
+    allowed = sorted(models.MODELS)
+    message = f"unknown kind {_show(kind)}"
+    if isinstance(kind, str):
+        by_lower = {k.lower(): k for k in allowed}
+        close = difflib.get_close_matches(kind.lower(), list(by_lower), n=1, cutoff=0.6)
+        if close:
+            return f"{message} (did you mean '{by_lower[close[0]]}'?)"
+    return f"{message}: expected one of {', '.join(allowed)}"
+
+
+# --- pydantic errors → short human messages -------------------------------------------
+
+def _translate(err: dict, model: type[BaseModel]) -> tuple[Path_, str]:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    if kind == "rule":
+        return loc + tuple(ctx.get("at") or ()), ctx["message"]
+    if kind == "extra_forbidden":
+        allowed = _fields_at(model, loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        return loc, f"unknown field{hint}"
+    if kind == "missing":
+        return loc, "required field is missing"
+    if kind == "literal_error":
+        return loc, f"must be one of {ctx.get('expected', '')}, got {_show(value)}"
+    if kind == "string_pattern_mismatch":
+        hint = fields.PATTERN_HINTS.get(ctx.get("pattern"), f"must match {ctx.get('pattern')}")
+        if loc and loc[-1] == "name" and len(loc) == 1:
+            hint = fields.PATTERN_HINTS[fields.DNS_LABEL_RE] + " (Kubernetes names the pods after it)"
+        return loc, f"{hint}, got {_show(value)}"
+    if kind == "string_too_short":
+        if ctx.get("min_length") == 1:
+            return loc, "must not be empty"
+        return loc, f"must be at least {ctx.get('min_length')} characters, got {_show(value)}"
+    if kind == "string_too_long":
+        return loc, f"must be at most {ctx.get('max_length')} characters, got {_show(value)}"
+    if kind == "string_type":
+        hint = f" (quote it: \"{_scalar_text(value)}\")" if isinstance(value, (int, float, bool)) else ""
+        return loc, f"must be a string, got {_show(value)}{hint}"
+    if kind in ("int_type", "int_from_float", "int_parsing"):
+        return loc, f"must be an integer, got {_show(value)}"
+    if kind in ("float_type", "float_parsing"):
+        return loc, f"must be a number, got {_show(value)}"
+    if kind == "finite_number":
+        return loc, f"must be a finite number, got {_show(value)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return loc, f"must be true or false, got {_show(value)}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return loc, f"must be a mapping of fields, got {_show(value)}"
+    if kind == "list_type":
+        return loc, f"must be a list, got {_show(value)}"
+    bounds = {"greater_than_equal": (">=", "ge"), "less_than_equal": ("<=", "le"),
+              "greater_than": (">", "gt"), "less_than": ("<", "lt")}
+    if kind in bounds:
+        op, key = bounds[kind]
+        return loc, f"must be {op} {ctx.get(key)}, got {_show(value)}"
+    message = err.get("msg", kind)
+    message = message.removeprefix("Value error, ")
+    return loc, f"{message[:1].lower()}{message[1:]}, got {_show(value)}"
+
+
+def _fields_at(model: type[BaseModel], loc: Path_) -> list[str]:
+    target = _model_at(model, loc)
+    return list(target.model_fields) if target is not None else []
+
+
+def _model_at(model: type[BaseModel], loc: Path_) -> type[BaseModel] | None:
+    t: Any = model
+    for seg in loc:
+        t = _unwrap(t)
+        if isinstance(seg, int):
+            if typing.get_origin(t) is not list:
+                return None
+            t = typing.get_args(t)[0]
+        else:
+            if not (isinstance(t, type) and issubclass(t, BaseModel)) or seg not in t.model_fields:
+                return None
+            t = t.model_fields[seg].annotation
+    t = _unwrap(t)
+    return t if isinstance(t, type) and issubclass(t, BaseModel) else None
+
+
+def _unwrap(t: Any) -> Any:
+    """Strip Annotated[...] and `| None` until a model, a list or a plain type remains."""
+    while True:
+        origin = typing.get_origin(t)
+        if origin is typing.Annotated:
+            t = typing.get_args(t)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            if len(args) != 1:
+                return t
+            t = args[0]
+        else:
+            return t
+
+
+# --- lifecycle paths -----------------------------------------------------------------
+
+def _lifecycle_problems(lifecycle: Any, model: type[models.Document]) -> list[tuple[Path_, str]]:
+    if not isinstance(lifecycle, dict):
+        return []
+    out = []
+    for key in ("ignoreChanges", "sensitive"):
+        paths = lifecycle.get(key)
+        if not isinstance(paths, list):
+            continue
+        for i, text in enumerate(paths):
+            if isinstance(text, str):
+                message = _check_path(text, model)
+                if message:
+                    out.append((("lifecycle", key, i), message))
+    return out
+
+
+def _check_path(text: str, model: type[models.Document]) -> str | None:
+    """Why `text` is not a dotted path into the kind's body, or None when it is."""
+    body_keys = model.KIND.body_keys
+    starts = ", ".join(body_keys)
+    head = _HEAD.match(text)
+    if head is None or head.group() not in body_keys:
+        return f"must be a dotted path starting with one of {starts}; got {_show(text)}"
+    segments: list[str | None] = [head.group()]
+    pos = head.end()
+    while pos < len(text):
+        m = _SEGMENT.match(text, pos)
+        if m is None:
+            return (f"is not a dotted path such as spec.compute.gpuDevicesRequest or "
+                    f"spec.environmentVariables[NAME], got {_show(text)}")
+        segments.append(m.group(1))  # None for an item selector [..]
+        pos = m.end()
+    t: Any = model
+    for i, seg in enumerate(segments):
+        t = _unwrap(t)
+        if seg is None:
+            if typing.get_origin(t) is not list:
+                return f"{_dotted_text(segments[:i])} is not a list, got {_show(text)}"
+            t = typing.get_args(t)[0]
+            continue
+        if not (isinstance(t, type) and issubclass(t, BaseModel)):
+            return f"{_dotted_text(segments[:i])} has no field {seg!r}, got {_show(text)}"
+        if seg not in t.model_fields:
+            close = difflib.get_close_matches(seg, list(t.model_fields), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            return f"unknown field {seg!r} in {_show(text)}{hint}"
+        t = t.model_fields[seg].annotation
+    return None
+
+
+def _dotted_text(segments: list[str | None]) -> str:
+    return "".join(f".{s}" if s is not None else "[]" for s in segments).lstrip(".")
+
+
+# --- formatting ----------------------------------------------------------------------
+
+def _dotted(path: Path_) -> str:
+    out = ""
+    for seg in path:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, default=str)
+    elif isinstance(value, str):
+        text = json.dumps(value, ensure_ascii=False)
+    elif value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _scalar_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the text {_show(value)}"
+    return _show(value)

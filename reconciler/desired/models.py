@@ -1,0 +1,213 @@
+"""The pydantic model of one spec document, per workload kind.
+
+A document is the API's create body (`DistributedCreationRequest`,
+`DistributedInferenceCreationRequest`) plus `kind` and the reconciler's controls
+(`desiredPhase`, `lifecycle`). `MODELS` maps a kind's name to its document model; adding
+a kind is one entry in `reconciler.kinds` and one model here. Shared sub-models live in
+`reconciler.desired.fields`. Caller: `reconciler.desired.loader`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
+
+from reconciler import kinds
+from reconciler.desired.fields import (
+    DIGITS_RE, DNS_LABEL_RE, Container, ExposedUrl, InferenceSecurity, InferenceStorage,
+    Int64, NonNegInt64, PortSpec, PosInt32, Preemptibility, RelatedUrl, Security, Storage,
+    Strict, Uuid, rule_error, users_or_groups,
+)
+
+
+def _int_to_str(value: Any) -> Any:
+    # `projectId: 7` in YAML means the project "7"; the API sends and takes a string.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+ProjectId = Annotated[str, BeforeValidator(_int_to_str), StringConstraints(pattern=DIGITS_RE)]
+WorkloadName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
+
+# Keys of a document that are never sent to the API.
+CONTROL_KEYS = ("kind", "desiredPhase", "lifecycle", "useGivenNameAsPrefix")
+
+
+class Lifecycle(Strict):
+    preventDestroy: bool | None = None
+    ignoreChanges: list[str] | None = None
+    sensitive: list[str] | None = None
+
+
+# --- DistributedTraining -------------------------------------------------------------
+
+class MasterSpec(Container):
+    """`MasterSpec`: the training keys without the distributed-only ones."""
+    autoDeletionTimeAfterCompletionSeconds: Int64 | None = None
+    backoffLimit: Int64 | None = None
+    category: str | None = None
+    exposedUrls: list[ExposedUrl] | None = None
+    nodePools: list[str] | None = None
+    ports: list[PortSpec] | None = None
+    preemptibility: Preemptibility | None = None
+    priorityClass: str | None = None
+    relatedUrls: list[RelatedUrl] | None = None
+    restartPolicy: Literal["Always", "Never", "OnFailure"] | None = None
+    security: Security | None = None
+    stdin: bool | None = None
+    storage: Storage | None = None
+    terminateAfterPreemption: bool | None = None
+    terminationGracePeriodSeconds: NonNegInt64 | None = None
+    tty: bool | None = None
+
+    @model_validator(mode="after")
+    def _tty(self):
+        if self.tty and not self.stdin:
+            raise rule_error("requires stdin: true", "tty")
+        return self
+
+
+class DistributedTrainingSpec(MasterSpec):
+    """`DistributedSpecSpec`."""
+    cleanPodPolicy: Literal["None", "All", "Running"] | None = None
+    distributedFramework: Literal["MPI", "PyTorch", "TF", "XGBoost", "JAX"] | None = None
+    maxReplicas: Int64 | None = None
+    minReplicas: Int64 | None = None
+    mpiLauncherCreationPolicy: Literal["AtStartup", "WaitForWorkersReady"] | None = None
+    numWorkers: PosInt32 | None = None
+    slotsPerWorker: PosInt32 | None = None
+    sshAuthMountPath: str | None = None
+
+    @model_validator(mode="after")
+    def _framework_rules(self):
+        fw = self.distributedFramework
+        if fw is not None and fw != "MPI":
+            mpi_only = self.given("slotsPerWorker", "sshAuthMountPath", "mpiLauncherCreationPolicy")
+            if mpi_only:
+                raise rule_error(f"applies to MPI only (distributedFramework is {fw})", mpi_only[0])
+        if fw is not None and fw != "PyTorch":
+            torch_only = self.given("minReplicas", "maxReplicas")
+            if torch_only:
+                raise rule_error(f"applies to PyTorch only (distributedFramework is {fw})",
+                                 torch_only[0])
+        if (self.minReplicas is not None and self.maxReplicas is not None
+                and self.maxReplicas < self.minReplicas):
+            raise rule_error(f"must not be less than minReplicas ({self.minReplicas})", "maxReplicas")
+        return self
+
+
+# --- DistributedInference ------------------------------------------------------------
+
+class LeaderWorkerSpec(Container):
+    """`DistributedInferenceLeaderWorkerSpec1`."""
+    security: InferenceSecurity | None = None
+    storage: InferenceStorage | None = None
+
+
+class ServingPort(Strict):
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    protocol: Literal["http"] | None = None
+    authorizationType: Literal["public", "authenticatedUsers", "authorizedUsers",
+                               "authorizedGroups"] | None = None
+    authorizedUsers: list[str] | None = None
+    authorizedGroups: list[str] | None = None
+    exposeExternally: bool | None = None
+    exposedUrl: str | None = None
+
+    @model_validator(mode="after")
+    def _auth(self):
+        users_or_groups(self)
+        return self
+
+
+class DistributedInferenceSpec(Strict):
+    """`DistributedInferenceSpecSpec`."""
+    category: str | None = None
+    nodePools: list[str] | None = None
+    preemptibility: Preemptibility | None = None
+    priorityClass: str | None = None
+    restartPolicy: Literal["RecreateGroupOnPodRestart", "None"] | None = None
+    servingPort: ServingPort | None = None
+    startupPolicy: Literal["LeaderCreated", "LeaderReady"] | None = None
+    workers: Annotated[int, Field(ge=0, le=1000)] | None = None
+    replicas: Annotated[int, Field(ge=0, le=1000)] | None = None
+    leader: LeaderWorkerSpec
+    worker: LeaderWorkerSpec | None = None
+
+    @model_validator(mode="after")
+    def _worker(self):
+        if self.workers and self.worker is None:
+            raise rule_error(f"is required when workers is greater than 0 (workers: {self.workers})",
+                             "worker")
+        return self
+
+
+# --- documents -----------------------------------------------------------------------
+
+class Document(Strict):
+    """The keys every kind's document has."""
+    KIND: ClassVar[kinds.Kind]
+
+    kind: str
+    name: WorkloadName
+    projectId: ProjectId
+    clusterId: Uuid
+    templateId: Uuid | None = None
+    useGivenNameAsPrefix: bool | None = None
+    desiredPhase: Literal["Running", "Stopped"] | None = None
+    lifecycle: Lifecycle | None = None
+
+    @field_validator("useGivenNameAsPrefix")
+    @classmethod
+    def _no_prefix(cls, value: bool | None) -> bool | None:
+        if value:
+            raise rule_error("is not supported: a random name suffix would break the "
+                             "workload's identity (remove it or set it to false)")
+        return value
+
+    @field_validator("desiredPhase")
+    @classmethod
+    def _phase(cls, value: str | None) -> str | None:
+        if value == "Stopped" and not cls.KIND.can_suspend:
+            raise rule_error(f"{cls.KIND.name} cannot be suspended: only Running is allowed")
+        return value
+
+
+class DistributedTrainingDocument(Document):
+    KIND: ClassVar[kinds.Kind] = kinds.DISTRIBUTED_TRAINING
+
+    spec: DistributedTrainingSpec | None = None
+    masterSpecSameAsWorker: bool | None = None
+    masterSpec: MasterSpec | None = None
+
+    @model_validator(mode="after")
+    def _rules(self):
+        if self.masterSpecSameAsWorker and self.masterSpec is not None:
+            raise rule_error("must not be given when masterSpecSameAsWorker is true", "masterSpec")
+        if self.templateId is None and (self.spec is None or self.spec.image is None):
+            raise rule_error("is required (the API needs an image unless templateId is given)",
+                             "spec", "image")
+        return self
+
+
+class DistributedInferenceDocument(Document):
+    KIND: ClassVar[kinds.Kind] = kinds.DISTRIBUTED_INFERENCE
+
+    spec: DistributedInferenceSpec
+
+    @model_validator(mode="after")
+    def _images(self):
+        if self.templateId is None:
+            for part in ("leader", "worker"):
+                container = getattr(self.spec, part)
+                if container is not None and container.image is None:
+                    raise rule_error("is required (the API needs an image unless templateId "
+                                     "is given)", "spec", part, "image")
+        return self
+
+
+MODELS: dict[str, type[Document]] = {
+    m.KIND.name: m for m in (DistributedTrainingDocument, DistributedInferenceDocument)
+}

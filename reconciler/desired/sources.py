@@ -1,0 +1,232 @@
+"""Spec files on disk → raw documents, each with a map from field path to line number.
+
+Finds `*.yaml`, `*.yml` and `*.json` under a directory (any depth, sorted, hidden files
+and folders skipped), reads them, and parses YAML (several documents per file, empty
+ones skipped) or JSON (one object, or a list of them). Problems (unreadable file, syntax
+error, duplicate key) are returned, never raised. Caller: `reconciler.desired.loader`.
+
+A path is a tuple of keys and list indexes, e.g. ("spec", "environmentVariables", 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+SUFFIXES = (".yaml", ".yml", ".json")
+# An alias-heavy document ("billion laughs") expands past this many nodes: refuse it.
+MAX_NODES = 100_000
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    path: str  # dotted field path, "" for the document or the file as a whole
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+@dataclass
+class RawDocument:
+    file: str  # as the user should see it: the directory they gave joined with the file
+    data: Any
+    lines: dict[Path_, int] = field(default_factory=dict)
+    line: int | None = None  # line of the document's first key
+
+    def line_of(self, path: Path_) -> int | None:
+        """The line of `path`, or of its nearest ancestor that the file shows."""
+        for n in range(len(path), -1, -1):
+            if path[:n] in self.lines:
+                return self.lines[path[:n]]
+        return self.line
+
+
+def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Problem]]:
+    """(path, display name) of every spec file under `root` (or `root` itself if a file)."""
+    shown = os.fspath(root)
+    base = Path(root)
+    if base.is_file():
+        return [(base, shown)], []
+    if not base.is_dir():
+        return [], [Problem(shown, None, "", "no such directory")]
+    problems: list[Problem] = []
+
+    def on_error(exc: OSError) -> None:
+        problems.append(Problem(str(Path(shown) / Path(exc.filename).relative_to(base))
+                                if exc.filename else shown, None, "", f"cannot read: {exc.strerror}"))
+
+    found = []
+    for dirpath, dirnames, filenames in os.walk(base, onerror=on_error):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            if name.startswith(".") or not name.lower().endswith(SUFFIXES):
+                continue
+            path = Path(dirpath) / name
+            rel = path.relative_to(base)
+            found.append((rel.as_posix(), path, str(Path(shown) / rel)))
+    found.sort()
+    return [(p, d) for _, p, d in found], problems
+
+
+def read_documents(path: Path, display: str) -> tuple[list[RawDocument], list[Problem]]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return [], [Problem(display, None, "", f"cannot read: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return [], [Problem(display, None, "", "is not UTF-8 text")]
+    if path.name.lower().endswith(".json"):
+        return _json_documents(text, display)
+    return _yaml_documents(text, display)
+
+
+# --- YAML ----------------------------------------------------------------------------
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose mapping keys are always the key's text (`on:` stays "on",
+    `8:` stays "8"), and that notes duplicate keys instead of keeping the last silently."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.duplicates: list[tuple[str, int]] = []
+
+    def construct_mapping(self, node, deep=False):
+        if not isinstance(node, MappingNode):
+            raise ConstructorError(None, None, "expected a mapping", node.start_mark)
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    self.duplicates.append((key_node.value, key_node.start_mark.line + 1))
+                seen.add(key_node.value)
+        self.flatten_mapping(node)
+        mapping = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise ConstructorError(None, None, "a key must be a plain string, not a "
+                                       "list or a mapping", key_node.start_mark)
+            mapping[key_node.value] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Problem]]:
+    loader = _Loader(text)
+    docs: list[RawDocument] = []
+    problems: list[Problem] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            data = loader.construct_document(node)
+            for key, line in loader.duplicates:
+                problems.append(Problem(display, line, key, "duplicate key"))
+            loader.duplicates.clear()
+            if data is None:
+                continue
+            lines = _node_lines(node)
+            if lines is None:
+                problems.append(Problem(display, node.start_mark.line + 1, "",
+                                        "document is too large (too many aliases?)"))
+                continue
+            docs.append(RawDocument(display, data, lines, _first_line(node)))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(s for s in (getattr(exc, "context", None), getattr(exc, "problem", None)) if s)
+        problems.append(Problem(display, line, "", f"invalid YAML: {what or exc}"))
+    except RecursionError:
+        problems.append(Problem(display, None, "", "invalid YAML: nested too deeply"))
+    finally:
+        loader.dispose()
+    return docs, problems
+
+
+def _first_line(node: Node) -> int:
+    if isinstance(node, MappingNode) and node.value:
+        return node.value[0][0].start_mark.line + 1
+    return node.start_mark.line + 1
+
+
+def _node_lines(root: Node) -> dict[Path_, int] | None:
+    """Path → line of the key (or list item) that introduces it; None past MAX_NODES."""
+    lines: dict[Path_, int] = {}
+    stack: list[tuple[Node, Path_]] = [(root, ())]
+    count = 0
+    while stack:
+        node, path = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            return None
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, ScalarNode):
+                    sub = path + (key_node.value,)
+                    lines[sub] = key_node.start_mark.line + 1
+                    stack.append((value_node, sub))
+        elif isinstance(node, SequenceNode):
+            for i, item in enumerate(node.value):
+                sub = path + (i,)
+                lines[sub] = item.start_mark.line + 1
+                stack.append((item, sub))
+    return lines
+
+
+# --- JSON ----------------------------------------------------------------------------
+
+def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Problem]]:
+    duplicates: list[str] = []
+
+    def pairs(items):
+        obj = {}
+        for k, v in items:
+            if k in obj:
+                duplicates.append(k)
+            obj[k] = v
+        return obj
+
+    def no_constant(name):
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        return [], [Problem(display, exc.lineno, "", f"invalid JSON: {exc.msg}")]
+    except (ValueError, RecursionError) as exc:
+        return [], [Problem(display, None, "", f"invalid JSON: {exc}")]
+    problems = [Problem(display, None, k, "duplicate key") for k in duplicates]
+    # Lines come from reading the same text as YAML, when YAML reads it the same way.
+    lines: list[dict[Path_, int]] = []
+    firsts: list[int | None] = []
+    try:
+        node = _Loader(text).get_single_node()
+        if node is not None and _Loader(text).get_single_data() == data:
+            items = node.value if isinstance(data, list) else [node]
+            for i, item in enumerate(items):
+                table = _node_lines(item) or {}
+                lines.append(table)
+                firsts.append(_first_line(item))
+    except (yaml.YAMLError, RecursionError):
+        pass
+    docs = data if isinstance(data, list) else [data]
+    out = []
+    for i, doc in enumerate(docs):
+        table = lines[i] if i < len(lines) else {}
+        first = firsts[i] if i < len(firsts) else None
+        out.append(RawDocument(display, doc, table, first))
+    return out, problems
