@@ -10,8 +10,9 @@ retried with exponential backoff and full jitter (or the server's Retry-After), 
 `max_attempts` attempts and `retry_budget_s` seconds in all. Reads, PATCH, DELETE,
 suspend and resume are safe to repeat. A create is not: after an ambiguous failure
 (it may have been committed) `create` asks `on_ambiguous(kind, body)` to look the
-workload up before any retry, and raises `RetryableError(ambiguous=True)` when no
-such callback was given. `find_live` is a ready-made callback.
+workload up before any retry (`on_ambiguous()`), and raises
+`RetryableError(ambiguous=True)` when no such callback was given. `find_live` does
+that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, body))`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ TOKEN_PATH = "/api/v1/token"
 WORKLOADS_PATH = "/api/v1/workloads"
 MAX_PAGE = 500
 
-OnAmbiguous = Callable[[Kind, dict], Awaitable[dict | None]]
+OnAmbiguous = Callable[[], Awaitable[dict | None]]
 
 _READ, _WRITE, _CREATE, _DELETE = "read", "write", "create", "delete"
 
@@ -127,12 +128,12 @@ class RunaiClient:
     async def create(self, kind: Kind, body: dict, *, on_ambiguous: OnAmbiguous | None = None) -> dict:
         """POST the creation body; returns the 202 body (the full workload).
 
-        After an ambiguous failure, `on_ambiguous(kind, body)` is awaited before any
+        After an ambiguous failure, `on_ambiguous()` is awaited before any
         retry: a workload it returns is taken as the result, None means "not created,
         send it again". Without it the failure is raised with `ambiguous=True`.
         """
         return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
-                                on_ambiguous=on_ambiguous, ambiguous_args=(kind, body))
+                                on_ambiguous=on_ambiguous)
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload; raises errors.NotFound when it does not exist."""
@@ -202,7 +203,7 @@ class RunaiClient:
 
     async def find_live(self, kind: Kind, body: dict) -> dict | None:
         """The live (not deleted) workload of `kind` named as in the creation `body`
-        within its project (and cluster), or None. Fits `create(on_ambiguous=...)`."""
+        within its project (and cluster), or None: the lookup for `create(on_ambiguous=...)`."""
         filters = [f"name=={body['name']}", f"projectId=={body['projectId']}"]
         if body.get("clusterId"):
             filters.append(f"clusterId=={body['clusterId']}")
@@ -222,8 +223,7 @@ class RunaiClient:
 
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
-                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
-                    ambiguous_args: tuple = ()) -> dict:
+                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None) -> dict:
         start = self._clock()
         attempt = 0
         renewed = False
@@ -276,7 +276,7 @@ class RunaiClient:
                 if on_ambiguous is None:
                     raise failure
                 log.warning("%s; looking the workload up before retrying", failure)
-                found = await on_ambiguous(*ambiguous_args)
+                found = await on_ambiguous()
                 if found is not None:
                     return found
                 maybe_performed = False

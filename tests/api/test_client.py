@@ -321,18 +321,18 @@ async def test_on_ambiguous_finds_the_workload_and_no_second_post_is_sent(make_c
     h = scripted(httpx.ReadTimeout("slow"), json_response(202, LIVE))
     looked_up = []
 
-    async def lookup(kind, body):
-        looked_up.append((kind.name, body["name"]))
+    async def lookup():
+        looked_up.append("bert")
         return LIVE
     async with make_client(h) as client:
         assert await client.create(DT, BODY, on_ambiguous=lookup) == LIVE
-    assert looked_up == [("DistributedTraining", "bert")] and len(h.seen) == 1
+    assert looked_up == ["bert"] and len(h.seen) == 1
 
 
 async def test_on_ambiguous_finding_nothing_lets_the_create_be_sent_again(make_client):
     h = scripted(json_response(502, {"code": 502, "message": "bad gateway"}), json_response(202, LIVE))
 
-    async def lookup(kind, body):
+    async def lookup():
         return None
     async with make_client(h) as client:
         assert await client.create(DT, BODY, on_ambiguous=lookup) == LIVE
@@ -350,7 +350,7 @@ async def test_find_live_looks_the_workload_up_by_name_project_and_cluster(make_
             return json_response(200, {"workloads": [{"id": WID, "name": "bert"}]})
         return json_response(200, LIVE)
     async with make_client(handler) as client:
-        assert await client.create(DT, BODY, on_ambiguous=client.find_live) == LIVE
+        assert await client.create(DT, BODY, on_ambiguous=lambda: client.find_live(DT, BODY)) == LIVE
     assert calls == [
         ("POST", "/api/v1/workloads/distributed", None),
         ("GET", "/api/v1/workloads",
