@@ -1,0 +1,728 @@
+"""The simulated Run:ai control plane as a Starlette ASGI app: routes, auth, faults, log.
+
+Callers: `create_app` is used by tests (through httpx's ASGI transport), by the CLI's
+`--sim` mode and by `runai-reconcile sim serve` (uvicorn, `command.py`).
+
+API routes (bearer JWT required, except the token route):
+
+    POST   /api/v1/token                                      client_credentials, app_token
+    GET    /api/v1/workloads                                  filterBy, limit, offset, deleted, sortBy, sortOrder
+    GET    /api/v1/workloads/{id}                             WorkloadDetailed
+    POST   /api/v1/workloads/distributed                      202 DistributedWorkload
+    GET    /api/v1/workloads/distributed/{id}
+    DELETE /api/v1/workloads/distributed/{id}                 202 HttpResponse
+    POST   /api/v1/workloads/distributed/{id}/suspend|resume  202 HttpResponse
+    POST   /api/v1/workloads/distributed-inferences           202 DistributedInference
+    GET    /api/v1/workloads/distributed-inferences/{id}
+    PATCH  /api/v1/workloads/distributed-inferences/{id}      202, body {"spec": {"replicas": N}}
+    DELETE /api/v1/workloads/distributed-inferences/{id}      202 HttpResponse
+
+Admin routes (no auth, never faulted): GET|DELETE /_sim/requests, GET|DELETE
+/_sim/workloads, GET|PATCH|DELETE /_sim/workloads/{id} (PATCH: JSON merge patch,
+RFC 7386, on the stored body; DELETE: gone at once, out of band),
+POST /_sim/workloads/{id}/phase, GET|PUT /_sim/faults.
+
+Choices where the API spec is silent:
+- Names are unique per project among live workloads of every kind (a Deleting workload
+  still holds its name): a second create answers 409 with the `Error` shape.
+- The list endpoint's `type` is "distributed" or "distributed-inference".
+- Suspend/resume/PATCH of a workload being deleted answer 409; repeating a delete,
+  suspend or resume that is already in effect answers 202 and changes nothing.
+- Commit-then-fail ("the write happens, the client sees an error"): the write is done
+  and persisted, then the answer is a 500 `Error`, or a dropped connection. A drop is
+  the app raising `SimulatedConnectionDrop` (an `httpx.RemoteProtocolError`) after the
+  response headers went out: through httpx's ASGI transport the client receives that
+  exception; under uvicorn the server closes the connection mid-response and the
+  client sees a `RemoteProtocolError` of its own.
+- Faults (latency, error rate) also apply to the token route unless `token_faults` is
+  off; they never apply to /_sim/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import copy
+import json
+import math
+import pathlib
+import random
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Awaitable, Callable
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reconciler.simulator import defaults, schema
+from reconciler.simulator.store import (CREATE_PHASES, DELETE_PHASES, RESUME_PHASES,
+                                        SUSPEND_PHASES, UPDATE_PHASES, Record, Store, iso)
+from reconciler.simulator.tokens import Signer, TokenError
+
+DEFAULT_CLIENT_ID = "runai-sim"
+DEFAULT_CLIENT_SECRET = "runai-sim-secret"
+
+DISTRIBUTED = "distributed"
+DISTRIBUTED_INFERENCE = "distributed-inference"
+
+PHASES = ("Creating", "Initializing", "Resuming", "Pending", "Deleting", "Running",
+          "Updating", "Stopped", "Stopping", "Degraded", "Failed", "Completed",
+          "Terminating", "Unknown")
+DEPARTMENT_ID = "1"
+TENANT_ID = 1001
+REQUEST_LOG_SIZE = 200_000
+
+_FILTER = re.compile(
+    r"^(type|name|clusterId|projectId|projectName|departmentId|departmentName|createdAt|"
+    r"deletedAt|submittedBy|phase|completedAt|nodepool|distributedFramework|allocatedGPU|"
+    r"idleGpus|idleAllocatedGpus|phaseUpdatedAt|category|totalPendingTimeSeconds|"
+    r"totalRunningTimeSeconds|priority|priorityClassName|guaranteedRuntimeEndsAt|"
+    r"aiApplicationId|aiApplicationName)(==|!=|<=|>=|=@|!@|=\^|=\$)(.+)$")
+_SECRET_KEY = re.compile(r"secret|password|token", re.IGNORECASE)
+
+
+# --- faults ------------------------------------------------------------------------
+
+
+@dataclass
+class Faults:
+    """Injected faults. JSON names (GET/PUT /_sim/faults) are the camelCase forms."""
+
+    latency_ms: float = 0.0  # added to each API request
+    jitter_ms: float = 0.0  # plus uniform(0, jitter_ms)
+    error_rate: float = 0.0  # share of API requests answered 503 or 429 (not performed)
+    commit_fail_rate: float = 0.0  # share of writes performed, then answered 500 or dropped
+    token_ttl: int = 3600  # lifetime of issued tokens, seconds
+    retry_after_seconds: int = 1  # Retry-After of injected 503/429
+    commit_fail_mode: str = "random"  # "random" | "500" | "drop"
+    token_faults: bool = True  # latency and error_rate also apply to POST /api/v1/token
+
+    _JSON = {"latency_ms": "latencyMs", "jitter_ms": "jitterMs", "error_rate": "errorRate",
+             "commit_fail_rate": "commitFailRate", "token_ttl": "tokenTtl",
+             "retry_after_seconds": "retryAfterSeconds", "commit_fail_mode": "commitFailMode",
+             "token_faults": "tokenFaults"}
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """ValueError naming the first bad setting."""
+        for f in fields(self):
+            v = getattr(self, f.name)
+            name = self._JSON[f.name]
+            if f.name == "commit_fail_mode":
+                if v not in ("random", "500", "drop"):
+                    raise ValueError(f"{name} must be one of random, 500, drop")
+            elif f.name == "token_faults":
+                if not isinstance(v, bool):
+                    raise ValueError(f"{name} must be a boolean")
+            elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{name} must be a number")
+            elif f.name in ("error_rate", "commit_fail_rate") and not 0 <= v <= 1:
+                raise ValueError(f"{name} must be between 0 and 1")
+            elif f.name == "token_ttl" and v < 1:
+                raise ValueError(f"{name} must be at least 1 second")
+            elif v < 0:
+                raise ValueError(f"{name} must not be negative")
+
+    def to_json(self) -> dict:
+        return {self._JSON[k]: v for k, v in asdict(self).items()}
+
+    def updated(self, patch: Any) -> "Faults":
+        """A copy with the camelCase keys of `patch` applied; ValueError when invalid."""
+        if not isinstance(patch, dict):
+            raise ValueError("the body must be a JSON object")
+        by_json = {v: k for k, v in self._JSON.items()}
+        unknown = sorted(set(patch) - set(by_json))
+        if unknown:
+            raise ValueError(f"unknown fault setting(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(by_json)}")
+        values = asdict(self)
+        values.update({by_json[k]: v for k, v in patch.items()})
+        return Faults(**values)
+
+
+
+class SimulatedConnectionDrop(httpx.RemoteProtocolError):
+    """Raised by the app to drop the connection after a committed write."""
+
+
+class _DroppedResponse(Response):
+    async def __call__(self, scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 202,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", b"4096")]})
+        raise SimulatedConnectionDrop("simulated failure: connection dropped after the write")
+
+
+# --- errors --------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, issues: list[schema.Issue] | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.issues, self.headers = status, message, issues, headers
+
+    def response(self) -> JSONResponse:
+        body: dict = {"code": self.status, "message": self.message}
+        if self.issues is not None:
+            body["complianceIssues"] = [i.as_json() for i in self.issues]
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def _issues_message(issues: list[schema.Issue]) -> str:
+    head = "; ".join(f"{i.field}: {i.details}" for i in issues[:5])
+    more = f" (and {len(issues) - 5} more)" if len(issues) > 5 else ""
+    return f"The workload request is invalid: {head}{more}"
+
+
+# --- the simulator -----------------------------------------------------------------
+
+
+class Simulator:
+    """State and handlers of one simulated control plane (`app.state.sim`)."""
+
+    def __init__(self, *, data_path, client_id, client_secret, phase_seconds, faults, clock,
+                 seed, sleep):
+        self.client_id, self.client_secret = client_id, client_secret
+        self.faults = faults if faults is not None else Faults()
+        self.clock = clock
+        self.sleep = sleep
+        self.rand = random.Random(seed)  # ids, name suffixes, generated values
+        self.fault_rand = random.Random(None if seed is None else seed + 1)
+        self.signer = Signer(client_secret)
+        self.store = Store(clock=clock, phase_seconds=phase_seconds,
+                           data_path=pathlib.Path(data_path) if data_path is not None else None)
+        self.store.load()
+        self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
+
+    # --- helpers ------------------------------------------------------------------
+
+    def _uuid(self) -> str:
+        return str(uuid.UUID(int=self.rand.getrandbits(128), version=4))
+
+    def _suffix(self, n: int = 5) -> str:
+        return "".join(self.rand.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(n))
+
+    def _auth(self, request: Request) -> dict:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "Unauthorized: a bearer token is required")
+        try:
+            return self.signer.verify(token.strip(), self.clock())
+        except TokenError as exc:
+            raise ApiError(401, f"Unauthorized: {exc}") from None
+
+    @staticmethod
+    async def _json(request: Request, *, submission: bool) -> Any:
+        raw = await request.body()
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            issues = [schema.Issue("body", "is not valid JSON")] if submission else None
+            raise ApiError(400, "The request body is not valid JSON", issues) from None
+
+    def _get_live(self, workload_id: str, kind: str | None = None) -> Record:
+        rec = self.store.live.get(workload_id)
+        if rec is None or (kind is not None and rec.kind != kind):
+            raise ApiError(404, f"Workload {workload_id} not found")
+        return rec
+
+    def _commit(self, response: Response) -> Response:
+        """The answer to a write that has been performed: as is, or a commit failure."""
+        f = self.faults
+        if f.commit_fail_rate > 0 and self.fault_rand.random() < f.commit_fail_rate:
+            mode = f.commit_fail_mode
+            if mode == "random":
+                mode = self.fault_rand.choice(("500", "drop"))
+            if mode == "500":
+                return JSONResponse({"code": 500, "message": "Something went wrong."},
+                                    status_code=500)
+            return _DroppedResponse()
+        return response
+
+    # --- rendering ----------------------------------------------------------------
+
+    def render(self, rec: Record, phase: str | None = None) -> dict:
+        body = copy.deepcopy(rec.body)
+        body["actualPhase"] = phase or self.store.phase(rec)
+        if rec.deleted_at is None:
+            body.pop("deletedAt", None)
+        return body
+
+    def list_item(self, rec: Record) -> dict:
+        b = rec.body
+        spec = b.get("spec") or {}
+        phase = self.store.phase(rec)
+        phase_at = iso(self.store.phase_since(rec) if rec.deleted_at is None else rec.deleted_at)
+        item = {
+            "tenantId": TENANT_ID, "runningPods": 0,
+            "phaseUpdatedAt": phase_at, "k8sPhaseUpdatedAt": phase_at,
+            "updatedAt": iso(rec.updated), "source": "Control-plane",
+            "deletedAt": iso(rec.deleted_at) if rec.deleted_at is not None else None,
+            "type": rec.kind, "name": b["name"], "id": b["workloadId"],
+            "priority": None, "priorityClassName": spec.get("priorityClass") or "",
+            "submittedBy": b["createdBy"], "clusterId": b["clusterId"],
+            "projectName": f"project-{b['projectId']}", "projectId": b["projectId"],
+            "departmentName": f"department-{b.get('departmentId', DEPARTMENT_ID)}",
+            "departmentId": b.get("departmentId", DEPARTMENT_ID),
+            "namespace": f"runai-project-{b['projectId']}", "createdAt": b["createdAt"],
+            "phase": phase, "conditions": [], "k8sPhase": _k8s_phase(phase),
+            "category": spec.get("category") or ("Train" if rec.kind == DISTRIBUTED else "Deploy"),
+            "preemptible": spec.get("preemptibility") == "preemptible",
+        }
+        if rec.kind == DISTRIBUTED and spec.get("distributedFramework"):
+            item["distributedFramework"] = spec["distributedFramework"]
+        return item
+
+    # --- token --------------------------------------------------------------------
+
+    async def token(self, request: Request) -> Response:
+        body = await self._json(request, submission=False)
+        if not isinstance(body, dict):
+            raise ApiError(400, "The token request must be a JSON object")
+        fields_ = {str(k).lower(): v for k, v in body.items()}
+        grant = fields_.get("granttype")
+        if grant == "client_credentials":
+            cid, secret = fields_.get("clientid"), fields_.get("clientsecret")
+        elif grant == "app_token":
+            cid, secret = fields_.get("appid"), fields_.get("appsecret")
+        elif grant is None:
+            raise ApiError(400, "grantType is required")
+        else:
+            raise ApiError(400, f"grantType {grant!r} is not supported by the simulator; "
+                                "use client_credentials or app_token")
+        if cid != self.client_id or secret != self.client_secret:
+            raise ApiError(401, "Unauthorized: invalid client credentials")
+        ttl = int(self.faults.token_ttl)
+        token = self.signer.issue(cid, self.clock(), ttl)
+        return JSONResponse({"accessToken": token, "expiresIn": ttl, "idToken": token})
+
+    # --- list ---------------------------------------------------------------------
+
+    async def list_workloads(self, request: Request) -> Response:
+        self._auth(request)
+        q = request.query_params
+        limit = _int_param(q, "limit", 50, 1, 500)
+        offset = _int_param(q, "offset", 0, 0, None)
+        deleted = q.get("deleted", "false").lower()
+        if deleted not in ("true", "false"):
+            raise ApiError(400, "deleted must be true or false")
+        sort_order = q.get("sortOrder", "asc")
+        if sort_order not in ("asc", "desc"):
+            raise ApiError(400, "sortOrder must be asc or desc")
+        filters = []
+        for raw in q.getlist("filterBy"):
+            for part in raw.split(","):
+                m = _FILTER.match(part)
+                if not m:
+                    raise ApiError(400, f"invalid filterBy item {part!r}: expected "
+                                        "<field><op><value>, op one of == != <= >= =@ !@ =^ =$")
+                filters.append(m.groups())
+        source = self.store.deleted if deleted == "true" else self.store.live
+        items = [self.list_item(r) for r in sorted(source.values(), key=lambda r: r.created)]
+        items = [i for i in items if all(_match(i.get(f), op, v) for f, op, v in filters)]
+        sort_by = q.get("sortBy")
+        if sort_by:
+            items.sort(key=lambda i: ("" if i.get(sort_by) is None else str(i.get(sort_by))))
+        if sort_order == "desc":
+            items.reverse()
+        page = items[offset:offset + limit]
+        out: dict = {"workloads": page}
+        if offset + limit < len(items):
+            out["next"] = offset + limit
+        return JSONResponse(out)
+
+    async def get_any(self, request: Request) -> Response:
+        self._auth(request)
+        rec = self._get_live(request.path_params["workloadId"])
+        item = self.list_item(rec)
+        item["pendingSchedulingMessages"] = []
+        return JSONResponse(item)
+
+    # --- kinds --------------------------------------------------------------------
+
+    async def create(self, request: Request, kind: str) -> Response:
+        claims = self._auth(request)
+        distributed = kind == DISTRIBUTED
+        body = await self._json(request, submission=distributed)
+        issues = schema.validate(schema.DISTRIBUTED_CREATE if distributed else schema.DI_CREATE,
+                                 body)
+        if not issues:
+            issues = (schema.distributed_rules(body) if distributed
+                      else schema.distributed_inference_rules(body))
+        if issues:
+            raise ApiError(400, _issues_message(issues), issues if distributed else None)
+        requested = body["name"]
+        name = requested
+        if body.get("useGivenNameAsPrefix"):
+            name = f"{requested}-{self._suffix()}"
+            while self.store.name_taken(body["projectId"], name):
+                name = f"{requested}-{self._suffix()}"
+        if self.store.name_taken(body["projectId"], name):
+            raise ApiError(409, f"A workload named {name!r} already exists in project "
+                                f"{body['projectId']}")
+        now = self.clock()
+        stored: dict = {
+            "workloadId": self._uuid(), "name": name, "requestedName": requested,
+            "projectId": body["projectId"], "departmentId": DEPARTMENT_ID,
+            "clusterId": body["clusterId"], "createdBy": str(claims.get("sub", "")),
+            "createdAt": iso(now), "desiredPhase": "Running",
+        }
+        for key in ("spec", "masterSpecSameAsWorker", "masterSpec"):
+            if body.get(key) is not None:
+                stored[key] = copy.deepcopy(body[key])
+        if distributed:
+            defaults.fill_distributed(stored, self.rand)
+        else:
+            defaults.fill_distributed_inference(
+                stored, self.rand,
+                lambda b: f"https://{b['name']}-{b['projectId']}.inference.runai-sim.local")
+        rec = Record(kind=kind, body=stored, phases=list(CREATE_PHASES), since=now,
+                     created=now, updated=now)
+        self.store.add(rec)
+        self.store.save()
+        return self._commit(JSONResponse(self.render(rec, CREATE_PHASES[0]), status_code=202))
+
+    async def get(self, request: Request, kind: str) -> Response:
+        self._auth(request)
+        rec = self._get_live(request.path_params["workloadId"], kind)
+        return JSONResponse(self.render(rec))
+
+    async def delete(self, request: Request, kind: str) -> Response:
+        self._auth(request)
+        rec = self._get_live(request.path_params["workloadId"], kind)
+        if rec.body["desiredPhase"] != "Deleted":
+            rec.body["desiredPhase"] = "Deleted"
+            self.store.transition(rec, DELETE_PHASES)
+            self.store.save()
+        return self._commit(_accepted())
+
+    async def suspend_resume(self, request: Request, kind: str, suspend: bool) -> Response:
+        self._auth(request)
+        rec = self._get_live(request.path_params["workloadId"], kind)
+        if rec.body["desiredPhase"] == "Deleted":
+            raise ApiError(409, f"Workload {rec.id} is being deleted")
+        target = "Stopped" if suspend else "Running"
+        if rec.body["desiredPhase"] != target:
+            rec.body["desiredPhase"] = target
+            self.store.transition(rec, SUSPEND_PHASES if suspend else RESUME_PHASES)
+            self.store.save()
+        return self._commit(_accepted())
+
+    async def patch(self, request: Request, kind: str) -> Response:
+        self._auth(request)
+        rec = self._get_live(request.path_params["workloadId"], kind)
+        body = await self._json(request, submission=False)
+        issues = schema.validate(schema.DI_UPDATE, body)
+        if issues:
+            raise ApiError(400, _issues_message(issues).replace("workload request",
+                                                                 "update request"))
+        if rec.body["desiredPhase"] == "Deleted":
+            raise ApiError(409, f"Workload {rec.id} is being deleted")
+        replicas = (body.get("spec") or {}).get("replicas")
+        if replicas is not None:
+            rec.body.setdefault("spec", {})["replicas"] = int(replicas)
+            self.store.transition(rec, UPDATE_PHASES)
+            self.store.save()
+        return self._commit(JSONResponse(self.render(rec, rec.phases[0] if replicas is not None
+                                                     else None), status_code=202))
+
+    # --- admin ----------------------------------------------------------------------
+
+    async def admin_requests(self, request: Request) -> Response:
+        if request.method == "DELETE":
+            self.requests.clear()
+            return JSONResponse({"requests": [], "counts": {}})
+        log = list(self.requests)
+        counts = collections.Counter(f"{r['method']} {r['route']}" for r in log)
+        return JSONResponse({"requests": log, "counts": dict(sorted(counts.items()))})
+
+    async def admin_workloads(self, request: Request) -> Response:
+        if request.method == "DELETE":
+            self.store.clear()
+        self.store.settle()
+        return JSONResponse({
+            "workloads": [self.render(r) | {"kind": r.kind} for r in self.store.live.values()],
+            "deleted": [self.render(r) | {"kind": r.kind} for r in self.store.deleted.values()],
+        })
+
+    async def admin_workload(self, request: Request) -> Response:
+        self.store.settle()
+        wid = request.path_params["workloadId"]
+        rec = self._get_live(wid)
+        if request.method == "DELETE":
+            self.store.remove_now(rec)
+            return JSONResponse({"code": 200, "message": f"Workload {wid} removed"})
+        if request.method == "PATCH":
+            patch = await self._json(request, submission=False)
+            if not isinstance(patch, dict):
+                raise ApiError(400, "A merge patch must be a JSON object")
+            if "workloadId" in patch:
+                raise ApiError(400, "workloadId cannot be changed")
+            phase = patch.pop("actualPhase", None)
+            rec.body = merge_patch(rec.body, patch)
+            if phase is not None:
+                self._force(rec, phase)
+            rec.updated = self.clock()
+            self.store.save()
+        return JSONResponse(self.render(rec) | {"kind": rec.kind})
+
+    async def admin_phase(self, request: Request) -> Response:
+        self.store.settle()
+        rec = self._get_live(request.path_params["workloadId"])
+        body = await self._json(request, submission=False)
+        if not isinstance(body, dict) or "phase" not in body:
+            raise ApiError(400, 'The body must be {"phase": "<Phase>"}')
+        self._force(rec, body["phase"])
+        self.store.save()
+        return JSONResponse(self.render(rec) | {"kind": rec.kind})
+
+    def _force(self, rec: Record, phase: Any) -> None:
+        if phase not in PHASES:
+            raise ApiError(400, f"phase must be one of {', '.join(PHASES)}")
+        self.store.transition(rec, [phase])
+
+    async def admin_faults(self, request: Request) -> Response:
+        if request.method == "PUT":
+            body = await self._json(request, submission=False)
+            try:
+                self.faults = self.faults.updated(body)
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
+        return JSONResponse(self.faults.to_json())
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _accepted() -> JSONResponse:
+    return JSONResponse({"code": 202, "message": "Request has been accepted."}, status_code=202)
+
+
+def _k8s_phase(phase: str) -> str:
+    return {"Running": "Running", "Completed": "Succeeded", "Failed": "Failed",
+            "Creating": "Pending", "Initializing": "Pending", "Pending": "Pending"}.get(phase,
+                                                                                          phase)
+
+
+def _int_param(q, name: str, default: int, lo: int, hi: int | None) -> int:
+    raw = q.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer") from None
+    if value < lo or (hi is not None and value > hi):
+        raise ApiError(400, f"{name} must be between {lo} and {hi}" if hi is not None
+                       else f"{name} must be at least {lo}")
+    return value
+
+
+def _match(actual: Any, op: str, value: str) -> bool:
+    if actual is None:
+        return op in ("!=", "!@")
+    a = str(actual).lower() if isinstance(actual, bool) else str(actual)
+    if op == "==":
+        return a == value
+    if op == "!=":
+        return a != value
+    if op == "=@":
+        return value in a
+    if op == "!@":
+        return value not in a
+    if op == "=^":
+        return a.startswith(value)
+    if op == "=$":
+        return a.endswith(value)
+    if isinstance(actual, (int, float)):
+        try:
+            num = float(value)
+        except ValueError:
+            return False
+        return actual <= num if op == "<=" else actual >= num
+    return a <= value if op == "<=" else a >= value
+
+
+# --- ASGI plumbing -------------------------------------------------------------------
+
+
+class _ApiMiddleware:
+    """For /api/ requests: inject latency and errors, settle deletions, log the request."""
+
+    def __init__(self, app, sim: Simulator, routes: list[Route]):
+        self.app, self.sim, self.routes = app, sim, routes
+
+    def _route(self, path: str) -> str:
+        for r in self.routes:
+            if r.path_regex.match(path):
+                return r.path
+        return path
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+        sim = self.sim
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        raw = b"".join(chunks)
+        path = scope["path"]
+        entry = {"method": scope["method"], "path": path,
+                 "query": scope.get("query_string", b"").decode("latin-1"),
+                 "status": None, "body": _log_body(raw), "route": self._route(path),
+                 "time": sim.clock()}
+        sim.requests.append(entry)
+
+        f = sim.faults
+        faultable = f.token_faults or path != "/api/v1/token"
+        if faultable and (f.latency_ms or f.jitter_ms):
+            await sim.sleep((f.latency_ms + sim.fault_rand.uniform(0, f.jitter_ms)) / 1000)
+        if faultable and f.error_rate > 0 and sim.fault_rand.random() < f.error_rate:
+            status = sim.fault_rand.choice((503, 429))
+            message = ("Please try again in few minutes." if status == 503
+                       else "Too many requests.")
+            response = JSONResponse({"code": status, "message": message}, status_code=status,
+                                    headers={"Retry-After": str(int(f.retry_after_seconds))})
+            entry["status"] = status
+            await response(scope, receive, send)
+            return
+
+        sim.store.settle()
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                entry["status"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, replay, capture)
+        except SimulatedConnectionDrop:
+            entry["status"] = None
+            raise
+
+
+def _log_body(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(body, dict):
+        body = {k: ("***" if _SECRET_KEY.search(str(k)) and k.lower() != "granttype" else v)
+                for k, v in body.items()}
+    return body
+
+
+async def _api_error(request: Request, exc: ApiError) -> Response:
+    return exc.response()
+
+
+async def _http_error(request: Request, exc: HTTPException) -> Response:
+    message = {404: "Resource not found.", 405: "Method not allowed."}.get(
+        exc.status_code, str(exc.detail))
+    return JSONResponse({"code": exc.status_code, "message": message},
+                        status_code=exc.status_code, headers=exc.headers)
+
+
+def create_app(data_path: str | pathlib.Path | None = None, *,
+               client_id: str = DEFAULT_CLIENT_ID, client_secret: str = DEFAULT_CLIENT_SECRET,
+               phase_seconds: float = 0.0, faults: Faults | None = None,
+               clock: Callable[[], float] = time.time, seed: int | None = None,
+               sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> Starlette:
+    """A simulated control plane. `app.state.sim` is its `Simulator` (state, faults, log).
+
+    Raises `store.SimulatorDataError` when `data_path` exists but cannot be read.
+    """
+    sim = Simulator(data_path=data_path, client_id=client_id, client_secret=client_secret,
+                    phase_seconds=phase_seconds, faults=faults, clock=clock, seed=seed,
+                    sleep=sleep)
+
+    def kind_routes(prefix: str, kind: str, *, suspendable: bool, patchable: bool):
+        async def create(r):
+            return await sim.create(r, kind)
+
+        async def one(r):
+            if r.method == "GET":
+                return await sim.get(r, kind)
+            if r.method == "DELETE":
+                return await sim.delete(r, kind)
+            return await sim.patch(r, kind)
+
+        async def suspend(r):
+            return await sim.suspend_resume(r, kind, True)
+
+        async def resume(r):
+            return await sim.suspend_resume(r, kind, False)
+
+        methods = ["GET", "DELETE"] + (["PATCH"] if patchable else [])
+        routes = [Route(prefix, create, methods=["POST"]),
+                  Route(prefix + "/{workloadId}", one, methods=methods)]
+        if suspendable:
+            routes += [Route(prefix + "/{workloadId}/suspend", suspend, methods=["POST"]),
+                       Route(prefix + "/{workloadId}/resume", resume, methods=["POST"])]
+        return routes
+
+    api_routes = [
+        Route("/api/v1/token", sim.token, methods=["POST"]),
+        Route("/api/v1/workloads", sim.list_workloads, methods=["GET"]),
+        *kind_routes("/api/v1/workloads/distributed", DISTRIBUTED,
+                     suspendable=True, patchable=False),
+        *kind_routes("/api/v1/workloads/distributed-inferences", DISTRIBUTED_INFERENCE,
+                     suspendable=False, patchable=True),
+        Route("/api/v1/workloads/{workloadId}", sim.get_any, methods=["GET"]),
+    ]
+    admin_routes = [
+        Route("/_sim/requests", sim.admin_requests, methods=["GET", "DELETE"]),
+        Route("/_sim/workloads", sim.admin_workloads, methods=["GET", "DELETE"]),
+        Route("/_sim/workloads/{workloadId}", sim.admin_workload,
+              methods=["GET", "PATCH", "DELETE"]),
+        Route("/_sim/workloads/{workloadId}/phase", sim.admin_phase, methods=["POST"]),
+        Route("/_sim/faults", sim.admin_faults, methods=["GET", "PUT"]),
+    ]
+    app = Starlette(
+        routes=api_routes + admin_routes,
+        middleware=[Middleware(_ApiMiddleware, sim=sim, routes=api_routes)],
+        exception_handlers={ApiError: _api_error, HTTPException: _http_error},
+    )
+    app.state.sim = sim
+    return app
+
+
+__all__ = ["create_app", "Faults", "Simulator", "SimulatedConnectionDrop",
+           "DEFAULT_CLIENT_ID", "DEFAULT_CLIENT_SECRET"]

@@ -1,0 +1,139 @@
+"""Server-side defaults that the simulated control plane fills into created workloads.
+
+Callers: `reconciler.simulator.app` (create handlers). A real control plane returns
+specs with documented defaults (CONTRACT.md §5) filled in for fields the client did
+not send, plus a few generated values (PVC claim names, ports, exposed URLs). A
+reconciler that diffs live against desired naively sees these as perpetual drift, so
+the fake does the same. A field the client sent, even with another value, is never
+touched; `null` counts as not sent.
+
+Also filled, as a real cluster's workload types do: `priorityClass` and
+`preemptibility` per kind (trainings "train"/"preemptible", inferences
+"inference"/"non-preemptible").
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+AUTO_DELETION_SECONDS = 2592000  # 30 days
+
+_EXCLUDE_ARRAYS = ("annotations", "imagePullSecrets", "ports", "relatedUrls")
+_STORAGE_KINDS = ("configMapVolume", "dataVolume", "emptyDirVolume", "git", "hostPath", "nfs",
+                  "pvc", "s3", "secretVolume")
+
+
+def _put(obj: dict, key: str, value) -> None:
+    if obj.get(key) is None:
+        obj[key] = value
+
+
+def image_pull_policy(image: str) -> str:
+    """`Always` for a `:latest` tag, else `IfNotPresent` (untagged images count as tagged)."""
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split("@", 1)[0].partition(":")[2]
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
+def _container(c: dict, workload_name: str, rand: random.Random, *, training: bool) -> None:
+    """Defaults shared by every container-shaped object (spec, masterSpec, leader, worker)."""
+    if c.get("image"):
+        _put(c, "imagePullPolicy", image_pull_policy(c["image"]))
+    for key in _EXCLUDE_ARRAYS:
+        for item in c.get(key) or ():
+            if isinstance(item, dict):
+                _put(item, "exclude", False)
+    for port in c.get("ports") or ():
+        if isinstance(port, dict) and port.get("serviceType") in ("NodePort", "LoadBalancer"):
+            _put(port, "external", 30000 + rand.randrange(2768))
+    security = c.get("security")
+    if isinstance(security, dict):
+        _put(security, "uidGidSource", "fromTheImage")
+        if training:
+            _put(security, "hostIpc", False)
+            _put(security, "hostNetwork", False)
+    http_get = (((c.get("probes") or {}).get("readiness") or {}).get("handler") or {}).get("httpGet")
+    if isinstance(http_get, dict):
+        _put(http_get, "path", "/")
+        _put(http_get, "scheme", "HTTP")
+    storage = c.get("storage")
+    if isinstance(storage, dict):
+        _storage(storage, workload_name, rand)
+
+
+def _storage(storage: dict, workload_name: str, rand: random.Random) -> None:
+    for kind in _STORAGE_KINDS:
+        for item in storage.get(kind) or ():
+            if isinstance(item, dict):
+                _put(item, "exclude", False)
+    for item in storage.get("hostPath") or ():
+        _put(item, "readOnly", True)
+    for item in storage.get("nfs") or ():
+        _put(item, "readOnly", True)
+    for item in storage.get("s3") or ():
+        _put(item, "url", "https://s3.amazonaws.com")
+        _put(item, "secretKeyOfAccessKeyId", "AccessKeyId")
+        _put(item, "secretKeyOfSecretKey", "SecretKey")
+    for item in storage.get("git") or ():
+        _put(item, "secretKeyOfUser", "User")
+        _put(item, "secretKeyOfPassword", "Password")
+    for item in storage.get("pvc") or ():
+        for key in ("existingPvc", "readOnly", "ephemeral", "dataSharing"):
+            _put(item, key, False)
+        if not item["existingPvc"]:
+            suffix = "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789")
+                             for _ in range(5))
+            _put(item, "claimName", f"{workload_name[:50]}-pvc-{suffix}")
+            info = item.get("claimInfo")
+            if isinstance(info, dict):
+                modes = info.get("accessModes")
+                if modes is None:
+                    modes = info["accessModes"] = {}
+                _put(modes, "readWriteOnce", True)
+                _put(modes, "readOnlyMany", False)
+                _put(modes, "readWriteMany", False)
+                _put(info, "volumeMode", "Filesystem")
+
+
+def fill_distributed(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a DistributedWorkload body in place."""
+    spec = body.get("spec")
+    if spec is None:
+        spec = body["spec"] = {}
+    _put(spec, "backoffLimit", 6)
+    _put(spec, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
+    _put(spec, "slotsPerWorker", 1)
+    _put(spec, "sshAuthMountPath", "/root/.ssh")
+    _put(spec, "priorityClass", "train")
+    _put(spec, "preemptibility", "preemptible")
+    _container(spec, body["name"], rand, training=True)
+    master = body.get("masterSpec")
+    if isinstance(master, dict):
+        _put(master, "backoffLimit", 6)
+        _put(master, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
+        _container(master, body["name"], rand, training=True)
+
+
+def fill_distributed_inference(body: dict, rand: random.Random,
+                               exposed_url: Callable[[dict], str]) -> None:
+    """Fill the defaults of a DistributedInference body in place."""
+    spec = body.get("spec")
+    if spec is None:
+        spec = body["spec"] = {}
+    _put(spec, "restartPolicy", "RecreateGroupOnPodRestart")
+    _put(spec, "startupPolicy", "LeaderCreated")
+    _put(spec, "workers", 0)
+    _put(spec, "replicas", 1)
+    _put(spec, "priorityClass", "inference")
+    _put(spec, "preemptibility", "non-preemptible")
+    serving = spec.get("servingPort")
+    if isinstance(serving, dict):
+        _put(serving, "protocol", "http")
+        _put(serving, "authorizationType", "public")
+        _put(serving, "exposeExternally", True)
+        if serving["exposeExternally"]:
+            _put(serving, "exposedUrl", exposed_url(body))
+    for role in ("leader", "worker"):
+        if isinstance(spec.get(role), dict):
+            _container(spec[role], body["name"], rand, training=False)

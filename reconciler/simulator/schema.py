@@ -1,0 +1,411 @@
+"""The create-body schemas of the simulated kinds, and the validator that checks them.
+
+Callers: `reconciler.simulator.app` (create and PATCH handlers). The shapes are written
+out by hand from NVIDIA's OpenAPI files (the installed package must not need them); the
+simulator's tests walk those files and check that this description has the same fields,
+types, enums, ranges and patterns. Like the real control plane, unknown fields are
+rejected, and so is a body that breaks one of the few cross-field rules a server
+checks (image and DI leader present, DI worker when workers > 0, no masterSpec with
+masterSpecSameAsWorker).
+
+`validate(schema, body)` returns `Issue`s: the field path as the API names it
+(`spec.numWorkers`, `spec.environmentVariables[0].name`), a message, and the
+`PolicyRuleEnum` rule closest to what failed (min, max, options, required; None for
+type, pattern and unknown-field errors).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# --- the description language ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scalar:
+    type: str  # "string" | "integer" | "number" | "boolean"
+    nullable: bool = True
+    enum: tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    pattern: str | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    format: str | None = None  # only "uuid" is checked
+
+
+@dataclass(frozen=True)
+class Obj:
+    properties: dict[str, Any]
+    required: tuple[str, ...] = ()
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Arr:
+    items: Any
+    nullable: bool = True
+
+
+def _s(pattern=None, min_length=None, max_length=None, enum=None, fmt=None, nullable=True):
+    return Scalar("string", nullable, enum, pattern=pattern, min_length=min_length,
+                  max_length=max_length, format=fmt)
+
+
+def _i(minimum=None, maximum=None, nullable=True):
+    return Scalar("integer", nullable, minimum=minimum, maximum=maximum)
+
+
+def _n(minimum=None):
+    return Scalar("number", minimum=minimum)
+
+
+_B = Scalar("boolean")
+ANY = ".*"
+QUANTITY = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+DNS_LABEL = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+_STR = _s(ANY)
+_STR1 = _s(ANY, 1)
+_MODE = _s("0[0-7]{3}", 4, 4)
+
+CAPABILITIES = (
+    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "CHOWN", "DAC_OVERRIDE",
+    "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE",
+    "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE",
+    "NET_BROADCAST", "NET_RAW", "SETGID", "SETFCAP", "SETPCAP", "SETUID", "SYS_ADMIN",
+    "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE",
+    "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM",
+)
+
+_NAME_VALUE = {"name": _s(ANY, 1, 63), "value": _STR}
+ANNOTATIONS = Arr(Obj({**_NAME_VALUE, "exclude": _B}))
+LABELS = Arr(Obj({**_NAME_VALUE, "exclude": _B}))
+
+COMPUTE = Obj({
+    "cpuCoreLimit": _n(0), "cpuCoreRequest": _n(0),
+    "cpuMemoryLimit": _s(QUANTITY), "cpuMemoryRequest": _s(QUANTITY),
+    "extendedResources": Arr(Obj({
+        "resource": _STR1, "quantity": _s(QUANTITY, 1), "exclude": _B})),
+    "gpuDevicesRequest": _i(0),
+    "gpuMemoryLimit": _s(QUANTITY), "gpuMemoryRequest": _s(QUANTITY),
+    "gpuPortionLimit": _n(0), "gpuPortionRequest": _n(0),
+    "gpuRequestType": _s(min_length=1, enum=("portion", "memory")),
+    "largeShmRequest": _B,
+})
+
+_KEY_REF = Obj({"name": _s(DNS_LABEL, 1), "key": _STR1})
+ENVIRONMENT_VARIABLES = Arr(Obj({
+    "name": _STR1, "value": _STR,
+    "secret": _KEY_REF, "configMap": _KEY_REF,
+    "podFieldRef": Obj({"path": _STR1}),
+    "userCredential": Obj({"name": _s(min_length=1), "key": _s(min_length=1)}),
+    "exclude": _B, "description": _STR,
+}))
+
+_STRINGS = Arr(_s(ANY, nullable=False))
+EXPOSED_URLS = Arr(Obj({
+    "container": _i(), "url": _STR,
+    "authorizationType": _s(enum=("authenticatedUsers", "authorizedUsers", "authorizedGroups")),
+    "authorizedUsers": _STRINGS, "authorizedGroups": _STRINGS,
+    "toolType": _STR, "toolName": _STR, "name": _STR1, "exclude": _B,
+}))
+
+IMAGE_PULL_SECRETS = Arr(Obj({
+    "name": _s(DNS_LABEL, nullable=False), "userCredential": _B, "exclude": _B}))
+
+NODE_AFFINITY = Obj({"nodeSelectorTerms": Arr(Obj({"matchExpressions": Arr(Obj({
+    "key": _s(ANY, nullable=False),
+    "operator": _s(enum=("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"), nullable=False),
+    "values": _STRINGS,
+}, required=("key", "operator")))}))})
+
+POD_AFFINITY = Obj({"type": _s(enum=("Required", "Preferred")), "key": _STR})
+
+PORTS = Arr(Obj({
+    "container": _i(1, 65535),
+    "serviceType": _s(enum=("LoadBalancer", "NodePort", "ClusterIP")),
+    "external": _i(), "toolType": _STR, "toolName": _STR, "name": _STR1, "exclude": _B,
+}))
+
+PROBES = Obj({"readiness": Obj({
+    "initialDelaySeconds": _i(0), "periodSeconds": _i(1), "timeoutSeconds": _i(1),
+    "successThreshold": _i(1), "failureThreshold": _i(1),
+    "handler": Obj({"httpGet": Obj({
+        "path": _s(r"^(\x2F[a-zA-Z0-9\-_.\x2F]*)?$"),
+        "port": _i(1, 65535),
+        "host": _STR,
+        "scheme": _s(enum=("HTTP", "HTTPS")),
+    })}),
+})})
+
+RELATED_URLS = Arr(Obj({"url": _STR, "type": _STR, "name": _STR, "exclude": _B}))
+
+_SECURITY_COMMON = {
+    "capabilities": Arr(_s(enum=CAPABILITIES, nullable=False)),
+    "readOnlyRootFilesystem": _B,
+    "runAsGid": _i(), "runAsNonRoot": _B, "runAsUid": _i(),
+    "seccompProfileType": _s(enum=("RuntimeDefault", "Unconfined", "Localhost")),
+    "supplementalGroups": _STR,
+    "uidGidSource": _s(enum=("fromTheImage", "fromIdpToken", "custom")),
+}
+SECURITY = Obj({**_SECURITY_COMMON, "allowPrivilegeEscalation": _B, "hostIpc": _B,
+                "hostNetwork": _B})
+SECURITY_INFERENCE = Obj(dict(_SECURITY_COMMON))
+
+_NAME1 = _s(min_length=1)
+_PVC = Arr(Obj({
+    "name": _NAME1, "path": _STR1, "existingPvc": _B, "claimName": _s(ANY, 1, 63),
+    "readOnly": _B, "ephemeral": _B,
+    "claimInfo": Obj({
+        "size": _s(QUANTITY), "storageClass": _s(DNS_LABEL, 1),
+        "accessModes": Obj({"readWriteOnce": _B, "readOnlyMany": _B, "readWriteMany": _B}),
+        "volumeMode": _s(enum=("Filesystem", "Block")),
+        "addedAttrValues": Arr(Obj({
+            "key": _s(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$", 1, 63, nullable=False),
+            "value": _s(ANY, nullable=False),
+        }, required=("key",))),
+    }),
+    "dataSharing": _B, "exclude": _B,
+}))
+_STORAGE_INFERENCE = {
+    "configMapVolume": Arr(Obj({
+        "name": _NAME1, "configMap": _s(DNS_LABEL, 1), "mountPath": _STR1, "subPath": _STR1,
+        "defaultMode": _MODE, "exclude": _B})),
+    "emptyDirVolume": Arr(Obj({
+        "name": _NAME1, "path": _STR1, "medium": _STR1, "sizeLimit": _s(QUANTITY),
+        "exclude": _B})),
+    "pvc": _PVC,
+    "secretVolume": Arr(Obj({
+        "name": _NAME1, "mountPath": _NAME1, "defaultMode": _MODE, "secret": _NAME1,
+        "exclude": _B})),
+}
+STORAGE = Obj({
+    **_STORAGE_INFERENCE,
+    "dataVolume": Arr(Obj({"id": _s(fmt="uuid"), "mountPath": _STR, "exclude": _B})),
+    "git": Arr(Obj({
+        "name": _NAME1, "repository": _NAME1, "branch": _NAME1, "revision": _NAME1,
+        "path": _NAME1, "passwordSecret": _NAME1, "secretKeyOfUser": _NAME1,
+        "secretKeyOfPassword": _NAME1, "exclude": _B,
+        "secretRef": Obj({
+            "name": _s(min_length=1, nullable=False),
+            "authenticationMethod": _s(min_length=1, enum=("password", "ssh-key"),
+                                       nullable=False),
+            "secretKeyOfUser": _NAME1, "secretKeyOfPassword": _NAME1,
+        }),
+    })),
+    "hostPath": Arr(Obj({
+        "name": _NAME1, "path": _STR1, "readOnly": _B, "mountPath": _STR1,
+        "mountPropagation": _s(enum=("None", "HostToContainer")), "exclude": _B})),
+    "nfs": Arr(Obj({
+        "name": _NAME1, "path": _STR1, "readOnly": _B, "server": _STR1, "mountPath": _STR1,
+        "exclude": _B})),
+    "s3": Arr(Obj({
+        "name": _NAME1, "bucket": _NAME1, "path": _NAME1, "url": _NAME1,
+        "accessKeySecret": _s(DNS_LABEL, 1), "secretKeyOfAccessKeyId": _STR1,
+        "secretKeyOfSecretKey": _STR1, "exclude": _B})),
+})
+STORAGE_INFERENCE = Obj(dict(_STORAGE_INFERENCE))
+
+TOLERATIONS = Arr(Obj({
+    "name": _STR1, "operator": _s(enum=("Equal", "Exists")), "key": _STR, "value": _STR,
+    "effect": _s(enum=("NoSchedule", "NoExecute", "PreferNoSchedule", "Any")),
+    "seconds": _i(1), "exclude": _B,
+}))
+
+PREEMPTIBILITY = _s(min_length=1, enum=("preemptible", "non-preemptible"))
+
+# Keys of a training container: the body of MasterSpec, and DistributedSpecSpec minus
+# the distributed-only keys.
+_TRAINING_CONTAINER = {
+    "annotations": ANNOTATIONS, "args": _STR1,
+    "autoDeletionTimeAfterCompletionSeconds": _i(), "backoffLimit": _i(),
+    "category": _STR, "command": _STR1, "compute": COMPUTE, "createHomeDir": _B,
+    "environmentVariables": ENVIRONMENT_VARIABLES, "exposedUrls": EXPOSED_URLS,
+    "image": _STR1, "imagePullPolicy": _s(min_length=1, enum=("Always", "Never", "IfNotPresent")),
+    "imagePullSecrets": IMAGE_PULL_SECRETS, "labels": LABELS,
+    "nodeAffinityRequired": NODE_AFFINITY, "nodePools": _STRINGS, "nodeType": _STR1,
+    "podAffinity": POD_AFFINITY, "ports": PORTS, "preemptibility": PREEMPTIBILITY,
+    "priorityClass": _STR, "probes": PROBES, "relatedUrls": RELATED_URLS,
+    "restartPolicy": _s(min_length=1, enum=("Always", "Never", "OnFailure")),
+    "security": SECURITY, "stdin": _B, "storage": STORAGE,
+    "terminateAfterPreemption": _B, "terminationGracePeriodSeconds": _i(0),
+    "tolerations": TOLERATIONS, "tty": _B, "workingDir": _STR1,
+}
+
+DISTRIBUTED_SPEC = Obj({
+    **_TRAINING_CONTAINER,
+    "cleanPodPolicy": _s(enum=("None", "All", "Running")),
+    "distributedFramework": _s(enum=("MPI", "PyTorch", "TF", "XGBoost", "JAX")),
+    "maxReplicas": _i(), "minReplicas": _i(),
+    "mpiLauncherCreationPolicy": _s(enum=("AtStartup", "WaitForWorkersReady")),
+    "numWorkers": _i(1), "slotsPerWorker": _i(1), "sshAuthMountPath": _STR,
+})
+MASTER_SPEC = Obj(dict(_TRAINING_CONTAINER))
+
+_META = {
+    "name": _s(ANY, 1, nullable=False),
+    "useGivenNameAsPrefix": Scalar("boolean", nullable=False),
+    "projectId": _s(ANY, nullable=False),
+    "clusterId": _s(fmt="uuid", nullable=False),
+    "templateId": _s(fmt="uuid"),
+}
+_REQUIRED_META = ("name", "projectId", "clusterId")
+
+DISTRIBUTED_CREATE = Obj({
+    **_META, "spec": DISTRIBUTED_SPEC, "masterSpecSameAsWorker": _B, "masterSpec": MASTER_SPEC,
+}, required=_REQUIRED_META, nullable=False)
+
+DI_CONTAINER = Obj({
+    "annotations": ANNOTATIONS, "args": _STR1, "command": _STR1, "compute": COMPUTE,
+    "createHomeDir": _B, "environmentVariables": ENVIRONMENT_VARIABLES, "image": _STR1,
+    "imagePullPolicy": _s(min_length=1, enum=("Always", "Never", "IfNotPresent")),
+    "imagePullSecrets": IMAGE_PULL_SECRETS, "labels": LABELS,
+    "nodeAffinityRequired": NODE_AFFINITY, "nodeType": _STR1, "podAffinity": POD_AFFINITY,
+    "probes": PROBES, "security": SECURITY_INFERENCE, "storage": STORAGE_INFERENCE,
+    "tolerations": TOLERATIONS, "workingDir": _STR1,
+})
+
+DI_SPEC = Obj({
+    "category": _STR, "nodePools": _STRINGS, "preemptibility": PREEMPTIBILITY,
+    "priorityClass": _STR,
+    "restartPolicy": _s(enum=("RecreateGroupOnPodRestart", "None")),
+    "servingPort": Obj({
+        "port": _i(1, 65535), "protocol": _s(enum=("http",)),
+        "authorizationType": _s(enum=("public", "authenticatedUsers", "authorizedUsers",
+                                      "authorizedGroups")),
+        "authorizedUsers": _STRINGS, "authorizedGroups": _STRINGS,
+        "exposeExternally": _B, "exposedUrl": _STR,
+    }),
+    "startupPolicy": _s(enum=("LeaderCreated", "LeaderReady")),
+    "workers": _i(0, 1000), "replicas": _i(0, 1000),
+    "leader": DI_CONTAINER, "worker": DI_CONTAINER,
+})
+
+DI_CREATE = Obj({**_META, "spec": DI_SPEC}, required=_REQUIRED_META, nullable=False)
+
+DI_UPDATE = Obj({"spec": Obj({"replicas": _i(0, 1000)})}, nullable=False)
+
+
+# --- the validator -----------------------------------------------------------------
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_TYPE_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
+               "boolean": "a boolean"}
+
+
+@dataclass(frozen=True)
+class Issue:
+    field: str
+    details: str
+    rule: str | None = None
+
+    def as_json(self) -> dict:
+        out = {"field": self.field, "details": self.details}
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out
+
+
+def validate(schema: Obj, body: Any) -> list[Issue]:
+    """Every problem of `body` against `schema`, in document order."""
+    issues: list[Issue] = []
+    _check(schema, body, "", issues)
+    return issues
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check(schema, value, path: str, out: list[Issue]) -> None:
+    if value is None:
+        if not schema.nullable:
+            out.append(Issue(path, "must not be null", "required"))
+        return
+    if isinstance(schema, Obj):
+        if not isinstance(value, dict):
+            out.append(Issue(path or "body", "must be an object"))
+            return
+        for key in schema.required:
+            if value.get(key) is None:
+                out.append(Issue(_join(path, key), "is required", "required"))
+        for key, item in value.items():
+            sub = schema.properties.get(key)
+            if sub is None:
+                out.append(Issue(_join(path, key), "unknown field"))
+            elif not (key in schema.required and item is None):
+                _check(sub, item, _join(path, key), out)
+    elif isinstance(schema, Arr):
+        if not isinstance(value, list):
+            out.append(Issue(path, "must be an array"))
+            return
+        for i, item in enumerate(value):
+            _check(schema.items, item, f"{path}[{i}]", out)
+    else:
+        _check_scalar(schema, value, path, out)
+
+
+def _check_scalar(s: Scalar, v: Any, path: str, out: list[Issue]) -> None:
+    ok = {
+        "string": isinstance(v, str),
+        "boolean": isinstance(v, bool),
+        "integer": isinstance(v, int) and not isinstance(v, bool)
+        or isinstance(v, float) and v.is_integer(),
+        "number": isinstance(v, (int, float)) and not isinstance(v, bool),
+    }[s.type]
+    if not ok:
+        out.append(Issue(path, f"must be {_TYPE_NAMES[s.type]}"))
+        return
+    if s.enum is not None and v not in s.enum:
+        out.append(Issue(path, f"must be one of {', '.join(s.enum)}", "options"))
+    if s.minimum is not None and v < s.minimum:
+        out.append(Issue(path, f"must be no less than {s.minimum:g}", "min"))
+    if s.maximum is not None and v > s.maximum:
+        out.append(Issue(path, f"must be no more than {s.maximum:g}", "max"))
+    if isinstance(v, str):
+        if s.min_length is not None and len(v) < s.min_length:
+            out.append(Issue(path, f"must be at least {s.min_length} characters long", "min"))
+        if s.max_length is not None and len(v) > s.max_length:
+            out.append(Issue(path, f"must be at most {s.max_length} characters long", "max"))
+        if s.pattern is not None and s.pattern != ANY and not re.search(s.pattern, v):
+            out.append(Issue(path, f"must match the pattern {s.pattern}"))
+        if s.format == "uuid" and not _UUID.match(v):
+            out.append(Issue(path, "must be a UUID"))
+
+
+# --- cross-field rules the server enforces -----------------------------------------
+
+
+def distributed_rules(body: dict) -> list[Issue]:
+    issues = []
+    spec = body.get("spec") or {}
+    if not body.get("templateId") and not spec.get("image"):
+        issues.append(Issue("spec.image", "the image name is mandatory", "required"))
+    if body.get("masterSpecSameAsWorker") is True and body.get("masterSpec") is not None:
+        issues.append(Issue("masterSpec",
+                            "must not be specified when masterSpecSameAsWorker is true"))
+    return issues
+
+
+def distributed_inference_rules(body: dict) -> list[Issue]:
+    issues = []
+    spec = body.get("spec") or {}
+    leader = spec.get("leader")
+    if leader is None:
+        issues.append(Issue("spec.leader", "must always be provided", "required"))
+    elif not body.get("templateId") and not leader.get("image"):
+        issues.append(Issue("spec.leader.image", "the image name is mandatory", "required"))
+    if (spec.get("workers") or 0) > 0:
+        worker = spec.get("worker")
+        if worker is None:
+            issues.append(Issue("spec.worker", "is required when workers is greater than 0",
+                                "required"))
+        elif not body.get("templateId") and not worker.get("image"):
+            issues.append(Issue("spec.worker.image", "the image name is mandatory", "required"))
+    return issues
+
+
+__all__ = ["Issue", "validate", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
+           "distributed_rules", "distributed_inference_rules"]

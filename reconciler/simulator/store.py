@@ -1,0 +1,191 @@
+"""The simulator's workload store: records, lazily derived phases, JSON persistence.
+
+Callers: `reconciler.simulator.app`. No background task moves phases (httpx's ASGI
+transport runs no lifespan or loops): a record keeps the list of phases it is moving
+through and when it entered the first one; a read derives the current phase from the
+clock. Each phase but the last lasts `phase_seconds`; with 0, the write's own response
+shows the first phase and any later read the last one.
+
+A deletion's phases end in GONE: when a read finds a record there, `settle()` moves it
+to the deleted list (GET answers 404, the list endpoint shows it only with
+deleted=true, and its name is free again).
+
+With a data path, the whole store is written as JSON after every write: to a temporary
+file in the same folder, fsynced, then renamed over the old one, so a reader never sees
+a half-written file.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import pathlib
+import tempfile
+from dataclasses import dataclass, field
+from typing import Callable
+
+GONE = "__gone__"
+
+CREATE_PHASES = ["Creating", "Initializing", "Running"]
+SUSPEND_PHASES = ["Stopping", "Stopped"]
+RESUME_PHASES = ["Resuming", "Running"]
+UPDATE_PHASES = ["Updating", "Running"]
+DELETE_PHASES = ["Deleting", GONE]
+
+FORMAT_VERSION = 1
+
+
+def iso(ts: float) -> str:
+    """RFC 3339 UTC with milliseconds, as the API writes its date-times."""
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass
+class Record:
+    kind: str  # a key of app.KIND_TYPES: "distributed" | "distributed-inference"
+    body: dict  # the API body, without actualPhase (derived)
+    phases: list[str]
+    since: float  # when the first of `phases` began
+    created: float
+    updated: float
+    deleted_at: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.body["workloadId"]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "body": self.body, "phases": self.phases,
+                "since": self.since, "created": self.created, "updated": self.updated,
+                "deletedAt": self.deleted_at}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Record":
+        return cls(kind=d["kind"], body=d["body"], phases=list(d["phases"]),
+                   since=float(d["since"]), created=float(d["created"]),
+                   updated=float(d["updated"]), deleted_at=d.get("deletedAt"))
+
+
+@dataclass
+class Store:
+    clock: Callable[[], float]
+    phase_seconds: float = 0.0
+    data_path: pathlib.Path | None = None
+    live: dict[str, Record] = field(default_factory=dict)
+    deleted: dict[str, Record] = field(default_factory=dict)
+    _ending: set[str] = field(default_factory=set)  # live ids whose phases end in GONE
+
+    # --- phases ---------------------------------------------------------------------
+
+    def _index(self, rec: Record, now: float) -> int:
+        last = len(rec.phases) - 1
+        if self.phase_seconds <= 0:
+            return last
+        return max(0, min(last, int((now - rec.since) // self.phase_seconds)))
+
+    def phase(self, rec: Record, now: float | None = None) -> str:
+        return rec.phases[self._index(rec, self.clock() if now is None else now)]
+
+    def phase_since(self, rec: Record) -> float:
+        idx = self._index(rec, self.clock())
+        return rec.since + idx * self.phase_seconds
+
+    def transition(self, rec: Record, phases: list[str]) -> None:
+        """Start moving through `phases` now. The write's own response should show
+        `phases[0]` (see `app`); reads derive the rest from the clock."""
+        now = self.clock()
+        rec.phases, rec.since, rec.updated = list(phases), now, now
+        if GONE in phases:
+            self._ending.add(rec.id)
+        else:
+            self._ending.discard(rec.id)
+
+    def settle(self) -> None:
+        """Move finished deletions to the deleted list."""
+        now = self.clock()
+        gone = [self.live[i] for i in sorted(self._ending)
+                if i in self.live and self.phase(self.live[i], now) == GONE]
+        for rec in gone:
+            del self.live[rec.id]
+            self._ending.discard(rec.id)
+            rec.deleted_at = (rec.since + (len(rec.phases) - 1) * self.phase_seconds
+                              if self.phase_seconds > 0 else now)
+            rec.body["deletedAt"] = iso(rec.deleted_at)
+            rec.phases, rec.since = ["Deleting"], rec.deleted_at
+            self.deleted[rec.id] = rec
+        if gone:
+            self.save()
+
+    def remove_now(self, rec: Record) -> None:
+        """Delete out of band: gone at once."""
+        self.transition(rec, [GONE])
+        rec.body["desiredPhase"] = "Deleted"
+        self.settle()
+
+    # --- lookups --------------------------------------------------------------------
+
+    def name_taken(self, project_id: str, name: str) -> bool:
+        return any(r.body["projectId"] == project_id and r.body["name"] == name
+                   for r in self.live.values())
+
+    def add(self, rec: Record) -> None:
+        self.live[rec.id] = rec
+
+    def snapshot(self) -> dict:
+        return {"version": FORMAT_VERSION,
+                "workloads": [r.to_json() for r in self.live.values()],
+                "deleted": [r.to_json() for r in self.deleted.values()]}
+
+    def clear(self) -> None:
+        self.live.clear()
+        self.deleted.clear()
+        self._ending.clear()
+        self.save()
+
+    # --- persistence ----------------------------------------------------------------
+
+    def load(self) -> None:
+        if self.data_path is None or not self.data_path.exists():
+            return
+        try:
+            data = json.loads(self.data_path.read_text(encoding="utf-8"))
+            if data.get("version") != FORMAT_VERSION:
+                raise ValueError(f"unsupported format version {data.get('version')!r}")
+            live = [Record.from_json(d) for d in data["workloads"]]
+            deleted = [Record.from_json(d) for d in data["deleted"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SimulatorDataError(
+                f"cannot read simulator data {self.data_path}: {exc}") from exc
+        self.live = {r.id: r for r in live}
+        self.deleted = {r.id: r for r in deleted}
+        self._ending = {r.id for r in live if GONE in r.phases}
+
+    def save(self) -> None:
+        if self.data_path is None:
+            return
+        path = self.data_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.snapshot(), indent=1, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+class SimulatorDataError(Exception):
+    """The --data file exists but cannot be used."""
+
+
+def copy_body(body: dict) -> dict:
+    return copy.deepcopy(body)
