@@ -314,7 +314,9 @@ class RunaiClient:
         if details and details != api_message:
             text += f" ({details})"
         for issue in issues:
-            text += f"\n  {issue.get('field', '?')}: {self._redact(str(issue.get('details', '')))}"
+            line = f"{issue.get('field', '?')}: {self._redact(str(issue.get('details', '')))}"
+            if line not in api_message:
+                text += f"\n  {line}"
         if status in (401, 403):
             if not auth:
                 text += "\n  check RUNAI_CLIENT_ID and RUNAI_CLIENT_SECRET"
