@@ -1,0 +1,75 @@
+"""The machine plan: a versioned JSON document modelled on `terraform show -json` (pure).
+
+The format is documented field by field in docs/plan-format.md; `FORMAT_VERSION`
+follows its promise (fields are only added within 1.x; removing or changing the
+meaning of one bumps the major). Every address of the plan appears in
+`resource_changes`, no-ops included. Caller: the CLI's `plan --format json` (and
+`show`, later).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.plans import Action, Plan, ResourceChange
+from reconciler.render import words
+
+FORMAT_VERSION = "1.0"
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    changes = sorted(plan.changes, key=lambda rc: rc.address)
+    counts = plan.counts()
+    doc: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "has_changes": plan.has_changes,
+        "resource_changes": [_resource_change(rc) for rc in changes],
+        "resource_drift": [d for d in map(_drift, changes) if d is not None],
+        "summary": {a.value: counts[a.value] for a in Action},
+        "state": {"lineage": plan.lineage, "serial": plan.serial},
+    }
+    if plan.targets:
+        doc["targets"] = sorted(plan.targets)
+    return doc
+
+
+def render_plan(plan: Plan) -> str:
+    return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _resource_change(rc: ResourceChange) -> dict[str, Any]:
+    changes = list(rc.changes)
+    implied = words.phase_change(rc)
+    if implied is not None:
+        changes.append(implied)
+    return {
+        "address": rc.address,
+        "kind": rc.kind,
+        "name": rc.name,
+        "project_id": rc.project_id,
+        "workload_id": rc.workload_id,
+        "change": {
+            "actions": rc.action.json_actions,
+            "before": words.mask_body(rc.before),
+            "after": words.mask_body(rc.after),
+        },
+        "action_reason": rc.reason,
+        "replace_paths": rc.replace_paths,
+        "changed_paths": [
+            {"path": c.path, "before": words.mask_at(c.path, c.before),
+             "after": words.mask_at(c.path, c.after), "drift": c.drift,
+             "forces_replacement": c.forces_replacement}
+            for c in changes
+        ],
+        "patch": words.mask_body(rc.patch) if rc.action is Action.UPDATE else None,
+        "desired_phase": rc.desired_phase,
+        "live_phase": rc.live_phase,
+    }
+
+
+def _drift(rc: ResourceChange) -> dict[str, Any] | None:
+    paths = words.drifted_paths(rc)
+    if not paths and not rc.is_drift:
+        return None
+    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths}

@@ -1,0 +1,100 @@
+"""The human plan: Terraform's vocabulary and symbols, only what changes (pure).
+
+    # DistributedInference/7/llama-70b-serve will be updated in place
+      ~ DistributedInference llama-70b-serve (project 7)
+          ~ spec.replicas: 2 -> 4
+
+Symbols: `+` create, `~` update in place, `-/+` replace, `-` delete, `<` suspend,
+`>` resume (plain ASCII, so any terminal and any CI log shows them). Values are JSON.
+No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
+from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
+"""
+
+from __future__ import annotations
+
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.render import words
+
+NO_CHANGES = "No changes. Live workloads match the specs."
+
+_RESET, _BOLD, _RED, _GREEN, _YELLOW = "\x1b[0m", "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[33m"
+_ACTION_COLOR = {
+    Action.CREATE: _GREEN, Action.UPDATE: _YELLOW, Action.DELETE: _RED,
+    Action.SUSPEND: _YELLOW, Action.RESUME: _GREEN,
+}
+_SIGN_COLOR = {"+": _GREEN, "~": _YELLOW, "-": _RED}
+
+
+def render_plan(plan: Plan, *, color: bool = False) -> str:
+    """The plan as text ending in a newline, `NO_CHANGES` when there is nothing to do."""
+    paint = _painter(color)
+    todo = sorted(plan.actionable(), key=lambda rc: rc.address)
+    if not todo:
+        return NO_CHANGES + "\n"
+    present = {rc.action for rc in todo}
+    lines = ["Actions are shown with these symbols:"]
+    for action in words.SUMMARY_ORDER:
+        if action in present:
+            lines.append(f"{_symbol(action, paint):>{3 + _width_of_codes(action, paint)}} "
+                         f"{words.LEGEND[action]}")
+    lines += ["", "runai-reconcile will perform the following actions:", ""]
+    for rc in todo:
+        lines += _resource(rc, paint)
+        lines.append("")
+    counts = plan.counts()
+    summary = ", ".join(f"{counts[a.value]} to {a.value}" for a in words.SUMMARY_ORDER)
+    lines.append(paint(_BOLD, "Plan:") + f" {summary}.")
+    return "\n".join(lines) + "\n"
+
+
+def _resource(rc: ResourceChange, paint) -> list[str]:
+    sym = _symbol(rc.action, paint)
+    pad = " " * (3 - len(words.SYMBOLS[rc.action]))
+    out = [
+        "  " + paint(_BOLD, words.header(rc)),
+        f"{pad}{sym} {rc.kind} {rc.name} (project {rc.project_id})",
+    ]
+    changes = list(rc.changes)
+    implied = words.phase_change(rc)
+    if implied is not None:
+        changes.append(implied)
+    if changes:
+        out += [_field(c, paint) for c in changes]
+    elif rc.action is Action.CREATE and rc.after:
+        out += [f"      {paint(_GREEN, '+')} {path}: {words.encode(words.mask_at(path, value))}"
+                for path, value in words.leaves(rc.after)]
+    return out
+
+
+def _field(c: FieldChange, paint) -> str:
+    before, after = words.mask_at(c.path, c.before), words.mask_at(c.path, c.after)
+    if c.before is None and c.after is not None:
+        sign, text = "+", f"{c.path}: {words.encode(after)}"
+    elif c.after is None and c.before is not None:
+        sign, text = "-", f"{c.path}: {words.encode(before)} -> null"
+    else:
+        sign, text = "~", f"{c.path}: {words.encode(before)} -> {words.encode(after)}"
+    notes = []
+    if c.drift:
+        notes.append("changed outside runai-reconcile")
+    if c.forces_replacement:
+        notes.append(paint(_RED, "forces replacement"))
+    line = f"      {paint(_SIGN_COLOR[sign], sign)} {text}"
+    return line + ("  # " + ", ".join(notes) if notes else "")
+
+
+def _symbol(action: Action, paint) -> str:
+    if action is Action.REPLACE:
+        return paint(_RED, "-") + "/" + paint(_GREEN, "+")
+    return paint(_ACTION_COLOR[action], words.SYMBOLS[action])
+
+
+def _width_of_codes(action: Action, paint) -> int:
+    """How many invisible characters colour adds to the symbol (for right alignment)."""
+    return len(_symbol(action, paint)) - len(words.SYMBOLS[action])
+
+
+def _painter(color: bool):
+    if not color:
+        return lambda code, text: text
+    return lambda code, text: f"{code}{text}{_RESET}"

@@ -1,0 +1,38 @@
+"""Rendered plans compared with reviewed golden files; UPDATE_GOLDEN=1 rewrites them.
+
+The goldens are what users see: review a change to them like a change to the code."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from reconciler.render import json as json_render
+from reconciler.render import text as text_render
+
+from .examples import PLANS
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+RENDERERS = {
+    "txt": lambda plan: text_render.render_plan(plan),
+    "json": lambda plan: json_render.render_plan(plan) + "\n",
+}
+
+
+@pytest.mark.parametrize("ext", sorted(RENDERERS))
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_matches_golden(name, ext):
+    got = RENDERERS[ext](PLANS[name]())
+    path = GOLDEN / f"{name}.{ext}"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(got, encoding="utf-8")
+    assert path.exists(), f"no golden {path.name}: run with UPDATE_GOLDEN=1 and review it"
+    assert got == path.read_text(encoding="utf-8"), \
+        f"{path.name} differs; if intended, rerun with UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_every_golden_has_an_example():
+    stale = {p.name for p in GOLDEN.iterdir()} - {f"{n}.{e}" for n in PLANS for e in RENDERERS}
+    assert not stale, f"golden files without an example plan: {sorted(stale)}"

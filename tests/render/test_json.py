@@ -1,0 +1,118 @@
+"""The JSON renderer: the versioned document scripts and PR bots consume."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import re
+
+from reconciler.plans import Action
+from reconciler.render import json as json_render
+
+from . import examples
+
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
+
+
+def test_render_is_the_document_sorted_and_indented():
+    plan = examples.PLANS["mixed"]()
+    text = json_render.render_plan(plan)
+    assert json.loads(text) == json_render.plan_document(plan)
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def test_every_address_appears_once_noops_included(example):
+    _, plan = example
+    doc = json_render.plan_document(plan)
+    assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
+    assert doc["format_version"] == "1.0"
+    assert doc["has_changes"] == plan.has_changes
+
+
+def test_actions_follow_terraform():
+    expected = {"create": ["create"], "update": ["update"], "replace": ["delete", "create"],
+                "delete": ["delete"], "suspend": ["suspend"], "resume_phase_drift": ["resume"],
+                "no_changes": ["no-op"]}
+    for name, actions in expected.items():
+        doc = json_render.plan_document(examples.PLANS[name]())
+        assert doc["resource_changes"][0]["change"]["actions"] == actions, name
+
+
+def test_replace_names_its_paths_and_keeps_before_and_after():
+    rc = json_render.plan_document(examples.PLANS["replace"]())["resource_changes"][0]
+    assert "spec.image" in rc["replace_paths"]
+    assert rc["action_reason"] == "spec_changed"
+    assert rc["change"]["before"]["spec"]["image"].endswith("24.05-py3")
+    assert rc["change"]["after"]["spec"]["image"].endswith("24.10-py3")
+    assert rc["patch"] is None
+
+
+def test_update_carries_its_patch_body():
+    rc = json_render.plan_document(examples.PLANS["update"]())["resource_changes"][0]
+    assert rc["patch"] == {"spec": {"replicas": 4}}
+    assert rc["changed_paths"] == [{"path": "spec.replicas", "before": 2, "after": 4,
+                                    "drift": False, "forces_replacement": False}]
+
+
+def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
+    plan = examples.plan(examples.update_drift(), examples.resume_phase_drift(),
+                         examples.create())
+    recreated = examples.recreate()
+    recreated.address = "DistributedTraining/7/zz-recreated"
+    plan.changes.append(recreated)
+    drift = json_render.plan_document(plan)["resource_drift"]
+    assert drift == [
+        {"address": "DistributedInference/7/llama-70b-serve", "kind": "DistributedInference",
+         "action_reason": "drift", "paths": ["spec.replicas"]},
+        {"address": "DistributedTraining/7/resnet-mpi", "kind": "DistributedTraining",
+         "action_reason": "phase_drift", "paths": ["desiredPhase"]},
+        {"address": "DistributedTraining/7/zz-recreated", "kind": "DistributedTraining",
+         "action_reason": "deleted_outside", "paths": []},
+    ]
+
+
+def test_summary_state_and_targets():
+    doc = json_render.plan_document(examples.PLANS["targeted"]())
+    assert doc["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0,
+                              "suspend": 0, "resume": 0, "no-op": 0}
+    assert doc["state"] == {"lineage": examples.LINEAGE, "serial": 3}
+    assert doc["targets"] == ["DistributedInference/7/llama-70b-serve"]
+    assert "targets" not in json_render.plan_document(examples.PLANS["update"]())
+
+
+def test_secret_looking_env_values_are_masked_everywhere():
+    for name, build in examples.PLANS.items():
+        out = json_render.render_plan(build())
+        for secret in ("hf_abcdefghijklmnop", "hf_old", "hf_new"):
+            assert secret not in out, name
+    doc = json_render.plan_document(examples.PLANS["create"]())
+    envs = doc["resource_changes"][0]["change"]["after"]["spec"]["environmentVariables"]
+    assert envs == [{"name": "NCCL_DEBUG", "value": "INFO"},
+                    {"name": "HF_TOKEN", "value": "(sensitive value)"}]
+
+
+def test_rendering_does_not_change_the_plan():
+    plan = examples.PLANS["mixed"]()
+    before = copy.deepcopy(plan)
+    json_render.plan_document(plan)
+    assert plan == before
+
+
+def _keys(doc, prefix=""):
+    for k, v in doc.items():
+        yield prefix + k
+        if isinstance(v, dict) and k not in ("before", "after", "patch", "summary"):
+            yield from _keys(v, prefix + k + ".")
+        if isinstance(v, list) and v and isinstance(v[0], dict):
+            yield from _keys(v[0], prefix + k + "[].")
+
+
+def test_every_field_is_documented():
+    documented = set(re.findall(r"`([a-z_\[\].-]+)`", DOC.read_text(encoding="utf-8")))
+    doc = json_render.plan_document(examples.PLANS["mixed"]())
+    doc.update(json_render.plan_document(examples.PLANS["targeted"]()))
+    missing = sorted(k for k in _keys(doc)
+                     if not any(k == d or k.endswith("." + d) for d in documented))
+    assert not missing, f"fields missing from docs/plan-format.md: {missing}"
+    assert {a.value for a in Action} <= documented
