@@ -1,0 +1,207 @@
+"""Property tests of the three-way diff over generated create bodies (hypothesis)."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciler import diff
+
+from .builders import CLUSTER, DI, DT
+
+# Generating nested bodies is the slow part: small pools of names keep it fast.
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+NAMES = st.sampled_from(["data", "ckpt", "team", "bert", "llama-70b", "cache", "logs", "a1"])
+ENV_NAMES = st.sampled_from(["HF_HOME", "NCCL_DEBUG", "WANDB_API_KEY", "OMP_NUM_THREADS",
+                             "HF_TOKEN", "VLLM_PORT", "CUDA_VISIBLE_DEVICES", "PYTHONPATH"])
+TEXT = st.text("abcxyz019-._/", min_size=1, max_size=8)
+CAPS = ["SYS_PTRACE", "IPC_LOCK", "NET_ADMIN", "SYS_ADMIN", "CHOWN", "KILL"]
+
+
+def _unique_by(key):
+    return lambda items: len({key(i) for i in items}) == len(items)
+
+
+env_item = st.one_of(
+    st.builds(lambda n, v: {"name": n, "value": v}, ENV_NAMES, TEXT),
+    st.builds(lambda n, s: {"name": n, "secret": {"name": s, "key": "token"}}, ENV_NAMES, NAMES),
+)
+env_list = st.lists(env_item, max_size=6, unique_by=lambda e: e["name"])
+label_list = st.lists(st.builds(lambda n, v: {"name": n, "value": v}, NAMES, TEXT),
+                      max_size=4, unique_by=lambda e: e["name"])
+pvc_list = st.lists(
+    st.builds(lambda n, p, ro: {"name": n, "path": "/" + p, "existingPvc": True,
+                                "claimName": n + "-pvc", "readOnly": ro},
+              NAMES, NAMES, st.booleans()),
+    max_size=3, unique_by=lambda e: e["name"])
+compute = st.fixed_dictionaries({}, optional={
+    "gpuDevicesRequest": st.integers(0, 8),
+    "cpuCoreRequest": st.one_of(st.integers(0, 64), st.floats(0, 64, allow_nan=False)),
+    "cpuMemoryRequest": st.sampled_from(["16G", "64G", "200Gi"]),
+    "largeShmRequest": st.booleans(),
+})
+container = {
+    "image": st.sampled_from(["nvcr.io/nvidia/pytorch:24.05-py3", "vllm/vllm-openai:v0.6.3",
+                              "horovod/horovod:0.28.1"]),
+    "command": TEXT,
+    "compute": compute,
+    "environmentVariables": env_list,
+    "labels": label_list,
+    "nodePools": st.lists(NAMES, max_size=3, unique=True),
+    "security": st.fixed_dictionaries({}, optional={
+        "capabilities": st.lists(st.sampled_from(CAPS), max_size=4, unique=True),
+        "runAsUid": st.integers(0, 2000)}),
+}
+dt_spec = st.fixed_dictionaries(
+    {"image": container["image"]},
+    optional={**{k: v for k, v in container.items() if k != "image"},
+              "numWorkers": st.integers(1, 16),
+              "distributedFramework": st.sampled_from(["PyTorch", "MPI", "TF", "JAX"]),
+              "storage": st.fixed_dictionaries({"pvc": pvc_list})})
+leader = st.fixed_dictionaries({"image": container["image"]},
+                               optional={k: container[k] for k in
+                                         ("command", "compute", "environmentVariables")})
+
+
+@st.composite
+def dt_bodies(draw):
+    return {"name": draw(NAMES), "projectId": str(draw(st.integers(1, 99))),
+            "clusterId": CLUSTER, "spec": draw(dt_spec),
+            "masterSpecSameAsWorker": draw(st.booleans())}
+
+
+@st.composite
+def di_bodies(draw):
+    spec = {"replicas": draw(st.integers(0, 10)), "workers": draw(st.integers(0, 4)),
+            "leader": draw(leader), "servingPort": {"port": draw(st.integers(1, 65535))}}
+    if spec["workers"]:
+        spec["worker"] = draw(leader)
+    return {"name": draw(NAMES), "projectId": "7", "clusterId": CLUSTER, "spec": spec}
+
+
+bodies = st.one_of(st.tuples(st.just(DT), dt_bodies()), st.tuples(st.just(DI), di_bodies()))
+
+
+def _containers(body):
+    spec = body["spec"]
+    return [c for c in (spec, spec.get("leader"), spec.get("worker")) if isinstance(c, dict)]
+
+
+def _permute_keyed(body, rnd):
+    """A copy with every keyed and set-like list shuffled (nodePools left in order)."""
+    out = copy.deepcopy(body)
+    for c in _containers(out):
+        for field in ("environmentVariables", "labels"):
+            if field in c:
+                rnd.shuffle(c[field])
+        if "capabilities" in c.get("security", {}):
+            rnd.shuffle(c["security"]["capabilities"])
+        if "pvc" in c.get("storage", {}):
+            rnd.shuffle(c["storage"]["pvc"])
+    return out
+
+
+def _as_floats(body):
+    """A copy with every integer (not boolean) turned into the equal float."""
+    if isinstance(body, dict):
+        return {k: _as_floats(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_as_floats(v) for v in body]
+    if isinstance(body, int) and not isinstance(body, bool):
+        return float(body)
+    return body
+
+
+@FAST
+@given(bodies)
+def test_a_body_diffed_with_itself_is_empty(kb):
+    kind, body = kb
+    assert diff.diff_workload(kind, body, body, body) == []
+    assert diff.diff_workload(kind, body, None, body) == []
+    assert diff.diff_workload(kind, body, body, None) == []
+
+
+@FAST
+@given(bodies, st.randoms(use_true_random=False))
+def test_reordering_keyed_lists_is_no_change(kb, rnd):
+    kind, body = kb
+    assert diff.diff_workload(kind, _permute_keyed(body, rnd), body, body) == []
+    assert diff.diff_workload(kind, body, body, _permute_keyed(body, rnd)) == []
+
+
+@FAST
+@given(bodies, st.randoms(use_true_random=False))
+def test_equal_bodies_after_independent_permutations_give_no_change(kb, rnd):
+    kind, body = kb
+    d, l, r = (_permute_keyed(body, rnd) for _ in range(3))
+    assert diff.diff_workload(kind, d, l, r) == []
+    assert diff.diff_workload(kind, d, None, r) == []
+
+
+@FAST
+@given(bodies)
+def test_integers_and_equal_floats_are_no_change(kb):
+    kind, body = kb
+    assert diff.diff_workload(kind, body, body, _as_floats(body)) == []
+
+
+extra_spec_fields = st.dictionaries(
+    st.sampled_from(["backoffLimit", "slotsPerWorker", "restartPolicy", "priorityClass",
+                     "workingDir", "startupPolicy", "terminationGracePeriodSeconds"]),
+    st.one_of(st.integers(0, 100), TEXT), max_size=4)
+read_only = st.fixed_dictionaries({
+    "workloadId": st.uuids().map(str), "createdBy": TEXT, "desiredPhase":
+    st.sampled_from(["Running", "Stopped"]), "actualPhase": st.sampled_from(
+        ["Running", "Pending", "Completed", "Stopped"])})
+
+
+@FAST
+@given(bodies, extra_spec_fields, read_only, st.lists(env_item, max_size=2))
+def test_fields_only_in_live_never_cause_changes(kb, extra, ro, injected):
+    kind, body = kb
+    live = copy.deepcopy(body)
+    live.update(ro)
+    for k, v in extra.items():
+        live["spec"].setdefault(k, v)
+    known = {e["name"] for c in _containers(body) for e in c.get("environmentVariables", [])}
+    for c in _containers(live):
+        c.setdefault("imagePullPolicy", "IfNotPresent")
+        c.setdefault("environmentVariables", []).extend(
+            e for e in injected if e["name"] not in known)
+    assert diff.diff_workload(kind, body, body, live) == []
+    assert diff.diff_workload(kind, body, None, live) == []
+
+
+@FAST
+@given(bodies, bodies)
+def test_changes_reported_are_real_and_outside_ignore(kb1, kb2):
+    (kind, d), (_, other) = kb1, kb2
+    if kind is not kb2[0]:
+        other = d
+    ignore = ("spec.environmentVariables", "spec.compute.cpuCoreRequest")
+    changes = diff.diff_workload(kind, d, other, other, ignore=ignore)
+    paths = [c.path for c in changes]
+    assert paths == sorted(paths)
+    for c in changes:
+        assert not diff.is_ignored(c.path, ignore)
+        assert c.before != c.after or c.drift
+        assert not c.drift  # L == R: every difference is the user's
+    if kind is DI:
+        for c in changes:
+            assert c.forces_replacement == (c.path != "spec.replicas" or c.after is None)
+
+
+@FAST
+@given(bodies, st.sampled_from(["img:a", "img:b"]))
+def test_a_changed_image_is_always_reported(kb, image):
+    kind, body = kb
+    changed = copy.deepcopy(body)
+    target = changed["spec"]["leader"] if kind is DI else changed["spec"]
+    old = target["image"]
+    target["image"] = image
+    path = "spec.leader.image" if kind is DI else "spec.image"
+    assert [(c.path, c.before, c.after) for c in
+            diff.diff_workload(kind, changed, body, body)] == [(path, old, image)]
