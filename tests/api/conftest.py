@@ -4,8 +4,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import pathlib
 import random
+import socket
+import subprocess
+import sys
 import time
 
 import httpx
@@ -76,3 +81,49 @@ def json_response(status: int, body, **headers) -> httpx.Response:
 def anyio_backend() -> str:
     """The client is asyncio-based (asyncio.Lock, asyncio.sleep): run the tests on asyncio."""
     return "asyncio"
+
+
+# --- a `runai-reconcile sim serve` process over real HTTP ----------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def sim_serve(tmp_dir: pathlib.Path, *flags: str):
+    """Run `runai-reconcile sim serve` on a free loopback port; yields its base URL."""
+    port = _free_port()
+    log_path = tmp_dir / f"sim-{port}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(port),
+             "--phase-seconds", "0", *flags],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/_sim/faults", timeout=1)
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("sim serve did not start:\n" + log_path.read_text())
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def sim_url(tmp_path_factory):
+    """A plain `sim serve` shared by a module's tests (they use distinct names)."""
+    with sim_serve(tmp_path_factory.mktemp("sim")) as url:
+        yield url
