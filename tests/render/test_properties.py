@@ -1,0 +1,65 @@
+"""Properties of both renderers over arbitrary plans the planner could produce."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler import plans
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.render import json as json_render
+from reconciler.render import text as text_render
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=4)
+reasons = st.sampled_from([v for k, v in vars(plans).items() if k.startswith("REASON_")]
+                          + ["some_future_reason"])
+field_changes = st.builds(FieldChange,
+                          path=st.sampled_from(["spec.image", "spec.replicas", "desiredPhase",
+                                                "spec.environmentVariables[HF_TOKEN].value"]),
+                          before=values, after=values, drift=st.booleans(),
+                          forces_replacement=st.booleans())
+
+
+@st.composite
+def plan_strategy(draw):
+    names = draw(st.lists(st.sampled_from(["a", "bert", "llama", "mpi", "z-9", "serve"]),
+                          unique=True, max_size=5))
+    changes = []
+    for name in names:
+        kind = draw(st.sampled_from(["DistributedTraining", "DistributedInference"]))
+        body = draw(st.none() | st.dictionaries(st.text(min_size=1, max_size=6), values, max_size=4))
+        changes.append(ResourceChange(
+            address=f"{kind}/7/{name}", kind=kind, name=name, project_id="7",
+            action=draw(st.sampled_from(list(Action))), reason=draw(reasons),
+            changes=draw(st.lists(field_changes, max_size=3)), before=body, after=body))
+    return Plan(changes=changes, lineage="l", serial=1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(plan_strategy())
+def test_text_has_one_header_per_action_and_the_right_summary(plan):
+    out = text_render.render_plan(plan)
+    todo = plan.actionable()
+    headers = [ln for ln in out.splitlines() if ln.startswith("  # ")]
+    assert [h.split()[1] for h in headers] == sorted(rc.address for rc in todo)
+    if todo:
+        c = plan.counts()
+        assert out.splitlines()[-1] == (
+            f"Plan: {c['create']} to create, {c['update']} to update, {c['replace']} to replace, "
+            f"{c['delete']} to delete, {c['suspend']} to suspend, {c['resume']} to resume.")
+    else:
+        assert out == text_render.NO_CHANGES + "\n"
+
+
+@settings(max_examples=30, deadline=None)
+@given(plan_strategy())
+def test_json_lists_every_address_with_its_terraform_actions(plan):
+    doc = json.loads(json_render.render_plan(plan))
+    got = {rc["address"]: rc["change"]["actions"] for rc in doc["resource_changes"]}
+    assert got == {rc.address: rc.action.json_actions for rc in plan.changes}
+    assert sum(doc["summary"].values()) == len(plan.changes)
