@@ -130,7 +130,8 @@ class RunaiClient:
 
         After an ambiguous failure, `on_ambiguous()` is awaited before any
         retry: a workload it returns is taken as the result, None means "not created,
-        send it again". Without it the failure is raised with `ambiguous=True`.
+        send it again". Without it, or when the lookup itself fails, the failure is
+        raised with `ambiguous=True`.
         """
         return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
                                 on_ambiguous=on_ambiguous)
@@ -276,7 +277,12 @@ class RunaiClient:
                 if on_ambiguous is None:
                     raise failure
                 log.warning("%s; looking the workload up before retrying", failure)
-                found = await on_ambiguous()
+                try:
+                    found = await on_ambiguous()
+                except errors.ApiError as exc:
+                    failure.args = (f"{failure.args[0]}; the lookup that would tell whether it "
+                                    f"was created failed too: {exc}",)
+                    raise failure from exc
                 if found is not None:
                     return found
                 maybe_performed = False

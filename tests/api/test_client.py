@@ -339,6 +339,17 @@ async def test_on_ambiguous_finding_nothing_lets_the_create_be_sent_again(make_c
     assert [r.method for r in h.seen] == ["POST", "POST"]
 
 
+async def test_a_failing_lookup_keeps_the_create_ambiguous(make_client):
+    h = scripted(httpx.ReadTimeout("slow"), json_response(202, LIVE))
+
+    async def lookup():
+        raise errors.ServerError("GET /api/v1/workloads: 503", status=503)
+    async with make_client(h) as client:
+        with pytest.raises(errors.TransportError, match="lookup .* failed too") as ei:
+            await client.create(DT, BODY, on_ambiguous=lookup)
+    assert ei.value.ambiguous is True and len(h.seen) == 1
+
+
 async def test_find_live_looks_the_workload_up_by_name_project_and_cluster(make_client):
     calls = []
 
