@@ -44,6 +44,12 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
                 f"and {dw.source or '?'}")
         by_addr[dw.address] = dw
     known = set(by_addr) | set(state.resources)
+    unknown = sorted(f"{a} (kind {rs.kind})" for a, rs in state.resources.items()
+                     if rs.kind not in kinds.KINDS)
+    if unknown:
+        raise errors.PlanError(
+            "the state holds workloads of kinds this version does not know: "
+            + ", ".join(unknown))
 
     targets = _check_addresses("--target", targets, known)
     replace = _check_addresses("--replace", replace, known)
@@ -70,6 +76,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         changes.append(rc)
 
     _check_prevent_destroy(changes, by_addr, state)
+    _order_name_reuse(changes)
     return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
                       targets=sorted(targets))
 
@@ -98,8 +105,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
             user = diff.diff_workload(kind, dw.body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
-                return ch(dw, None, rs, Action.CREATE,
-                               plans.REASON_SPEC_CHANGED, user)
+                return ch(dw, None, rs, Action.CREATE, plans.REASON_SPEC_CHANGED, user)
             return ch(dw, None, rs, Action.NOOP, plans.REASON_COMPLETED)
         return ch(dw, None, rs, Action.CREATE, plans.REASON_DELETED_OUTSIDE)
 
@@ -109,15 +115,13 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
     user_changed = any(not c.drift for c in fcs)
 
     if force_replace:
-        return ch(dw, live_body, rs, Action.REPLACE,
-                       plans.REASON_REPLACE_REQUESTED, fcs)
+        return ch(dw, live_body, rs, Action.REPLACE, plans.REASON_REPLACE_REQUESTED, fcs)
 
     if kind.completes and _completed(live_body, rs):
         # A finished training: only a change of its spec runs it again.
         user = [c for c in fcs if not c.drift]
         if user:
-            return ch(dw, live_body, rs, Action.REPLACE,
-                           plans.REASON_SPEC_CHANGED, user)
+            return ch(dw, live_body, rs, Action.REPLACE, plans.REASON_SPEC_CHANGED, user)
         return ch(dw, live_body, rs, Action.NOOP, plans.REASON_COMPLETED)
 
     reason = plans.REASON_SPEC_CHANGED if user_changed else plans.REASON_DRIFT
@@ -236,6 +240,19 @@ def _updatable_root(kind: kinds.Kind, path: str) -> str:
         if path == p or path.startswith(p + ".") or path.startswith(p + "["):
             return p
     raise AssertionError(f"{path} is not updatable for {kind.name}")  # the diff said it was
+
+
+def _order_name_reuse(changes: list[plans.ResourceChange]) -> None:
+    """Names are unique per project across kinds: a create (or replace) of a name that a
+    deletion of another kind frees must wait for that deletion."""
+    freed: dict[tuple[str, str], list[str]] = {}
+    for rc in changes:
+        if rc.action is Action.DELETE:
+            freed.setdefault((rc.project_id, rc.name), []).append(rc.address)
+    for rc in changes:
+        if rc.action in (Action.CREATE, Action.REPLACE):
+            rc.waits_for = [a for a in freed.get((rc.project_id, rc.name), ())
+                            if a != rc.address]
 
 
 # --- checks -------------------------------------------------------------------------

@@ -68,6 +68,9 @@ class ResourceChange:
     live_phase: str | None = None
     # For UPDATE: the PATCH body, only the changed updatable fields with full values.
     patch: dict[str, Any] | None = None
+    # Addresses of this plan's deletions that free the name this change creates (another
+    # kind with the same project and name): run them, and wait until gone, first.
+    waits_for: list[str] = field(default_factory=list)
 
     @property
     def replace_paths(self) -> list[str]:

@@ -409,3 +409,21 @@ def test_prevent_destroy_outside_targets_does_not_block():
     st = state_of(rstate(B, prevent_destroy=True), rstate(I))
     p = planner.make_plan([desired(I)], st, {A_B: live_of(B), A_I: live_of(I)}, targets=[A_I])
     assert [c.action for c in p.changes] == [Action.NOOP]
+
+
+def test_a_create_waits_for_the_deletion_that_frees_its_name():
+    training = dt_body("shared-name")
+    inference = di_body("shared-name")
+    p = planner.make_plan([desired(inference)], state_of(rstate(training)),
+                          {addr(training): live_of(training), addr(inference): None})
+    by = {c.address: c for c in p.changes}
+    assert by[addr(inference)].action is Action.CREATE
+    assert by[addr(inference)].waits_for == [addr(training)]
+    assert by[addr(training)].action is Action.DELETE and by[addr(training)].waits_for == []
+
+
+def test_state_of_an_unknown_kind_is_a_plan_error():
+    st = state_of(rstate(B))
+    st.resources["Workspace/7/ws"] = rstate(dt_body("ws"), "Workspace")
+    with pytest.raises(errors.PlanError, match="Workspace/7/ws"):
+        planner.make_plan([], st, {})
