@@ -23,6 +23,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 SUFFIXES = (".yaml", ".yml", ".json")
 # An alias-heavy document ("billion laughs") expands past this many nodes: refuse it.
 MAX_NODES = 100_000
+MAX_DEPTH = 100
 
 Path_ = tuple[str | int, ...]
 
@@ -142,7 +143,7 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
             lines = _node_lines(node)
             if lines is None:
                 problems.append(Problem(display, node.start_mark.line + 1, "",
-                                        "document is too large (too many aliases?)"))
+                                        "document is too large or too deeply nested (aliases?)"))
                 continue
             docs.append(RawDocument(display, data, lines, _first_line(node)))
     except yaml.YAMLError as exc:
@@ -164,14 +165,15 @@ def _first_line(node: Node) -> int:
 
 
 def _node_lines(root: Node) -> dict[Path_, int] | None:
-    """Path → line of the key (or list item) that introduces it; None past MAX_NODES."""
+    """Path → line of the key (or list item) that introduces it; None past MAX_NODES
+    nodes or MAX_DEPTH levels (aliases can make a document huge or even recursive)."""
     lines: dict[Path_, int] = {}
     stack: list[tuple[Node, Path_]] = [(root, ())]
     count = 0
     while stack:
         node, path = stack.pop()
         count += 1
-        if count > MAX_NODES:
+        if count > MAX_NODES or len(path) > MAX_DEPTH:
             return None
         if isinstance(node, MappingNode):
             for key_node, value_node in node.value:
@@ -209,13 +211,15 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
         return [], [Problem(display, exc.lineno, "", f"invalid JSON: {exc.msg}")]
     except (ValueError, RecursionError) as exc:
         return [], [Problem(display, None, "", f"invalid JSON: {exc}")]
-    problems = [Problem(display, None, k, "duplicate key") for k in duplicates]
     # Lines come from reading the same text as YAML, when YAML reads it the same way.
     lines: list[dict[Path_, int]] = []
     firsts: list[int | None] = []
+    dup_lines: list[tuple[str, int]] = []
     try:
         node = _Loader(text).get_single_node()
-        if node is not None and _Loader(text).get_single_data() == data:
+        reader = _Loader(text)
+        if node is not None and reader.get_single_data() == data:
+            dup_lines = reader.duplicates
             items = node.value if isinstance(data, list) else [node]
             for i, item in enumerate(items):
                 table = _node_lines(item) or {}
@@ -223,6 +227,10 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
                 firsts.append(_first_line(item))
     except (yaml.YAMLError, RecursionError):
         pass
+    if [k for k, _ in dup_lines] == duplicates:
+        problems = [Problem(display, line, k, "duplicate key") for k, line in dup_lines]
+    else:
+        problems = [Problem(display, None, k, "duplicate key") for k in duplicates]
     docs = data if isinstance(data, list) else [data]
     out = []
     for i, doc in enumerate(docs):
