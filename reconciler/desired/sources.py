@@ -126,10 +126,11 @@ class _Loader(yaml.SafeLoader):
 
 
 def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Problem]]:
-    loader = _Loader(text)
     docs: list[RawDocument] = []
     problems: list[Problem] = []
+    loader = None
     try:
+        loader = _Loader(text)
         while loader.check_node():
             node = loader.get_node()
             if node is None:
@@ -154,7 +155,8 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
     except RecursionError:
         problems.append(Problem(display, None, "", "invalid YAML: nested too deeply"))
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return docs, problems
 
 
