@@ -42,9 +42,10 @@ def sim() -> None:
 @click.option("--data", "data_path", type=click.Path(dir_okay=False),
               help="JSON file holding the workloads, written atomically after every write "
                    "and loaded at start. Default: in memory only.")
-@click.option("--phase-seconds", default=2.0, show_default=True, type=click.FloatRange(0),
+@click.option("--phase-seconds", default=0.0, show_default=True, type=click.FloatRange(0),
               help="How long each transitional phase (Creating, Initializing, Stopping, "
-                   "Resuming, Deleting) lasts; 0 makes the next read see the final phase.")
+                   "Resuming, Deleting) lasts; 0 (the default) makes the next read see the "
+                   "final phase. Try 2 for a demo that shows phases moving.")
 @click.option("--latency-ms", default=0.0, show_default=True, type=click.FloatRange(0),
               help="Latency added to each API request, milliseconds.")
 @click.option("--jitter-ms", default=0.0, show_default=True, type=click.FloatRange(0),
