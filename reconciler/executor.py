@@ -143,7 +143,16 @@ class Executor:
                         continue
             return None
 
-        live = await self.client.create(kind, body, on_ambiguous=lookup)
+        try:
+            live = await self.client.create(kind, body, on_ambiguous=lookup)
+        except api_errors.Conflict:
+            # The name may still be held by a workload on its way out (deleted outside,
+            # or by us a moment ago): wait for it to go, then create once more.
+            holder = await lookup()
+            if not holder or holder.get("desiredPhase") != "Deleted":
+                raise
+            await self._wait_gone(kind, holder["workloadId"])
+            live = await self.client.create(kind, body, on_ambiguous=lookup)
         workload_id = live.get("workloadId")
         self._record(ch, workload_id=workload_id, applied=body, live=live)
         if ch.desired_phase == "Stopped" and kind.can_suspend:
@@ -157,6 +166,9 @@ class Executor:
             await self.client.delete(kind, workload_id)
         except api_errors.NotFound:
             return
+        await self._wait_gone(kind, workload_id)
+
+    async def _wait_gone(self, kind: kinds.Kind, workload_id: str) -> None:
         deadline = self.clock() + self.wait_timeout_s
         delay = self.poll_interval_s
         while True:

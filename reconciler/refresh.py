@@ -34,9 +34,11 @@ async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
     async def get(addr: str, kind: kinds.Kind, workload_id: str) -> None:
         async with sem:
             try:
-                live[addr] = await client.get(kind, workload_id)
+                body = await client.get(kind, workload_id)
             except api_errors.NotFound:
-                live[addr] = None
+                body = None
+            # A workload being deleted is gone as far as planning goes.
+            live[addr] = None if body and body.get("desiredPhase") == "Deleted" else body
 
     unknown = sorted(a for a in wanted if not (a in state.resources and state.resources[a].workload_id))
     found = await _find_by_name(client, [desired_by_addr[a] for a in unknown if a in desired_by_addr])

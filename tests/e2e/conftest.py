@@ -60,13 +60,14 @@ class SimServer:
         return self.api("GET", "/api/v1/workloads", params={"limit": 500}).json()["workloads"]
 
 
-@pytest.fixture
-def sim_server(tmp_path):
+@pytest.fixture(scope="session")
+def _sim_process(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("sim")
     port = _free_port()
     log = open(tmp_path / "sim.log", "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(port),
-         "--data", str(tmp_path / "sim.json")],
+         "--data", str(tmp_path / "sim.json"), "--phase-seconds", "0.2"],
         stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
@@ -88,6 +89,16 @@ def sim_server(tmp_path):
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+@pytest.fixture
+def sim_server(_sim_process):
+    """The session's `sim serve`, emptied: no workloads, no faults, an empty request log."""
+    _sim_process.admin.delete("/_sim/workloads").raise_for_status()
+    _sim_process.admin.put("/_sim/faults", json={"latencyMs": 0, "jitterMs": 0, "errorRate": 0.0,
+                                                  "commitFailRate": 0.0}).raise_for_status()
+    _sim_process.clear_requests()
+    return _sim_process
 
 
 class Workspace:

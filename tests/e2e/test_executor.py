@@ -1,0 +1,117 @@
+"""The executor against the simulator in process: outcomes recorded as they happen,
+replace waits for the old workload to be gone, deletes free names before creates."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from reconciler import planner
+from reconciler.api import RunaiClient
+from reconciler.desired.types import DesiredWorkload
+from reconciler.executor import Executor
+from reconciler.plans import Action
+from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+from reconciler.state import MemoryStore
+from reconciler.state.model import State
+
+CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
+
+
+class CountingStore(MemoryStore):
+    def __init__(self):
+        super().__init__()
+        self.snapshots: list[set[str]] = []
+
+    def write(self, state):
+        super().write(state)
+        self.snapshots.append(set(state.resources))
+
+
+def dt(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3", phase: str = "Running") -> DesiredWorkload:
+    body = {"name": name, "projectId": "7", "clusterId": CLUSTER,
+            "spec": {"image": image, "distributedFramework": "PyTorch", "numWorkers": 1}}
+    return DesiredWorkload("DistributedTraining", name, "7", CLUSTER, body, desired_phase=phase)
+
+
+def di(name: str, replicas: int = 1) -> DesiredWorkload:
+    body = {"name": name, "projectId": "7", "clusterId": CLUSTER,
+            "spec": {"replicas": replicas, "leader": {"image": "vllm/vllm-openai:v0.6.3"}}}
+    return DesiredWorkload("DistributedInference", name, "7", CLUSTER, body)
+
+
+async def converge(app, desired, state, store, parallelism=8):
+    from reconciler import refresh
+
+    transport = httpx.ASGITransport(app=app)
+    async with RunaiClient("http://sim", client_id=DEFAULT_CLIENT_ID, client_secret=DEFAULT_CLIENT_SECRET,
+                           transport=transport) as client:
+        live = await refresh.read_live(client, desired, state, parallelism=parallelism)
+        plan = planner.make_plan(desired, state, live)
+        ex = Executor(client, store, state, {d.address: d for d in desired}, parallelism=parallelism,
+                      poll_interval_s=0.01)
+        result = await ex.run(plan)
+        return plan, result
+
+
+def test_each_create_is_in_the_state_as_it_happens():
+    app = create_app()
+    store = CountingStore()
+    state = State()
+    desired = [dt(f"job-{i}") for i in range(5)]
+    plan, result = asyncio.run(converge(app, desired, state, store))
+    assert not result.failed
+    assert result.count(Action.CREATE) == 5
+    # one write per create, each adding exactly one address
+    sizes = [len(s) for s in store.snapshots]
+    assert sizes == [1, 2, 3, 4, 5]
+    assert all(r.workload_id for r in store.read().resources.values())
+
+
+def test_replace_waits_until_the_old_workload_is_gone():
+    app = create_app(phase_seconds=0.05)
+    store = MemoryStore()
+    state = State()
+    asyncio.run(converge(app, [dt("a")], state, store))
+    old_id = state.resources["DistributedTraining/7/a"].workload_id
+    plan, result = asyncio.run(converge(app, [dt("a", image="nvcr.io/nvidia/pytorch:24.10-py3")], state, store))
+    assert [c.action for c in plan.actionable()] == [Action.REPLACE]
+    assert not result.failed, result.failed
+    new_id = state.resources["DistributedTraining/7/a"].workload_id
+    assert new_id and new_id != old_id
+    assert state.resources["DistributedTraining/7/a"].applied["spec"]["image"].endswith("24.10-py3")
+
+
+def test_delete_frees_the_name_before_a_create_of_another_kind_needs_it():
+    app = create_app(phase_seconds=0.05)
+    store = MemoryStore()
+    state = State()
+    asyncio.run(converge(app, [di("shared-name")], state, store))
+    plan, result = asyncio.run(converge(app, [dt("shared-name")], state, store))
+    assert sorted(c.action.value for c in plan.actionable()) == ["create", "delete"]
+    assert not result.failed, result.failed
+    assert set(state.resources) == {"DistributedTraining/7/shared-name"}
+
+
+def test_a_failed_action_does_not_stop_the_others_and_is_reported():
+    app = create_app()
+    store = MemoryStore()
+    state = State()
+    bad = dt("bad")
+    bad.body["spec"]["numWorkers"] = 0  # the API refuses it (400)
+    plan, result = asyncio.run(converge(app, [dt("good"), bad], state, store))
+    assert [o.address for o in result.failed] == ["DistributedTraining/7/bad"]
+    assert "numWorkers" in result.failed[0].message
+    assert set(state.resources) == {"DistributedTraining/7/good"}
+
+
+def test_stopped_on_create_is_created_then_suspended():
+    app = create_app()
+    store = MemoryStore()
+    state = State()
+    plan, result = asyncio.run(converge(app, [dt("paused", phase="Stopped")], state, store))
+    assert not result.failed
+    assert state.resources["DistributedTraining/7/paused"].desired_phase == "Stopped"
+    plan, result = asyncio.run(converge(app, [dt("paused", phase="Stopped")], state, store))
+    assert plan.actionable() == []
