@@ -9,7 +9,16 @@ messages), `types` (DesiredWorkload, Lifecycle; shared with the planner).
 Callers: the CLI and the planner's tests.
 """
 
-from reconciler.desired.loader import load_specs
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 
 __all__ = ["DesiredWorkload", "Lifecycle", "load_specs"]
+
+
+def __getattr__(name: str):
+    # The pydantic models take a second to build: import them only when specs are loaded,
+    # so that `sim serve`, `state list` and the planner's importers start fast.
+    if name == "load_specs":
+        from reconciler.desired.loader import load_specs
+
+        return load_specs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
