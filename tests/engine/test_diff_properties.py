@@ -12,7 +12,7 @@ from reconciler import diff
 from .builders import CLUSTER, DI, DT
 
 # Generating nested bodies is the slow part: small pools of names keep it fast.
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 NAMES = st.sampled_from(["data", "ckpt", "team", "bert", "llama-70b", "cache", "logs", "a1"])
 ENV_NAMES = st.sampled_from(["HF_HOME", "NCCL_DEBUG", "WANDB_API_KEY", "OMP_NUM_THREADS",
