@@ -8,13 +8,12 @@ import contextlib
 import json
 import pathlib
 import random
-import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
+
+from tests import simserve
 
 from reconciler.api import RunaiClient
 
@@ -85,41 +84,11 @@ def anyio_backend() -> str:
 
 # --- a `runai-reconcile sim serve` process over real HTTP ----------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def sim_serve(tmp_dir: pathlib.Path, *flags: str):
     """Run `runai-reconcile sim serve` on a free loopback port; yields its base URL."""
-    port = _free_port()
-    log_path = tmp_dir / f"sim-{port}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(port),
-             "--phase-seconds", "0", *flags],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url + "/_sim/faults", timeout=1)
-                break
-            except httpx.HTTPError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("sim serve did not start:\n" + log_path.read_text())
-                time.sleep(0.05)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with simserve.sim_serve(tmp_dir, *flags) as served:
+        yield served.url
 
 
 @pytest.fixture(scope="module")

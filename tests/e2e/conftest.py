@@ -6,11 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import httpx
@@ -18,17 +15,12 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
+from tests import simserve
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_ID = "runai-sim"
 CLIENT_SECRET = "runai-sim-secret"
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SimServer:
@@ -63,32 +55,11 @@ class SimServer:
 @pytest.fixture(scope="session")
 def _sim_process(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("sim")
-    port = _free_port()
-    log = open(tmp_path / "sim.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(port),
-         "--data", str(tmp_path / "sim.json"), "--phase-seconds", "0.2"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            httpx.get(url + "/_sim/faults", timeout=1)
-            break
-        except httpx.HTTPError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                raise RuntimeError("sim serve did not start: " + (tmp_path / "sim.log").read_text())
-            time.sleep(0.05)
-    server = SimServer(url, proc)
-    yield server
-    server.admin.close()
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with simserve.sim_serve(tmp_path, "--data", str(tmp_path / "sim.json"),
+                            "--phase-seconds", "0.2") as served:
+        server = SimServer(served.url, served.proc)
+        yield server
+        server.admin.close()
 
 
 @pytest.fixture

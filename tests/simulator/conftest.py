@@ -4,16 +4,13 @@ and validators built from NVIDIA's OpenAPI files (../shared/runai-api)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-import time
 
 import httpx
 import jsonschema
 import pytest
+
+from tests import simserve
 import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
@@ -131,42 +128,13 @@ def sim(make_sim) -> Sim:
     return make_sim()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def served(tmp_path_factory):
     """A `runai-reconcile sim serve` subprocess: (base_url, log_path, data_path)."""
-    port = _free_port()
     tmp = tmp_path_factory.mktemp("served")
-    log_path = tmp / "serve.log"
     data_path = tmp / "sim.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    exe = pathlib.Path(sys.executable).with_name("runai-reconcile")
-    cmd = [str(exe) if exe.exists() else "runai-reconcile", "sim", "serve", "--port", str(port),
-           "--phase-seconds", "0", "--seed", "3", "--data", str(data_path)]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("sim serve did not start:\n" + log_path.read_text())
-            time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", log_path, data_path
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with simserve.sim_serve(tmp, "--seed", "3", "--data", str(data_path)) as server:
+        yield server.url, server.log_path, data_path
 
 
 @pytest.fixture
