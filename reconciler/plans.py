@@ -71,6 +71,10 @@ class ResourceChange:
     # Addresses of this plan's deletions that free the name this change creates (another
     # kind with the same project and name): run them, and wait until gone, first.
     waits_for: list[str] = field(default_factory=list)
+    # The spec's lifecycle.sensitive paths (renderers mask values at or under them) and
+    # lifecycle.ignoreChanges paths (the diff already left them out); empty without a spec.
+    sensitive: tuple[str, ...] = ()
+    ignore_changes: tuple[str, ...] = ()
 
     @property
     def replace_paths(self) -> list[str]:

@@ -51,18 +51,18 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "workload_id": rc.workload_id,
         "change": {
             "actions": rc.action.json_actions,
-            "before": words.mask_body(rc.before),
-            "after": words.mask_body(rc.after),
+            "before": words.mask_body(rc.before, rc.sensitive),
+            "after": words.mask_body(rc.after, rc.sensitive),
         },
         "action_reason": rc.reason,
         "replace_paths": rc.replace_paths,
         "changed_paths": [
-            {"path": c.path, "before": words.mask_at(c.path, c.before),
-             "after": words.mask_at(c.path, c.after), "drift": c.drift,
+            {"path": c.path, "before": words.mask_at(c.path, c.before, rc.sensitive),
+             "after": words.mask_at(c.path, c.after, rc.sensitive), "drift": c.drift,
              "forces_replacement": c.forces_replacement}
             for c in changes
         ],
-        "patch": words.mask_body(rc.patch) if rc.action is Action.UPDATE else None,
+        "patch": words.mask_body(rc.patch, rc.sensitive) if rc.action is Action.UPDATE else None,
         "desired_phase": rc.desired_phase,
         "live_phase": rc.live_phase,
     }

@@ -29,10 +29,11 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     """The plan as text ending in a newline, `NO_CHANGES` when there is nothing to do."""
     paint = _painter(color)
     todo = sorted(plan.actionable(), key=lambda rc: rc.address)
+    note = [words.targets_note(plan.targets), ""] if plan.targets else []
     if not todo:
-        return NO_CHANGES + "\n"
+        return "\n".join(note + [NO_CHANGES]) + "\n"
     present = {rc.action for rc in todo}
-    lines = ["Actions are shown with these symbols:"]
+    lines = note + ["Actions are shown with these symbols:"]
     for action in words.SUMMARY_ORDER:
         if action in present:
             lines.append(f"{_symbol(action, paint):>{3 + _width_of_codes(action, paint)}} "
@@ -59,15 +60,16 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     if implied is not None:
         changes.append(implied)
     if changes:
-        out += [_field(c, paint) for c in changes]
+        out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:
-        out += [f"      {paint(_GREEN, '+')} {path}: {words.encode(words.mask_at(path, value))}"
+        out += [f"      {paint(_GREEN, '+')} {path}: {words.encode(words.mask_at(path, value, rc.sensitive))}"
                 for path, value in words.leaves(rc.after)]
     return out
 
 
-def _field(c: FieldChange, paint) -> str:
-    before, after = words.mask_at(c.path, c.before), words.mask_at(c.path, c.after)
+def _field(c: FieldChange, paint, sensitive: tuple[str, ...]) -> str:
+    before = words.mask_at(c.path, c.before, sensitive)
+    after = words.mask_at(c.path, c.after, sensitive)
     if c.before is None and c.after is not None:
         sign, text = "+", f"{c.path}: {words.encode(after)}"
     elif c.after is None and c.before is not None:

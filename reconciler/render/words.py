@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from reconciler import plans
+from reconciler import kinds, plans
 from reconciler.plans import Action, ResourceChange
 
 SYMBOLS = {
@@ -62,6 +63,12 @@ def header(rc: ResourceChange) -> str:
     return f"# {rc.address} {phrase}"
 
 
+def targets_note(targets) -> str:
+    """Said wherever a plan limited by --target is shown: it may be incomplete."""
+    return ("Note: --target is in effect: only " + ", ".join(sorted(targets))
+            + " were planned; the plan may be incomplete.")
+
+
 def encode(value: Any) -> str:
     """A value as it appears in text: JSON, on one line, keys sorted."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
@@ -101,52 +108,52 @@ def drifted_paths(rc: ResourceChange) -> list[str]:
 
 # --- sensitive values ---------------------------------------------------------------
 #
-# DESIGN.md: environment variable values whose names look like secrets are masked in
-# every output format (the state keeps them). Paths a spec marks sensitive are not in
-# the plan yet, so only the name rule applies here.
+# DESIGN.md: sensitive values are masked in every output format (the state and saved
+# plan files keep them). Two rules: the `value` of an environment variable whose name
+# looks like a secret, and any value at or under a path the spec lists in
+# `lifecycle.sensitive` (carried on `ResourceChange.sensitive`).
 
-MASK = "(sensitive value)"
-_SECRET_NAME = re.compile(
-    r"secret|token|passw(or)?d|pwd|credential|api[_-]?key|access[_-]?key|private[_-]?key",
-    re.IGNORECASE)
-_ENV_ITEM = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\](?P<rest>.*)$")
+MASK = "(sensitive)"
+_SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
+_ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
+_LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
 
 
 def secret_name(name: Any) -> bool:
     return isinstance(name, str) and bool(_SECRET_NAME.search(name))
 
 
-def mask_body(value: Any) -> Any:
-    """A copy of `value` with the `value` of secret-looking environment variables masked."""
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if k == "environmentVariables" and isinstance(v, list):
-                out[k] = [_mask_env_item(item) for item in v]
-            else:
-                out[k] = mask_body(v)
-        return out
-    if isinstance(value, list):
-        return [mask_body(v) for v in value]
-    return value
+def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
+    """True when the value at dotted `path` is never shown."""
+    m = _ENV_VALUE.search(path)
+    if m and secret_name(m.group("name")):
+        return True
+    return any(path == p or path.startswith(p + ".") or path.startswith(p + "[")
+               for p in sensitive)
 
 
-def _mask_env_item(item: Any) -> Any:
-    if isinstance(item, dict) and secret_name(item.get("name")) and item.get("value") is not None:
-        return {**item, "value": MASK}
-    return mask_body(item)
+def mask_body(value: Any, sensitive: Sequence[str] = ()) -> Any:
+    """A copy of a create body (or PATCH body) with its sensitive values masked."""
+    return mask_at("", value, sensitive)
 
 
-def mask_at(path: str, value: Any) -> Any:
-    """`value` found at dotted `path`, masked when it is (or holds) a secret env value."""
+def mask_at(path: str, value: Any, sensitive: Sequence[str] = ()) -> Any:
+    """A copy of `value`, found at dotted `path`, with what is sensitive in it masked.
+
+    Keyed list items are named as the diff names them (`spec.environmentVariables[NAME]`),
+    so a sensitive path can select one item."""
     if value is None:
         return None
-    m = _ENV_ITEM.search(path)
-    if m and secret_name(m.group("name")):
-        if m.group("rest") == ".value":
-            return MASK
-        if m.group("rest") == "" and isinstance(value, dict):
-            return _mask_env_item(value)
-    if path.endswith("environmentVariables") and isinstance(value, list):
-        return [_mask_env_item(item) for item in value]
-    return mask_body(value)
+    if path and is_masked(path, sensitive):
+        return MASK
+    if isinstance(value, dict):
+        return {k: mask_at(f"{path}.{k}" if path else k, v, sensitive) for k, v in value.items()}
+    if isinstance(value, list):
+        m = _LAST_FIELD.search(path)
+        list_field = m.group("field") if m and not path.endswith("]") else ""
+        out = []
+        for item in value:
+            key = kinds.item_key(list_field, item) if list_field else None
+            out.append(mask_at(f"{path}[{key}]" if key is not None else path, item, sensitive))
+        return out
+    return value

@@ -89,7 +89,7 @@ def test_secret_looking_env_values_are_masked_everywhere():
     doc = json_render.plan_document(examples.PLANS["create"]())
     envs = doc["resource_changes"][0]["change"]["after"]["spec"]["environmentVariables"]
     assert envs == [{"name": "NCCL_DEBUG", "value": "INFO"},
-                    {"name": "HF_TOKEN", "value": "(sensitive value)"}]
+                    {"name": "HF_TOKEN", "value": "(sensitive)"}]
 
 
 def test_rendering_does_not_change_the_plan():
