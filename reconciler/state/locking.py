@@ -1,8 +1,10 @@
 """Who holds the state: lock info, and the OS lock on `<state>.lock` that carries it.
 
 `FileLock` takes `fcntl.flock` on the lock file (the kernel drops it when its process
-dies, so a `kill -9` never leaves a stale lock) and writes a `LockInfo` into the same
-file so that a second writer's error names the holder. Waiting polls on an injected
+dies, so a `kill -9` never leaves a stale lock: the next locker simply gets it and
+overwrites the dead holder's info) and writes a `LockInfo` into the same file so that a
+second writer's error names the holder. `break_stale` is `force-unlock` for the local
+file: it clears lock info whose holder is gone, and refuses while the holder lives. Waiting polls on an injected
 clock so tests run instantly. Callers: `store.LocalFileStore.lock`; `LockInfo` also
 serves `store.MemoryStore`.
 """
@@ -122,6 +124,36 @@ class FileLock:
             os.ftruncate(fd, 0)  # the file stays: unlinking a flocked file races with waiters
         finally:
             os.close(fd)  # closing drops the flock
+
+    def break_stale(self, lock_id: str) -> LockInfo:
+        """Clear the lock info `lock_id` when its holder is gone; StateError otherwise."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            raise StateError(f"{self.path} does not exist: the state is not locked") from None
+        except OSError as exc:
+            raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc
+        try:
+            holder = self._read_holder()
+            if holder is None:
+                raise StateError(f"the state is not locked ({self.path} holds no lock info)")
+            if holder.id != lock_id:
+                raise StateError(f"refusing to unlock: the lock in {self.path} has id {holder.id}, "
+                                 f"not {lock_id}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StateError(
+                        f"refusing to unlock: lock {lock_id} is held by a live process "
+                        f"({holder.who}, operation {holder.operation} since {holder.created}); "
+                        "wait for it to finish or stop it") from None
+                raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+            return holder
+        finally:
+            os.close(fd)
 
     def _read_holder(self) -> LockInfo | None:
         try:

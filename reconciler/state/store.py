@@ -1,9 +1,18 @@
 """State stores: the `StateStore` interface, the local JSON file and an in-memory twin.
 
-    store.read()            -> State   (a missing file is a new, empty state)
+    store.read()            -> State   (a missing file is a new, empty state; the
+                                        journal, when there is one, replayed over it)
+    store.read_with_pending() -> (State, [journal.Intent])   the same, plus the intents
+                                        still open (in flight when a run died)
+    store.append(entries, lineage)     append journal entries: one write, one fsync
     store.write(state)                 (serial + 1 when content changed; refuses a stale
-                                        or foreign state)
+                                        or foreign state; folds the journal in: compaction)
     with store.lock(op): ...           (one writer at a time; the error names the holder)
+    store.force_unlock(lock_id)        drop a lock whose holder is gone
+
+The journal (`<path>.journal`, see `journal`) is what keeps an apply's cost per action
+O(1): the executor appends a line per step and the state file is rewritten once, at the
+end of the run (and at the start of the next one when a run died).
 
 `LocalFileStore` writes atomically (temp file in the same directory, fsync, rename,
 fsync the directory), mode 0600, and keeps the file as it was before this store's
@@ -11,9 +20,9 @@ first write in `<path>.backup` (Terraform's rule: the backup is the state before
 command ran, not one write ago). `MemoryStore` has the same semantics without a disk,
 for tests; `peer()` gives a second handle on the same storage, like a second process.
 
-A shared backend for teams can follow by implementing the same three methods.
+A shared backend for teams can follow by implementing the same methods.
 Callers: the CLI (opens the store, holds the lock around plan/apply/state rm), the
-planner's caller (reads) and the executor (writes after each action).
+planner's caller (reads) and the executor (journals each action, compacts at the end).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Protocol, runtime_checkable
 
 from reconciler.errors import StateError
+from reconciler.state import journal
 from reconciler.state.locking import FileLock, LockInfo, locked_error, POLL_INTERVAL
 from reconciler.state.model import State
 
@@ -36,9 +46,15 @@ from reconciler.state.model import State
 class StateStore(Protocol):
     def read(self) -> State: ...
 
-    def write(self, state: State) -> None: ...
+    def write(self, state: State, *, force: bool = False) -> None: ...
 
     def lock(self, operation: str) -> contextlib.AbstractContextManager[LockInfo]: ...
+
+    def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
+
+    def append(self, entries: list[dict], lineage: str) -> None: ...
+
+    def force_unlock(self, lock_id: str) -> LockInfo: ...
 
 
 def dumps(state: State, *, serial: int | None = None) -> bytes:
@@ -69,9 +85,11 @@ def loads(raw: bytes, where: str) -> State:
 
 
 class _Store:
-    """read/write shared by both stores over raw bytes (`_load`, `_save`)."""
+    """read/write/journal shared by both stores over raw bytes (`_load`, `_save`,
+    `_load_journal`, `_append_journal`, `_drop_journal`)."""
 
     where: str
+    journal_where: str
 
     def __init__(self) -> None:
         self._mutex = threading.RLock()  # the executor may write from several threads
@@ -79,6 +97,7 @@ class _Store:
         self._held: object | None = None
         self._held_info: LockInfo | None = None
         self._depth = 0
+        self._journal_lineage: str | None = None  # known once this store has checked it
 
     def _load(self) -> bytes | None:
         raise NotImplementedError
@@ -86,12 +105,71 @@ class _Store:
     def _save(self, data: bytes, backup: bytes | None) -> None:
         raise NotImplementedError
 
+    def _load_journal(self) -> bytes | None:
+        raise NotImplementedError
+
+    def _append_journal(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _drop_journal(self) -> None:
+        raise NotImplementedError
+
     def read(self) -> State:
+        return self.read_with_pending()[0]
+
+    def read_with_pending(self) -> tuple[State, list[journal.Intent]]:
+        """The state with the journal replayed, and the journal's intents still open."""
         with self._mutex:
             raw = self._load()
-        return State() if raw is None else loads(raw, self.where)
+            jraw = self._load_journal()
+        if raw is None:
+            state = State()
+            if jraw and b"\n" in jraw:  # a first run died before its state file was written
+                state.lineage = journal.lineage_of(jraw, self.journal_where)
+        else:
+            state = loads(raw, self.where)
+        if not jraw:
+            return state, []
+        return state, journal.replay(state, jraw, self.journal_where)
 
-    def write(self, state: State) -> None:
+    def has_journal(self) -> bool:
+        with self._mutex:
+            return bool(self._load_journal())
+
+    def append(self, entries: list[dict], lineage: str) -> None:
+        """Append journal entries for the state of `lineage`: one write, flushed and fsynced."""
+        if not entries:
+            return
+        with self._mutex:
+            if self._journal_lineage is None:
+                existing = self._load_journal()
+                if existing and b"\n" in existing:
+                    found = journal.lineage_of(existing, self.journal_where)
+                    if found != lineage:
+                        raise StateError(
+                            f"journal {self.journal_where} belongs to another state (lineage "
+                            f"{found}); it was left unchanged")
+                else:
+                    if existing:
+                        self._drop_journal()  # only a torn header: nothing was recorded
+                    entries = [journal.header(lineage), *entries]
+                self._journal_lineage = lineage
+            elif self._journal_lineage != lineage:
+                raise StateError(f"journal {self.journal_where}: entries of another lineage")
+            self._append_journal(journal.encode(entries))
+
+    def write(self, state: State, *, force: bool = False) -> None:
+        """Write the whole state (atomically) and drop the journal it now includes.
+
+        `force` raises the serial even when the content is the same (a saved plan
+        applied: the serial must move so that it cannot be applied twice)."""
+        with self._mutex:
+            self._write(state, force)
+            if self._load_journal() is not None:
+                self._drop_journal()
+            self._journal_lineage = None
+
+    def _write(self, state: State, force: bool) -> None:
         with self._mutex:
             raw = self._load()
             stored = None if raw is None else loads(raw, self.where)
@@ -106,7 +184,7 @@ class _Store:
                         f"refusing to write state {self.where}: it was changed by someone "
                         f"else since it was read (serial {stored.serial} on disk, "
                         f"{state.serial} when read); run the command again")
-                if stored.same_content(state):
+                if stored.same_content(state) and not force:
                     return
             serial = state.serial + 1
             backup = raw if not self._backed_up else None
@@ -146,6 +224,11 @@ class _Store:
     def _release(self, handle: object) -> None:
         raise NotImplementedError
 
+    def force_unlock(self, lock_id: str) -> LockInfo:
+        """Remove the lock `lock_id` left by a holder that is gone; StateError when the id
+        does not match or the holder is still alive. Returns the removed lock's info."""
+        raise NotImplementedError
+
 
 class LocalFileStore(_Store):
     """The state as a JSON file on local disk, locked through `<path>.lock`."""
@@ -157,9 +240,12 @@ class LocalFileStore(_Store):
         self.path = Path(path)
         self.backup_path = self.path.with_name(self.path.name + ".backup")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.journal_path = self.path.with_name(self.path.name + ".journal")
         self.lock_timeout = lock_timeout
         self._clock, self._sleep = clock, sleep
         self.where = str(self.path)
+        self.journal_where = str(self.journal_path)
+        self._journal_fd: int | None = None
 
     def read_backup(self) -> State | None:
         """The state as it was before this store's first write (None when there is none)."""
@@ -190,6 +276,42 @@ class LocalFileStore(_Store):
                 f"cannot write the state file {self.path}: {exc.strerror or exc}; "
                 "the previous version is unchanged") from exc
 
+    def _load_journal(self) -> bytes | None:
+        try:
+            return self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"cannot read the journal {self.journal_path}: {exc.strerror}") from exc
+
+    def _append_journal(self, data: bytes) -> None:
+        try:
+            if self._journal_fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                self._journal_fd = fd
+                _fsync_dir(self.path.parent)  # the new file's name survives a crash too
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._journal_fd, view):]
+            os.fsync(self._journal_fd)
+        except OSError as exc:
+            raise StateError(f"cannot append to the journal {self.journal_path}: "
+                             f"{exc.strerror or exc}") from exc
+
+    def _drop_journal(self) -> None:
+        if self._journal_fd is not None:
+            fd, self._journal_fd = self._journal_fd, None
+            os.close(fd)
+        try:
+            self.journal_path.unlink()
+            _fsync_dir(self.path.parent)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StateError(f"cannot remove the journal {self.journal_path} after writing "
+                             f"the state: {exc.strerror}") from exc
+
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
         lock = FileLock(self.lock_path, timeout=self.lock_timeout,
                         clock=self._clock, sleep=self._sleep)
@@ -198,6 +320,9 @@ class LocalFileStore(_Store):
     def _release(self, handle: object) -> None:
         assert isinstance(handle, FileLock)
         handle.release()
+
+    def force_unlock(self, lock_id: str) -> LockInfo:
+        return FileLock(self.lock_path).break_stale(lock_id)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -213,7 +338,11 @@ def _atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    dfd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:
@@ -224,6 +353,7 @@ class _MemoryBacking:
     def __init__(self) -> None:
         self.data: bytes | None = None
         self.backup: bytes | None = None
+        self.journal: list[bytes] | None = None
         self.holder: LockInfo | None = None
         self.mutex = threading.Lock()
 
@@ -242,6 +372,7 @@ class MemoryStore(_Store):
         self.lock_timeout = lock_timeout
         self._clock, self._sleep = clock, sleep
         self.where = "(memory)"
+        self.journal_where = "(memory).journal"
 
     def peer(self, *, lock_timeout: float | None = None) -> "MemoryStore":
         """Another handle on the same stored state, as a second process would have."""
@@ -260,6 +391,31 @@ class MemoryStore(_Store):
         if backup is not None:
             self._backing.backup = backup
         self._backing.data = data
+
+    def _load_journal(self) -> bytes | None:
+        chunks = self._backing.journal
+        return None if chunks is None else b"".join(chunks)
+
+    def _append_journal(self, data: bytes) -> None:
+        if self._backing.journal is None:
+            self._backing.journal = []
+        self._backing.journal.append(data)
+
+    def _drop_journal(self) -> None:
+        self._backing.journal = None
+
+    def force_unlock(self, lock_id: str) -> LockInfo:
+        """In memory there is no process to outlive: the holder is dropped when ids match
+        (as a shared backend would do)."""
+        with self._backing.mutex:
+            holder = self._backing.holder
+            if holder is None:
+                raise StateError(f"state {self.where} is not locked; nothing to unlock")
+            if holder.id != lock_id:
+                raise StateError(f"refusing to unlock {self.where}: the lock id is {holder.id}, "
+                                 f"not {lock_id}")
+            self._backing.holder = None
+            return holder
 
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
         deadline = self._clock() + max(0.0, self.lock_timeout)
