@@ -1,11 +1,24 @@
-"""Runs a finished Plan against the API and records each outcome in the state as it happens.
+"""Runs a finished Plan against the API and journals each step as it happens; recovers
+what a dead run left in flight.
 
-Called by the CLI's `apply`. Actions run concurrently up to `parallelism`; a create
-whose name is being freed by a delete in the same plan waits for that delete to finish.
-A replace deletes, waits until the workload is gone, then creates. After every action the
-state is written (atomically, by the store), so a crash loses at most the actions in
-flight. A create whose outcome is unknown (timeout, dropped connection after the POST) is
-resolved by looking the workload up by name before anything is retried.
+Called by the CLI's `apply` (`recover` first, then `Executor.run`). Actions run
+concurrently up to `parallelism`; a change waits for the deletions named in its
+`waits_for` (they free its name). A replace deletes, waits until the workload is gone,
+then creates.
+
+Durability: before each API write an *intent* is appended to the store's journal, and
+after it the address's new record (or a *close* when it failed): one short line each,
+flushed and fsynced, with concurrent appends sharing one fsync (group commit). The state
+file itself is rewritten once, when the run ends (compaction). A `kill -9` at any moment
+leaves at most the intents in flight open; the next read sees the workloads they may
+have created as "known by name only", and `recover` looks each one up by name.
+
+Ambiguity: a create whose outcome is unknown (timeout, 5xx, a dropped connection after
+the POST) is resolved by looking the workload up by name before anything is retried; a
+409 whose holder is the workload we asked for adopts it; a delete or suspend/resume
+that ended ambiguous re-reads the workload to see whether it happened.
+
+`stop()` (Ctrl-C): no new actions start, those in flight finish and are recorded.
 """
 
 from __future__ import annotations
@@ -14,15 +27,13 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from reconciler import kinds
+from reconciler import diff, kinds
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action, Plan, ResourceChange, REASON_GONE
+from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
-
-_SUSPENDED = {"Stopped", "Stopping"}
 
 
 @dataclass
@@ -37,6 +48,7 @@ class Outcome:
 class ApplyResult:
     outcomes: list[Outcome] = field(default_factory=list)
     interrupted: bool = False
+    not_started: list[str] = field(default_factory=list)  # addresses skipped after stop()
 
     @property
     def failed(self) -> list[Outcome]:
@@ -44,6 +56,40 @@ class ApplyResult:
 
     def count(self, action: Action) -> int:
         return sum(1 for o in self.outcomes if o.ok and o.action is action)
+
+
+class _Journal:
+    """Appends journal entries through the store off the event loop; entries queued while
+    one append is on disk go together in the next (one fsync for many actions)."""
+
+    def __init__(self, store, lineage: str):
+        self._store = store
+        self._lineage = lineage
+        self._queue: list[tuple[dict, asyncio.Future]] = []
+        self._flusher: asyncio.Task | None = None
+
+    async def write(self, entry: dict) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((entry, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        await asyncio.shield(fut)
+
+    async def _flush(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await asyncio.to_thread(self._store.append, [e for e, _ in batch], self._lineage)
+            except BaseException as exc:  # noqa: BLE001 - handed to every waiter
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
 
 
 class Executor:
@@ -61,27 +107,33 @@ class Executor:
         self.on_event = on_event or (lambda msg: None)
         self.clock = clock
         self._stop = False
+        self._seq = 0
+        self._journal: _Journal | None = None
 
     def stop(self) -> None:
         """No new actions start; those in flight finish and are recorded."""
         self._stop = True
 
     async def run(self, plan: Plan) -> ApplyResult:
+        """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = ApplyResult()
+        self._journal = _Journal(self.store, self.state.lineage)
         sem = asyncio.Semaphore(self.parallelism)
-        # A create (or a replace's create) of (project, name) waits for a delete freeing it.
-        freeing: dict[tuple[str, str], asyncio.Event] = {}
-        for ch in plan.changes:
-            if ch.action is Action.DELETE:
-                freeing[(ch.project_id, ch.name)] = asyncio.Event()
+        finished = {ch.address: asyncio.Event() for ch in plan.changes}
 
         async def one(ch: ResourceChange) -> None:
-            key = (ch.project_id, ch.name)
             try:
-                if ch.action in (Action.CREATE, Action.REPLACE) and key in freeing:
-                    await freeing[key].wait()
+                for addr in ch.waits_for:
+                    if addr in finished:
+                        await finished[addr].wait()
+                if self._stop:
+                    if ch.action is not Action.NOOP:
+                        result.not_started.append(ch.address)
+                    return
                 async with sem:
                     if self._stop:
+                        if ch.action is not Action.NOOP:
+                            result.not_started.append(ch.address)
                         return
                     await self._perform(ch)
                 result.outcomes.append(Outcome(ch.address, ch.action, True))
@@ -93,12 +145,15 @@ class Executor:
                 result.outcomes.append(Outcome(ch.address, ch.action, False, _describe(exc)))
                 self.on_event(f"{ch.address}: {ch.action.value} failed: {_describe(exc)}")
             finally:
-                if ch.action is Action.DELETE and key in freeing:
-                    freeing[key].set()
+                finished[ch.address].set()
 
-        await asyncio.gather(*(one(ch) for ch in plan.changes))
+        try:
+            await asyncio.gather(*(one(ch) for ch in plan.changes))
+        finally:
+            await asyncio.to_thread(self.store.write, self.state)
         result.interrupted = self._stop
         result.outcomes.sort(key=lambda o: o.address)
+        result.not_started.sort()
         return result
 
     # --- actions -------------------------------------------------------------------
@@ -106,58 +161,100 @@ class Executor:
     async def _perform(self, ch: ResourceChange) -> None:
         kind = kinds.get(ch.kind)
         if ch.action is Action.NOOP:
-            self._record_noop(ch)
+            await self._record_noop(ch)
         elif ch.action is Action.CREATE:
             await self._create(kind, ch)
         elif ch.action is Action.REPLACE:
             if ch.workload_id:
                 self.on_event(f"{ch.address}: deleting for replacement")
-                await self._delete_and_wait(kind, ch.workload_id)
-                self._forget(ch.address, keep_if_desired=True)
+                seq = await self._intend("delete", ch, workload_id=ch.workload_id)
+                await self._guard(seq, self._delete_and_wait(kind, ch.workload_id))
+                prev = self.state.resources.get(ch.address)
+                if prev is not None:
+                    prev = _copy(prev, workload_id=None)
+                await self._set(ch.address, prev, closes=seq)
             await self._create(kind, ch)
         elif ch.action is Action.UPDATE:
-            live = await self.client.patch(kind, ch.workload_id, ch.patch or {})
-            self._record(ch, workload_id=ch.workload_id, applied=ch.after, live=live)
+            seq = await self._intend("update", ch, workload_id=ch.workload_id)
+            live = await self._guard(seq, self.client.patch(kind, ch.workload_id, ch.patch or {}))
+            await self._set(ch.address, self._resource(ch, workload_id=ch.workload_id,
+                                                       applied=ch.after, live=live), closes=seq)
         elif ch.action is Action.DELETE:
-            await self._delete_and_wait(kind, ch.workload_id)
-            self._forget(ch.address)
-        elif ch.action is Action.SUSPEND:
-            await self.client.suspend(kind, ch.workload_id)
-            self._record(ch, workload_id=ch.workload_id, phase="Stopped")
-        elif ch.action is Action.RESUME:
-            await self.client.resume(kind, ch.workload_id)
-            self._record(ch, workload_id=ch.workload_id, phase="Running")
+            seq = await self._intend("delete", ch, workload_id=ch.workload_id)
+            await self._guard(seq, self._delete_and_wait(kind, ch.workload_id))
+            await self._set(ch.address, None, closes=seq)
+        elif ch.action in (Action.SUSPEND, Action.RESUME):
+            await self._suspend_resume(kind, ch, ch.workload_id, ch.action is Action.SUSPEND)
 
     async def _create(self, kind: kinds.Kind, ch: ResourceChange) -> None:
         body = ch.after or {}
+        maybe = self._resource(ch, workload_id=None, applied=body)
+        seq = await self._intend("create", ch, body=body, maybe=maybe)
+        try:
+            live = await self._create_call(kind, ch, body)
+        except api_errors.RetryableError as exc:
+            if exc.ambiguous:  # it may exist: the next run looks it up by name
+                await self._set(ch.address, maybe, closes=seq)
+            else:
+                await self._close(seq)
+            raise
+        except Exception:
+            await self._close(seq)
+            raise
+        workload_id = live.get("workloadId")
+        await self._set(ch.address, self._resource(ch, workload_id=workload_id, applied=body,
+                                                   live=live), closes=seq)
+        if ch.desired_phase == "Stopped" and kind.can_suspend and \
+                live.get("desiredPhase") != "Stopped":
+            await self._suspend_resume(kind, ch, workload_id, True)
 
+    async def _create_call(self, kind: kinds.Kind, ch: ResourceChange, body: dict) -> dict:
         async def lookup() -> dict | None:
-            items = await self.client.iter_workloads(
-                filter_by=[f"name=={ch.name}", f"projectId=={ch.project_id}"])
-            for item in items:
-                wid = item.get("id") or item.get("workloadId")
-                if wid:
-                    try:
-                        return await self.client.get(kind, wid)
-                    except api_errors.NotFound:
-                        continue
-            return None
+            return await find_by_name(self.client, kind, ch.name, ch.project_id)
 
         try:
-            live = await self.client.create(kind, body, on_ambiguous=lookup)
-        except api_errors.Conflict:
-            # The name may still be held by a workload on its way out (deleted outside,
-            # or by us a moment ago): wait for it to go, then create once more.
-            holder = await lookup()
-            if not holder or holder.get("desiredPhase") != "Deleted":
+            return await self.client.create(kind, body, on_ambiguous=lookup)
+        except api_errors.Conflict as exc:
+            holder = await find_by_name(self.client, kind, ch.name, ch.project_id,
+                                        include_deleting=True)
+            if holder is None:
                 raise
-            await self._wait_gone(kind, holder["workloadId"])
-            live = await self.client.create(kind, body, on_ambiguous=lookup)
-        workload_id = live.get("workloadId")
-        self._record(ch, workload_id=workload_id, applied=body, live=live)
-        if ch.desired_phase == "Stopped" and kind.can_suspend:
-            await self.client.suspend(kind, workload_id)
-            self._record(ch, workload_id=workload_id, phase="Stopped")
+            if holder.get("desiredPhase") == "Deleted":
+                # The name is still held by a workload on its way out (deleted outside, or
+                # by us a moment ago): wait for it to go, then create once more.
+                await self._wait_gone(kind, holder["workloadId"])
+                return await self.client.create(kind, body, on_ambiguous=lookup)
+            if not diff.diff_workload(kind, body, None, holder):
+                # The workload we asked for (an earlier attempt went through): adopt it.
+                self.on_event(f"{ch.address}: already exists as asked "
+                              f"(workload {holder.get('workloadId')}); adopted")
+                return holder
+            raise api_errors.Conflict(
+                f"{exc}; the workload {holder.get('workloadId')} holding the name differs from "
+                "the spec and is not in the state: rename the spec, or delete that workload",
+                status=exc.status, method=exc.method, path=exc.path) from exc
+
+    async def _suspend_resume(self, kind: kinds.Kind, ch: ResourceChange,
+                              workload_id: str | None, suspend: bool) -> None:
+        target = "Stopped" if suspend else "Running"
+        seq = await self._intend("suspend" if suspend else "resume", ch, workload_id=workload_id)
+        call = self.client.suspend if suspend else self.client.resume
+        try:
+            await call(kind, workload_id)
+        except api_errors.RetryableError as exc:
+            # Did it happen anyway? Re-read the phase we asked for.
+            try:
+                live = await self.client.get(kind, workload_id)
+            except api_errors.ApiError:
+                live = None
+            if not live or live.get("desiredPhase") != target:
+                await self._close(seq)
+                raise exc from None
+        except Exception:
+            await self._close(seq)
+            raise
+        await self._set(ch.address, self._resource(ch, workload_id=workload_id, phase=target),
+                        closes=seq)
 
     async def _delete_and_wait(self, kind: kinds.Kind, workload_id: str | None) -> None:
         if not workload_id:
@@ -166,6 +263,15 @@ class Executor:
             await self.client.delete(kind, workload_id)
         except api_errors.NotFound:
             return
+        except api_errors.RetryableError as exc:
+            try:  # did it happen anyway?
+                live = await self.client.get(kind, workload_id)
+            except api_errors.NotFound:
+                return
+            except api_errors.ApiError:
+                raise exc from None
+            if live.get("desiredPhase") != "Deleted":
+                raise
         await self._wait_gone(kind, workload_id)
 
     async def _wait_gone(self, kind: kinds.Kind, workload_id: str) -> None:
@@ -182,11 +288,46 @@ class Executor:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    # --- state ---------------------------------------------------------------------
+    # --- journal -------------------------------------------------------------------
 
-    def _record(self, ch: ResourceChange, *, workload_id: str | None,
-                applied: dict | None = None, live: dict | None = None,
-                phase: str | None = None) -> None:
+    async def _intend(self, action: str, ch: ResourceChange, *, workload_id: str | None = None,
+                      body: dict | None = None, maybe: ResourceState | None = None) -> int:
+        self._seq += 1
+        seq = self._seq
+        prev = self.state.resources.get(ch.address)
+        entry = journal.Intent(seq, action, ch.address, workload_id=workload_id, body=body,
+                               maybe=maybe, prev=prev).to_json()
+        await self._journal_write(entry)
+        return seq
+
+    async def _guard(self, seq: int, call):
+        """Await `call`; a failure closes intent `seq` before it propagates."""
+        try:
+            return await call
+        except Exception:
+            await self._close(seq)
+            raise
+
+    async def _set(self, address: str, res: ResourceState | None, *, closes: int | None = None) -> None:
+        if res is None:
+            self.state.resources.pop(address, None)
+        else:
+            self.state.resources[address] = res
+        await self._journal_write(journal.set_entry(address, res, closes))
+
+    async def _close(self, seq: int) -> None:
+        await self._journal_write(journal.close(seq))
+
+    async def _journal_write(self, entry: dict) -> None:
+        if self._journal is None:
+            self._journal = _Journal(self.store, self.state.lineage)
+        await self._journal.write(entry)
+
+    # --- records -------------------------------------------------------------------
+
+    def _resource(self, ch: ResourceChange, *, workload_id: str | None,
+                  applied: dict | None = None, live: dict | None = None,
+                  phase: str | None = None) -> ResourceState:
         prev = self.state.resources.get(ch.address)
         d = self.desired.get(ch.address)
         if applied is None:
@@ -203,14 +344,14 @@ class Executor:
         )
         if res.last_phase == "Completed":
             res.completed = True
-        self.state.resources[ch.address] = res
-        self.store.write(self.state)
+        return res
 
-    def _record_noop(self, ch: ResourceChange) -> None:
+    async def _record_noop(self, ch: ResourceChange) -> None:
         prev = self.state.resources.get(ch.address)
         d = self.desired.get(ch.address)
         if ch.reason == REASON_GONE or (d is None and ch.workload_id is None):
-            self._forget(ch.address)
+            if prev is not None:
+                await self._set(ch.address, None)
             return
         if d is None or prev is None and ch.workload_id is None:
             return
@@ -226,16 +367,68 @@ class Executor:
             completed=bool((prev and prev.completed) or ch.live_phase == "Completed"),
         )
         if prev is None or res != prev:
-            self.state.resources[ch.address] = res
-            self.store.write(self.state)
+            await self._set(ch.address, res)
 
-    def _forget(self, address: str, *, keep_if_desired: bool = False) -> None:
-        if address in self.state.resources:
-            if keep_if_desired:
-                self.state.resources[address].workload_id = None
+
+# --- recovery ------------------------------------------------------------------------
+
+
+async def recover(client, store, state: State, pending: list[journal.Intent], *,
+                  on_event: Callable[[str], None] | None = None) -> list[str]:
+    """Resolve what a dead run left unsure, then compact the journal into the state file.
+
+    Every address the state knows by name only (an intent in flight when the run died,
+    an ambiguous create that stayed unresolved) is looked up by name in its project: a
+    live workload is adopted, and a create that never happened is forgotten. Called by
+    the CLI's `apply` with the state lock held, before it plans. Returns one message per
+    resolved address."""
+    say = on_event or (lambda msg: None)
+    intents = {i.address: i for i in pending if i.action == "create"}
+    notes: list[str] = []
+    unsure = sorted(a for a, r in state.resources.items() if r.workload_id is None)
+    for address in unsure:
+        res = state.resources[address]
+        live = await find_by_name(client, kinds.get(res.kind), res.name, res.project_id)
+        if live is not None and live.get("workloadId"):
+            res.workload_id = live["workloadId"]
+            res.last_phase = live.get("actualPhase") or res.last_phase
+            notes.append(f"{address}: found workload {res.workload_id} created by an "
+                         "interrupted run; now tracked in the state")
+        elif address in intents:
+            prev = intents[address].prev
+            if prev is None:
+                del state.resources[address]
             else:
-                del self.state.resources[address]
-            self.store.write(self.state)
+                state.resources[address] = prev
+            notes.append(f"{address}: the interrupted run had not created it")
+    for n in notes:
+        say(n)
+    await asyncio.to_thread(store.write, state)
+    return notes
+
+
+async def find_by_name(client, kind: kinds.Kind, name: str, project_id: str, *,
+                       include_deleting: bool = False) -> dict | None:
+    """The live workload of `kind` named `name` in the project, or None. A workload being
+    deleted counts only with `include_deleting` (it still holds the name)."""
+    items = await client.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
+    for item in items:
+        wid = item.get("id") or item.get("workloadId")
+        if not wid or item.get("name") != name:
+            continue
+        try:
+            live = await client.get(kind, wid)
+        except api_errors.NotFound:  # another kind, or gone meanwhile
+            continue
+        if include_deleting or live.get("desiredPhase") != "Deleted":
+            return live
+    return None
+
+
+def _copy(res: ResourceState, **changes) -> ResourceState:
+    data = res.to_json()
+    data.update(changes)
+    return ResourceState(**data)
 
 
 def _done_word(action: Action) -> str:
@@ -248,5 +441,3 @@ def _done_word(action: Action) -> str:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0] if text else type(exc).__name__
-
-

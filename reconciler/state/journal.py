@@ -9,7 +9,8 @@ replays the journal over the state file on every read and folds it into the file
 
     {"journal": 1, "lineage": "<uuid>"}                         first line
     {"op": "intent", "seq": 4, "action": "create", "address": "...",
-     "workload_id": null, "body": {...}, "maybe": {ResourceState} | null}
+     "workload_id": null, "body": {...}, "maybe": {ResourceState} | null,
+     "prev": {ResourceState} | null}
     {"op": "set", "address": "...", "resource": {ResourceState} | null, "closes": 4}
     {"op": "close", "seq": 4}                                     failed, state unchanged
 
@@ -41,11 +42,13 @@ class Intent:
     workload_id: str | None = None
     body: dict[str, Any] | None = None
     maybe: ResourceState | None = None  # what to record while the outcome is unknown
+    prev: ResourceState | None = None  # the record before it (restored when it never happened)
 
     def to_json(self) -> dict[str, Any]:
         return {"op": "intent", "seq": self.seq, "action": self.action,
                 "address": self.address, "workload_id": self.workload_id,
-                "body": self.body, "maybe": self.maybe.to_json() if self.maybe else None}
+                "body": self.body, "maybe": self.maybe.to_json() if self.maybe else None,
+                "prev": self.prev.to_json() if self.prev else None}
 
 
 def header(lineage: str) -> dict[str, Any]:
@@ -157,6 +160,7 @@ def _entry(line: bytes, where: str) -> dict[str, Any]:
 
 def _intent(entry: dict, where: str) -> Intent:
     maybe = entry.get("maybe")
+    prev = entry.get("prev")
     body = entry.get("body")
     wid = entry.get("workload_id")
     if (body is not None and not isinstance(body, dict)) or \
@@ -165,7 +169,8 @@ def _intent(entry: dict, where: str) -> Intent:
                          "was left unchanged")
     return Intent(seq=entry["seq"], action=entry["action"], address=entry["address"],
                   workload_id=wid, body=body,
-                  maybe=ResourceState.from_json(maybe, where=where) if maybe is not None else None)
+                  maybe=ResourceState.from_json(maybe, where=where) if maybe is not None else None,
+                  prev=ResourceState.from_json(prev, where=where) if prev is not None else None)
 
 
 def _int(v: Any) -> bool:

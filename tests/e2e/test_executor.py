@@ -20,13 +20,17 @@ CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 
 
 class CountingStore(MemoryStore):
+    """Records which addresses another reader would know by id (state + journal) after
+    each append; those in flight it knows by name only."""
+
     def __init__(self):
         super().__init__()
         self.snapshots: list[set[str]] = []
 
-    def write(self, state):
-        super().write(state)
-        self.snapshots.append(set(state.resources))
+    def append(self, entries, lineage):
+        super().append(entries, lineage)
+        seen = self.peer().read().resources
+        self.snapshots.append({a for a, r in seen.items() if r.workload_id})
 
 
 def dt(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3", phase: str = "Running") -> DesiredWorkload:
@@ -60,12 +64,12 @@ def test_each_create_is_in_the_state_as_it_happens():
     store = CountingStore()
     state = State()
     desired = [dt(f"job-{i}") for i in range(5)]
-    plan, result = asyncio.run(converge(app, desired, state, store))
+    plan, result = asyncio.run(converge(app, desired, state, store, parallelism=1))
     assert not result.failed
     assert result.count(Action.CREATE) == 5
-    # one write per create, each adding exactly one address
-    sizes = [len(s) for s in store.snapshots]
-    assert sizes == [1, 2, 3, 4, 5]
+    # a reader sees each create as soon as it is done, one at a time, before the final write
+    sizes = sorted({len(s) for s in store.snapshots})
+    assert sizes == [0, 1, 2, 3, 4, 5]
     assert all(r.workload_id for r in store.read().resources.values())
 
 
