@@ -134,33 +134,48 @@ def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
     return list(addrs)
 
 
-async def _make_plan(cfg: Config, client, desired, state, *, targets, replace, destroy, do_refresh) -> Plan:
+async def _make_plan(cfg: Config, client, desired, state, *, targets, replace, destroy,
+                     do_refresh) -> tuple[Plan, dict]:
+    """The plan, and the live bodies read for it (empty with --no-refresh)."""
     live = {}
     if do_refresh:
         only = set(targets) if targets else None
         live = await refresh.read_live(client, desired, state, parallelism=cfg.parallelism, only=only)
-    return planner.make_plan(desired, state, live, targets=targets, replace=replace, destroy=destroy)
+    the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
+                                 destroy=destroy)
+    return the_plan, live
 
 
 def _render(plan: Plan, fmt: str, cfg: Config) -> str:
     from reconciler.render import json as json_render
+    from reconciler.render import markdown as markdown_render
     from reconciler.render import text as text_render
 
     if fmt == "json":
         return json_render.render_plan(plan)
+    if fmt == "markdown":
+        return markdown_render.render_plan(plan)
     return text_render.render_plan(plan, color=cfg.color)
 
 
-def _targets_note(targets: list[str]) -> None:
-    if targets:
-        click.echo("Note: acting on the targeted addresses only: " + ", ".join(targets)
-                   + ". The plan may be incomplete.", err=True)
+def _echo_out(out: str) -> None:
+    click.echo(out, nl=not out.endswith("\n"))
+
+
+def _targets_note(targets: list[str], fmt: str) -> None:
+    # text and markdown say it in the plan itself; json has `targets` and gets a note on stderr.
+    if targets and fmt == "json":
+        from reconciler.render import words
+
+        click.echo(words.targets_note(targets), err=True)
 
 
 specs_dir = click.argument("directory", default=DEFAULT_SPECS, required=False,
                            type=click.Path(file_okay=False))
-format_opt = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-                          show_default=True, help="Output format; json goes to stdout alone.")
+FORMATS = ["text", "json", "markdown"]
+format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default="text",
+                          show_default=True,
+                          help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
 
@@ -185,39 +200,65 @@ def validate(directory: str) -> None:
 @click.option("--destroy", is_flag=True, help="Plan the deletion of everything in the state.")
 @click.option("--refresh/--no-refresh", default=True, show_default=True,
               help="Read live workloads; --no-refresh plans from the state alone.")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Save the plan (mode 0600) for `show FILE` and `apply FILE`.")
 @pass_config
-def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh) -> None:
+def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
+         out_path) -> None:
     """Show what apply would do. Makes no API writes and does not change the state."""
     targets = _check_addresses(targets, "--target")
     replace = _check_addresses(replace, "--replace")
     desired = _load(directory)
     state = _store(cfg).read()
 
-    async def run() -> Plan:
+    async def run() -> tuple[Plan, dict]:
         client = _client(cfg) if refresh else None
         async with client if client else contextlib.nullcontext():
             return await _make_plan(cfg, client, desired, state, targets=targets, replace=replace,
                                     destroy=destroy, do_refresh=refresh)
 
-    result = asyncio.run(run())
-    _targets_note(targets)
-    out = _render(result, fmt, cfg)
-    click.echo(out, nl=not out.endswith("\n"))
+    result, live = asyncio.run(run())
+    if out_path:
+        from reconciler import planfile
+
+        saved = planfile.SavedPlan(plan=result, desired=list(desired),
+                                   live=planfile.fingerprints(result, live), replace=replace,
+                                   destroy=destroy, refresh=refresh)
+        try:
+            planfile.write(out_path, saved)
+        except OSError as exc:
+            raise errors.ReconcileError(f"cannot write the plan to {out_path}: {exc.strerror}") from None
+    _targets_note(targets, fmt)
+    _echo_out(_render(result, fmt, cfg))
+    if out_path:
+        click.echo(f"Saved the plan to {out_path}; `runai-reconcile apply {out_path}` applies "
+                   "exactly these actions.", err=True)
     if detailed_exitcode and result.has_changes:
         sys.exit(2)
 
 
 @main.command()
-@specs_dir
+@click.argument("directory", default=DEFAULT_SPECS, required=False, metavar="[DIR|PLANFILE]",
+                type=click.Path())
 @click.option("--auto-approve", is_flag=True, help="Apply without asking.")
 @target_opt
 @click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
 @click.option("--destroy", is_flag=True, help="Delete everything in the state.")
+@format_opt
 @pass_config
-def apply(cfg: Config, directory, auto_approve, targets, replace, destroy) -> None:
-    """Plan, show, confirm, then perform the actions and record them in the state."""
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) -> None:
+    """Plan, show, confirm, then perform the actions and record them in the state.
+
+    Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
+    refused as stale when the state or a live workload it acts on changed since."""
     from reconciler.executor import Executor
 
+    if os.path.isfile(directory):
+        if targets or replace or destroy:
+            raise errors.ReconcileError(
+                "--target, --replace and --destroy cannot be given with a saved plan: "
+                "they were fixed when the plan was made")
+        return _apply_saved(cfg, directory, fmt)
     targets = _check_addresses(targets, "--target")
     replace = _check_addresses(replace, "--replace")
     desired = _load(directory)
@@ -227,11 +268,10 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy) -> No
 
         async def run():
             async with _client(cfg) as client:
-                the_plan = await _make_plan(cfg, client, desired, state, targets=targets, replace=replace,
-                                            destroy=destroy, do_refresh=True)
-                _targets_note(targets)
-                out = _render(the_plan, "text", cfg)
-                click.echo(out, nl=not out.endswith("\n"))
+                the_plan, _ = await _make_plan(cfg, client, desired, state, targets=targets,
+                                               replace=replace, destroy=destroy, do_refresh=True)
+                _targets_note(targets, fmt)
+                _echo_out(_render(the_plan, fmt, cfg))
                 if the_plan.has_changes and not auto_approve:
                     _confirm()
                 # No-ops run too: they adopt workloads found by name and forget vanished ones.
@@ -242,9 +282,50 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy) -> No
         the_plan, result = asyncio.run(run())
     if not the_plan.has_changes and not result.failed:
         return
-    _apply_summary(result)
+    _apply_summary(result, err=fmt != "text")
     if result.failed:
         sys.exit(1)
+
+
+def _apply_saved(cfg: Config, path: str, fmt: str) -> None:
+    """`apply PLANFILE`: refuse a stale plan, else run exactly its actions."""
+    from reconciler import planfile
+    from reconciler.executor import Executor
+
+    saved = planfile.read(path)
+    store = _store(cfg)
+    with store.lock("apply"):
+        state = store.read()
+        planfile.adopt_new_state(saved, state)
+        _refuse_stale(path, planfile.state_problems(saved, state))
+
+        async def run():
+            async with _client(cfg) as client:
+                acted = planfile.acted_on(saved)
+                if acted:
+                    live_now = await refresh.read_live(client, saved.desired, state,
+                                                       parallelism=cfg.parallelism, only=acted)
+                    _refuse_stale(path, planfile.live_problems(saved, live_now))
+                _targets_note(saved.plan.targets, fmt)
+                _echo_out(_render(saved.plan, fmt, cfg))
+                ex = Executor(client, store, state, {d.address: d for d in saved.desired},
+                              parallelism=cfg.parallelism, on_event=lambda m: click.echo(m, err=True))
+                return await ex.run(saved.plan)
+
+        result = asyncio.run(run())
+        # The serial moves even when nothing changed, so this plan cannot be applied twice.
+        store.write(state, force=True)
+    if saved.plan.has_changes or result.failed:
+        _apply_summary(result, err=fmt != "text")
+    if result.failed:
+        sys.exit(1)
+
+
+def _refuse_stale(path: str, problems: list[str]) -> None:
+    if problems:
+        raise errors.ReconcileError(
+            f"the saved plan {path} is stale: " + "; ".join(problems)
+            + ". Nothing was applied; make a new plan.")
 
 
 def _stdin_is_tty() -> bool:
@@ -261,7 +342,7 @@ def _confirm() -> None:
         raise errors.ReconcileError("apply cancelled.")
 
 
-def _apply_summary(result) -> None:
+def _apply_summary(result, *, err: bool = False) -> None:
     for o in result.failed:
         click.echo(f"Error: {o.address}: {o.action.value} failed: {o.message}", err=True)
     parts = [f"{result.count(Action.CREATE)} created", f"{result.count(Action.UPDATE)} updated",
@@ -269,7 +350,55 @@ def _apply_summary(result) -> None:
              f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
     head = "Apply failed" if result.failed else "Apply complete!"
     tail = f", {len(result.failed)} failed" if result.failed else ""
-    click.echo(f"\n{head} Resources: {', '.join(parts)}{tail}.")
+    click.echo(f"\n{head} Resources: {', '.join(parts)}{tail}.", err=err)
+
+
+@main.command()
+@click.argument("planfile_path", metavar="PLANFILE", type=click.Path(dir_okay=False))
+@format_opt
+@pass_config
+def show(cfg: Config, planfile_path: str, fmt: str) -> None:
+    """Render a plan saved by `plan --out` (no API, no state)."""
+    from reconciler import planfile
+
+    saved = planfile.read(planfile_path)
+    _targets_note(saved.plan.targets, fmt)
+    _echo_out(_render(saved.plan, fmt, cfg))
+
+
+@main.command()
+@specs_dir
+@format_opt
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when something drifted, 0 when not.")
+@pass_config
+def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> None:
+    """Report what changed live behind runai-reconcile's back (refresh only).
+
+    Compares live with the state, never writes to the API or the state. Where the specs
+    differ from the state is reported apart, as pending changes (not drift)."""
+    from reconciler import drift as drift_mod
+    from reconciler.render import drift as drift_render
+    from reconciler.render import markdown as markdown_render
+
+    desired = _load(directory)
+    state = _store(cfg).read()
+
+    async def run() -> dict:
+        async with _client(cfg) as client:
+            return await refresh.read_live(client, desired, state, parallelism=cfg.parallelism,
+                                           only=set(state.resources))
+
+    live = asyncio.run(run()) if state.resources else {}
+    report = drift_mod.find_drift(list(desired), state, live)
+    if fmt == "json":
+        out = drift_render.render_json(report)
+    elif fmt == "markdown":
+        out = markdown_render.render_drift(report)
+    else:
+        out = drift_render.render_text(report)
+    _echo_out(out)
+    if detailed_exitcode and report.has_drift:
+        sys.exit(2)
 
 
 # --- state --------------------------------------------------------------------------

@@ -57,10 +57,14 @@ _HEADERS: dict[tuple[Action, str | None], str] = {
 }
 
 
+def phrase(rc: ResourceChange) -> str:
+    """`will be ...`, with the drift said in words when it is drift."""
+    return _HEADERS.get((rc.action, rc.reason)) or _HEADERS[(rc.action, None)]
+
+
 def header(rc: ResourceChange) -> str:
-    """`# <address> will be ...`, with the drift said in words when it is drift."""
-    phrase = _HEADERS.get((rc.action, rc.reason)) or _HEADERS[(rc.action, None)]
-    return f"# {rc.address} {phrase}"
+    """`# <address> will be ...`."""
+    return f"# {rc.address} {phrase(rc)}"
 
 
 def targets_note(targets) -> str:

@@ -1,0 +1,113 @@
+"""Drift: how live workloads differ from what the state says was applied (pure).
+
+Called by the CLI's `drift` command after a refresh-only read of live. It compares live
+(R) with the state (L) only, never the specs: a path drifted when R differs from the last
+applied body (server defaults and server-owned fields aside, as in `diff`), a workload
+drifted when it was suspended or resumed outside, or deleted outside without having
+completed. Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
+
+Where the specs differ from the state is reported beside it as pending changes: the
+`plan --no-refresh` of the same inputs, which is not drift (git changed, live did not).
+Renderers: `render.drift` (text, json) and `render.markdown.render_drift`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler import diff, errors, kinds, planner, plans
+from reconciler.desired.types import DesiredWorkload
+from reconciler.state.model import State
+
+DRIFT = plans.REASON_DRIFT
+PHASE_DRIFT = plans.REASON_PHASE_DRIFT
+DELETED_OUTSIDE = plans.REASON_DELETED_OUTSIDE
+
+
+@dataclass
+class DriftedPath:
+    path: str
+    state: Any  # the value last applied (None when absent)
+    live: Any  # the value live now (None when absent)
+
+
+@dataclass
+class DriftedWorkload:
+    address: str
+    kind: str
+    name: str
+    project_id: str
+    workload_id: str | None
+    reason: str  # DRIFT (fields, maybe the phase too), PHASE_DRIFT or DELETED_OUTSIDE
+    paths: list[DriftedPath] = field(default_factory=list)
+    sensitive: tuple[str, ...] = ()  # the spec's lifecycle.sensitive, for masking
+
+
+@dataclass
+class DriftReport:
+    drifted: list[DriftedWorkload]  # sorted by address
+    pending: plans.Plan | None  # the specs against the state; None when it cannot be made
+    pending_error: str | None = None  # why not (e.g. a protected workload's spec removed)
+    lineage: str | None = None
+    serial: int | None = None
+
+    @property
+    def has_drift(self) -> bool:
+        return bool(self.drifted)
+
+    def pending_changes(self) -> list[plans.ResourceChange]:
+        return self.pending.actionable() if self.pending is not None else []
+
+
+def find_drift(desired: list[DesiredWorkload], state: State,
+               live: Mapping[str, dict | None]) -> DriftReport:
+    """The drift of every state address found in `live`, and the pending spec changes."""
+    by_addr = {d.address: d for d in desired}
+    drifted = []
+    for addr in sorted(state.resources):
+        if addr not in live:
+            continue
+        rs = state.resources[addr]
+        if rs.kind not in kinds.KINDS or not rs.workload_id:
+            continue
+        dw = by_addr.get(addr)
+        item = _one(addr, rs, live[addr], dw)
+        if item is not None:
+            drifted.append(item)
+    pending, pending_error = None, None
+    try:
+        pending = planner.make_plan(desired, state, {})
+    except errors.PlanError as exc:
+        pending_error = str(exc)
+    return DriftReport(drifted=drifted, pending=pending, pending_error=pending_error,
+                       lineage=state.lineage, serial=state.serial)
+
+
+def _one(addr: str, rs, live_body: dict | None,
+         dw: DesiredWorkload | None) -> DriftedWorkload | None:
+    kind = kinds.get(rs.kind)
+    item = DriftedWorkload(address=addr, kind=rs.kind, name=rs.name, project_id=rs.project_id,
+                           workload_id=rs.workload_id, reason=DRIFT,
+                           sensitive=tuple(dw.lifecycle.sensitive) if dw else ())
+    if live_body is None:
+        if rs.completed or rs.last_phase == planner.COMPLETED:
+            return None  # a finished training that was cleaned up
+        item.reason = DELETED_OUTSIDE
+        return item
+    ignore = dw.lifecycle.ignore_changes if dw else ()
+    # With desired = applied, every difference the diff finds is R != L: drift.
+    for c in diff.diff_workload(kind, rs.applied, rs.applied, live_body, ignore=ignore):
+        item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
+    completed = live_body.get("actualPhase") == planner.COMPLETED
+    if kind.can_suspend and not completed and not diff.is_ignored("desiredPhase", ignore):
+        suspended = (live_body.get("desiredPhase") == "Stopped"
+                     or live_body.get("actualPhase") in planner.SUSPENDED_PHASES)
+        want_stopped = rs.desired_phase == "Stopped"
+        if suspended != want_stopped:
+            item.paths.append(DriftedPath("desiredPhase", state=rs.desired_phase,
+                                          live="Stopped" if suspended else "Running"))
+            if len(item.paths) == 1:
+                item.reason = PHASE_DRIFT
+    return item if item.paths else None

@@ -1,0 +1,251 @@
+"""Saved plans: the versioned file `plan --out FILE` writes and `apply FILE` / `show FILE` read.
+
+Kept apart from the `plans` model, like opentofu's `plans/planfile`: this module owns the
+encoding only. A saved plan holds everything `apply` needs without the spec files:
+
+    {"format": "runai-reconcile-plan", "version": 1, "plan_id": "<uuid>",
+     "created_at": "<UTC ISO 8601>", "runai_reconcile_version": "0.1.0",
+     "state": {"lineage": ..., "serial": ...},     # the state the plan was made against
+     "options": {"targets": [...], "replace": [...], "destroy": false, "refresh": true},
+     "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
+     "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
+     "live": {"<address>": "sha256:..." | "absent"}}  # what each live read found
+
+The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
+when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
+against another lineage or serial. The file is written with mode 0600: it holds the
+desired bodies, secret-looking values included, never an API token.
+Callers: the CLI's `plan --out`, `show` and `apply FILE`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from reconciler import __version__, diff, kinds
+from reconciler.desired.types import DesiredWorkload, Lifecycle
+from reconciler.errors import ReconcileError
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.state.model import State
+
+FORMAT = "runai-reconcile-plan"
+VERSION = 1
+ABSENT = "absent"
+_SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
+
+
+class PlanFileError(ReconcileError):
+    """The file is not a saved plan this version can read."""
+
+
+@dataclass
+class SavedPlan:
+    plan: Plan
+    desired: list[DesiredWorkload]
+    live: dict[str, str]  # address -> fingerprint(...) for each live object the plan read
+    plan_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    created_at: str = field(default_factory=lambda: datetime.datetime.now(
+        datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    replace: list[str] = field(default_factory=list)
+    destroy: bool = False
+    refresh: bool = True
+
+
+def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
+    """What the planner used of one live GET body, hashed: its create-body fields, id,
+    whether it is suspended and whether it completed. Phases moving on their own
+    (Creating -> Running) do not change it."""
+    if live is None:
+        return ABSENT
+    kind = kinds.get(kind_name)
+    doc = {
+        "body": diff.project(kind, dict(live)),
+        "workloadId": live.get("workloadId"),
+        "suspended": live.get("desiredPhase") == "Stopped"
+        or live.get("actualPhase") in _SUSPENDED_PHASES,
+        "completed": live.get("actualPhase") == "Completed",
+    }
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def fingerprints(plan: Plan, live: Mapping[str, dict | None]) -> dict[str, str]:
+    """Fingerprints of the live objects read for `plan` (addresses not read are left out)."""
+    return {rc.address: fingerprint(rc.kind, live[rc.address])
+            for rc in plan.changes if rc.address in live}
+
+
+# --- staleness ------------------------------------------------------------------------
+
+def adopt_new_state(saved: SavedPlan, state: State) -> None:
+    """A plan made before any state existed applies to a state still empty: give that new
+    state the lineage the plan recorded (a missing file reads as a fresh random lineage)."""
+    if state.serial == 0 and not state.resources and saved.plan.serial == 0 \
+            and saved.plan.lineage:
+        state.lineage = saved.plan.lineage
+
+
+def state_problems(saved: SavedPlan, state: State) -> list[str]:
+    """Why the state is not the one the plan was made against (empty when it is)."""
+    plan = saved.plan
+    if plan.lineage != state.lineage:
+        return [f"the state's lineage is {state.lineage} but the plan was made against "
+                f"lineage {plan.lineage} (another state file?)"]
+    if plan.serial != state.serial:
+        return [f"the state changed since the plan was made (serial {plan.serial} then, "
+                f"{state.serial} now): this plan was applied already, or another apply ran"]
+    return []
+
+
+def acted_on(saved: SavedPlan) -> set[str]:
+    """The addresses whose live object `apply FILE` must re-read before acting."""
+    return {rc.address for rc in saved.plan.actionable() if rc.address in saved.live}
+
+
+def live_problems(saved: SavedPlan, live_now: Mapping[str, dict | None]) -> list[str]:
+    """For each workload the plan acts on, why live is not what the plan read."""
+    out = []
+    kinds_by_addr = {rc.address: rc.kind for rc in saved.plan.changes}
+    for addr in sorted(acted_on(saved)):
+        then = saved.live[addr]
+        now = fingerprint(kinds_by_addr[addr], live_now.get(addr))
+        if then == now:
+            continue
+        if now == ABSENT:
+            out.append(f"{addr} was deleted since the plan was made")
+        elif then == ABSENT:
+            out.append(f"{addr} exists now; it did not when the plan was made")
+        else:
+            out.append(f"{addr} was changed since the plan was made")
+    return out
+
+
+# --- encoding ---------------------------------------------------------------------------
+
+def encode(saved: SavedPlan) -> str:
+    plan = saved.plan
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "plan_id": saved.plan_id,
+        "created_at": saved.created_at,
+        "runai_reconcile_version": __version__,
+        "state": {"lineage": plan.lineage, "serial": plan.serial},
+        "options": {"targets": list(plan.targets), "replace": list(saved.replace),
+                    "destroy": saved.destroy, "refresh": saved.refresh},
+        "changes": [_change_doc(rc) for rc in plan.changes],
+        "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
+        "live": dict(sorted(saved.live.items())),
+    }
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def decode(text: str, where: str = "plan file") -> SavedPlan:
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{where} is not a saved plan (not JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PlanFileError(f"{where} is not a saved plan (write one with `plan --out FILE`)")
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise PlanFileError(f"{where}: version: expected a positive integer, got {version!r}")
+    if version > VERSION:
+        raise PlanFileError(f"{where} was written by a newer runai-reconcile (plan file "
+                            f"version {version}; this one reads up to {VERSION})")
+    try:
+        state, options = doc["state"], doc["options"]
+        plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
+                    lineage=state["lineage"], serial=state["serial"],
+                    targets=[str(t) for t in options["targets"]])
+        saved = SavedPlan(
+            plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
+            live={str(k): str(v) for k, v in doc["live"].items()},
+            plan_id=str(doc["plan_id"]), created_at=str(doc["created_at"]),
+            replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
+            refresh=bool(options["refresh"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PlanFileError(f"{where} is damaged or incomplete ({type(exc).__name__}: {exc}); "
+                            "make the plan again") from None
+    for rc in plan.changes:
+        if rc.kind not in kinds.KINDS:
+            raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
+    return saved
+
+
+def write(path: str | os.PathLike[str], saved: SavedPlan) -> None:
+    """Write `saved` to `path` with mode 0600 (an existing file is replaced)."""
+    data = encode(saved).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read(path: str | os.PathLike[str]) -> SavedPlan:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise PlanFileError(f"cannot read plan file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PlanFileError(f"{path} is not a saved plan (not UTF-8 text)") from None
+    return decode(text, str(path))
+
+
+def _change_doc(rc: ResourceChange) -> dict[str, Any]:
+    doc = asdict(rc)
+    doc["action"] = rc.action.value
+    doc["sensitive"] = list(rc.sensitive)
+    doc["ignore_changes"] = list(rc.ignore_changes)
+    return doc
+
+
+_CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
+_FIELD_CHANGE_FIELDS = {f.name for f in fields(FieldChange)}
+
+
+def _change_from(doc: dict[str, Any]) -> ResourceChange:
+    unknown = set(doc) - _CHANGE_FIELDS
+    if unknown:
+        raise ValueError(f"unknown change field(s) {sorted(unknown)}")
+    d = dict(doc)
+    d["action"] = Action(d["action"])
+    d["changes"] = [FieldChange(**{k: v for k, v in c.items() if k in _FIELD_CHANGE_FIELDS})
+                    for c in d.get("changes", [])]
+    d["sensitive"] = tuple(d.get("sensitive", ()))
+    d["ignore_changes"] = tuple(d.get("ignore_changes", ()))
+    d["waits_for"] = list(d.get("waits_for", ()))
+    return ResourceChange(**d)
+
+
+def _desired_doc(d: DesiredWorkload) -> dict[str, Any]:
+    return {"kind": d.kind, "name": d.name, "project_id": d.project_id,
+            "cluster_id": d.cluster_id, "body": d.body, "desired_phase": d.desired_phase,
+            "lifecycle": {"prevent_destroy": d.lifecycle.prevent_destroy,
+                          "ignore_changes": list(d.lifecycle.ignore_changes),
+                          "sensitive": list(d.lifecycle.sensitive)},
+            "source": d.source, "line": d.line}
+
+
+def _desired_from(doc: dict[str, Any]) -> DesiredWorkload:
+    lc = doc["lifecycle"]
+    return DesiredWorkload(
+        kind=doc["kind"], name=doc["name"], project_id=doc["project_id"],
+        cluster_id=doc["cluster_id"], body=dict(doc["body"]),
+        desired_phase=doc["desired_phase"],
+        lifecycle=Lifecycle(prevent_destroy=bool(lc["prevent_destroy"]),
+                            ignore_changes=tuple(lc["ignore_changes"]),
+                            sensitive=tuple(lc["sensitive"])),
+        source=doc.get("source") or "", line=doc.get("line"))

@@ -1,0 +1,88 @@
+"""Drift reports as text and as a versioned JSON document (pure).
+
+Read a finished `drift.DriftReport`; the markdown form is `render.markdown.render_drift`.
+Drift (live differs from the state) comes first; pending changes (the specs differ from
+the state, which is not drift) are listed after it, apart. Values are masked as in every
+format (`words`). Caller: the CLI's `drift`. The JSON is documented in docs/plan-format.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.render import words
+
+FORMAT_VERSION = "1.0"
+NO_DRIFT = "No drift. Live workloads match the state."
+
+_WORDS = {
+    "drift": "was changed outside runai-reconcile",
+    "phase_drift": "was suspended or resumed outside runai-reconcile",
+    "deleted_outside": "was deleted outside runai-reconcile",
+}
+
+
+def render_text(report) -> str:
+    lines: list[str] = []
+    if not report.drifted:
+        lines.append(NO_DRIFT)
+    else:
+        n = len(report.drifted)
+        lines += [f"Drift: {n} workload{'s' if n != 1 else ''} changed outside runai-reconcile.", ""]
+        for item in report.drifted:
+            lines.append(f"  # {item.address} {_WORDS[item.reason]}")
+            for p in item.paths:
+                state = words.encode(words.mask_at(p.path, p.state, item.sensitive))
+                live = words.encode(words.mask_at(p.path, p.live, item.sensitive))
+                lines.append(f"      ~ {p.path}: state {state}, live {live}")
+            if item.reason == "deleted_outside":
+                lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
+            lines.append("")
+        lines.append("`runai-reconcile plan` shows how apply would bring them back to the specs.")
+    pending = report.pending_changes()
+    if report.pending_error:
+        lines += ["", "The specs cannot be planned against the state:", report.pending_error]
+    elif pending:
+        m = len(pending)
+        lines += ["", f"Pending (not drift): the specs differ from the state for {m} "
+                      f"workload{'s' if m != 1 else ''}; `runai-reconcile apply` makes them:"]
+        for rc in sorted(pending, key=lambda rc: rc.address):
+            lines.append(f"  {words.SYMBOLS[rc.action]:>3} {rc.address} ({rc.action.value})")
+            for c in rc.changes:
+                before = words.encode(words.mask_at(c.path, c.before, rc.sensitive))
+                after = words.encode(words.mask_at(c.path, c.after, rc.sensitive))
+                lines.append(f"        ~ {c.path}: {before} -> {after}")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def report_document(report) -> dict[str, Any]:
+    pending = sorted(report.pending_changes(), key=lambda rc: rc.address)
+    return {
+        "format_version": FORMAT_VERSION,
+        "has_drift": report.has_drift,
+        "drift": [{
+            "address": item.address, "kind": item.kind, "name": item.name,
+            "project_id": item.project_id, "workload_id": item.workload_id,
+            "reason": item.reason,
+            "paths": [{"path": p.path,
+                       "state": words.mask_at(p.path, p.state, item.sensitive),
+                       "live": words.mask_at(p.path, p.live, item.sensitive)}
+                      for p in item.paths],
+        } for item in report.drifted],
+        "pending_changes": [{
+            "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
+            "action_reason": rc.reason,
+            "changed_paths": [{"path": c.path,
+                               "before": words.mask_at(c.path, c.before, rc.sensitive),
+                               "after": words.mask_at(c.path, c.after, rc.sensitive)}
+                              for c in rc.changes],
+        } for rc in pending],
+        "pending_error": report.pending_error,
+        "summary": {"drifted": len(report.drifted), "pending": len(pending)},
+        "state": {"lineage": report.lineage, "serial": report.serial},
+    }
+
+
+def render_json(report) -> str:
+    return json.dumps(report_document(report), indent=2, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,210 @@
+"""Markdown for pull-request comments: plans and drift reports (pure).
+
+A summary table (counts per kind and per action, always complete), then one
+collapsible `<details>` section per changed workload holding a ```diff block. GitHub
+refuses comments longer than 65,535 characters: past `limit` the sections that do not
+fit are summarised as one line per workload, then as a count, and the comment says so.
+Values are masked as in every format (`words`). Callers: the CLI's `plan`, `show`,
+`apply` (preview) and `drift` with `--format markdown`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.render import words
+
+GITHUB_LIMIT = 65_535
+PLAN_TITLE = "### runai-reconcile plan"
+DRIFT_TITLE = "### runai-reconcile drift report"
+NO_CHANGES = "**No changes.** Live workloads match the specs."
+NO_DRIFT = "**No drift.** Live workloads match the state."
+# Room kept for the "too long" note and the lines that count what is left out.
+_RESERVE = 1_200
+
+
+def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
+    """The plan as a PR comment of at most `limit` characters."""
+    todo = sorted(plan.actionable(), key=lambda rc: rc.address)
+    head = [PLAN_TITLE, ""]
+    if plan.targets:
+        head += ["> " + words.targets_note(plan.targets), ""]
+    if not todo:
+        return "\n".join(head + [NO_CHANGES]) + "\n"
+    counts = plan.counts()
+    head += ["**Plan:** " + ", ".join(f"{counts[a.value]} to {a.value}"
+                                      for a in words.SUMMARY_ORDER) + ".", ""]
+    head += _plan_table(todo)
+    drifted = [rc for rc in todo if rc.is_drift or words.drifted_paths(rc)]
+    if drifted:
+        n = len(drifted)
+        head += ["", f"**Drift:** {n} of {len(todo)} changed workloads "
+                 f"{'were' if n != 1 else 'was'} changed outside runai-reconcile."]
+    head.append("")
+    sections = [(_plan_line(rc), _plan_details(rc)) for rc in todo]
+    return _assemble(head, sections, limit, noun="changed workloads")
+
+
+def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
+    """A `drift.DriftReport` as a PR comment or CI summary of at most `limit` characters."""
+    head = [DRIFT_TITLE, ""]
+    pending = report.pending_changes()
+    n = len(report.drifted)
+    if not n:
+        head.append(NO_DRIFT)
+    else:
+        head += [f"**Drift:** {n} workload{'s' if n != 1 else ''} changed outside "
+                 "runai-reconcile.", ""]
+        head += ["| kind | changed | suspended or resumed | deleted |", "|---|---:|---:|---:|"]
+        by_kind: dict[str, list[int]] = {}
+        for item in report.drifted:
+            row = by_kind.setdefault(item.kind, [0, 0, 0])
+            row[{"drift": 0, "phase_drift": 1}.get(item.reason, 2)] += 1
+        for kind in sorted(by_kind):
+            head.append(f"| {kind} | " + " | ".join(str(v) for v in by_kind[kind]) + " |")
+        totals = [sum(r[i] for r in by_kind.values()) for i in range(3)]
+        head.append("| **total** | " + " | ".join(f"**{v}**" for v in totals) + " |")
+    head.append("")
+    if report.pending_error:
+        head += ["The specs cannot be planned against the state:", "",
+                 _fence("\n".join(report.pending_error.splitlines())), ""]
+    elif pending:
+        m = len(pending)
+        head += [f"**Pending:** the specs differ from the state for {m} workload"
+                 f"{'s' if m != 1 else ''} (not drift: `runai-reconcile apply` makes them):", ""]
+        head += [f"- `{words.SYMBOLS[rc.action]}` {rc.address} ({rc.action.value})"
+                 for rc in sorted(pending, key=lambda rc: rc.address)]
+        head.append("")
+    sections = [(_drift_line(item), _drift_details(item)) for item in report.drifted]
+    return _assemble(head, sections, limit, noun="drifted workloads")
+
+
+# --- layout -------------------------------------------------------------------------
+
+def _assemble(head: list[str], sections: Sequence[tuple[str, str]], limit: int, *,
+              noun: str) -> str:
+    """Head, then as many detail sections as fit; the rest one line each, then a count."""
+    full = "\n".join(head) + "\n" + "".join(d for _, d in sections)
+    if len(full.rstrip("\n")) + 1 <= limit:
+        return full.rstrip("\n") + "\n"
+    budget = limit - _RESERVE - len("\n".join(head)) - 1
+    shown: list[str] = []
+    used = 0
+    for _, details in sections:
+        if used + len(details) > budget:
+            break
+        shown.append(details)
+        used += len(details)
+    listed: list[str] = []
+    for line, _ in sections[len(shown):]:
+        if used + len(line) + 1 > budget:
+            break
+        listed.append(line)
+        used += len(line) + 1
+    left = len(sections) - len(shown) - len(listed)
+    note = (f"> **This comment is shortened** to stay under GitHub's {GITHUB_LIMIT:,}-character "
+            f"limit: {len(shown)} of {len(sections)} {noun} are shown in detail"
+            + (f", {len(listed)} by name only" if listed else "")
+            + (f" and {left} are only counted" if left else "")
+            + ". The counts above are complete; `runai-reconcile show PLANFILE` "
+              "(or the full report artifact) has everything.")
+    out = "\n".join(head) + "\n" + note + "\n\n" + "".join(shown)
+    if listed:
+        out += "\n".join(listed) + "\n"
+    if left:
+        out += f"\n…and {left} more {noun}, not listed.\n"
+    return out.rstrip("\n") + "\n"
+
+
+def _plan_table(todo: list[ResourceChange]) -> list[str]:
+    actions = words.SUMMARY_ORDER
+    rows: dict[str, dict[Action, int]] = {}
+    for rc in todo:
+        rows.setdefault(rc.kind, {a: 0 for a in actions})[rc.action] += 1
+    out = ["| kind | " + " | ".join(a.value for a in actions) + " |",
+           "|---|" + "---:|" * len(actions)]
+    for kind in sorted(rows):
+        out.append(f"| {kind} | " + " | ".join(str(rows[kind][a]) for a in actions) + " |")
+    totals = [sum(r[a] for r in rows.values()) for a in actions]
+    out.append("| **total** | " + " | ".join(f"**{v}**" for v in totals) + " |")
+    return out
+
+
+def _plan_line(rc: ResourceChange) -> str:
+    return f"- `{words.SYMBOLS[rc.action]}` {rc.address} ({rc.action.value})"
+
+
+def _plan_details(rc: ResourceChange) -> str:
+    summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
+               f"<b>{html.escape(rc.address)}</b> {html.escape(words.phrase(rc))}")
+    changes = list(rc.changes)
+    implied = words.phase_change(rc)
+    if implied is not None:
+        changes.append(implied)
+    lines: list[str] = []
+    for c in changes:
+        lines += _diff_lines(c, rc.sensitive)
+    if not changes and rc.action is Action.CREATE and rc.after:
+        lines = [f"+ {p}: {words.encode(words.mask_at(p, v, rc.sensitive))}"
+                 for p, v in words.leaves(rc.after)]
+    if not changes and rc.action is Action.DELETE and rc.before:
+        lines = [f"- {p}: {words.encode(words.mask_at(p, v, rc.sensitive))}"
+                 for p, v in words.leaves(rc.before)]
+    body = _fence("\n".join(lines), "diff") + "\n" if lines else ""
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n\n"
+
+
+def _diff_lines(c: FieldChange, sensitive: tuple[str, ...]) -> list[str]:
+    notes = []
+    if c.drift:
+        notes.append("changed outside runai-reconcile")
+    if c.forces_replacement:
+        notes.append("forces replacement")
+    tail = "  # " + ", ".join(notes) if notes else ""
+    before = words.mask_at(c.path, c.before, sensitive)
+    after = words.mask_at(c.path, c.after, sensitive)
+    out = []
+    if c.before is not None:
+        out.append(f"- {c.path}: {words.encode(before)}" + (tail if c.after is None else ""))
+    if c.after is not None:
+        out.append(f"+ {c.path}: {words.encode(after)}{tail}")
+    return out
+
+
+def _drift_line(item) -> str:
+    return f"- {item.address} ({_DRIFT_WORDS[item.reason]})"
+
+
+_DRIFT_WORDS = {
+    "drift": "changed outside runai-reconcile",
+    "phase_drift": "suspended or resumed outside runai-reconcile",
+    "deleted_outside": "deleted outside runai-reconcile",
+}
+
+
+def _drift_details(item) -> str:
+    summary = f"<b>{html.escape(item.address)}</b> {_DRIFT_WORDS[item.reason]}"
+    lines: list[str] = []
+    for p in item.paths:
+        state = words.mask_at(p.path, p.state, item.sensitive)
+        live = words.mask_at(p.path, p.live, item.sensitive)
+        lines += [f"- {p.path}: {words.encode(state)}  # state",
+                  f"+ {p.path}: {words.encode(live)}  # live"]
+    if item.reason == "deleted_outside":
+        lines = [f"- workload {item.workload_id}  # in the state, gone from live"]
+    return (f"<details><summary>{summary}</summary>\n\n"
+            f"{_fence(chr(10).join(lines), 'diff')}\n\n</details>\n\n")
+
+
+_BACKTICKS = re.compile(r"`{3,}")
+
+
+def _fence(text: str, lang: str = "") -> str:
+    """A code block whose fence is longer than any run of backticks inside it."""
+    longest = max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
