@@ -251,7 +251,7 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
     refused as stale when the state or a live workload it acts on changed since."""
-    from reconciler.executor import Executor
+    from reconciler.executor import Executor, recover, run_interruptible
 
     if os.path.isfile(directory):
         if targets or replace or destroy:
@@ -264,10 +264,12 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
     desired = _load(directory)
     store = _store(cfg)
     with store.lock("apply"):
-        state = store.read()
+        state, pending = store.read_with_pending()
 
         async def run():
             async with _client(cfg) as client:
+                # What a killed run left in flight is looked up by name before planning.
+                await recover(client, store, state, pending, on_event=lambda m: click.echo(m, err=True))
                 the_plan, _ = await _make_plan(cfg, client, desired, state, targets=targets,
                                                replace=replace, destroy=destroy, do_refresh=True)
                 _targets_note(targets, fmt)
@@ -277,12 +279,14 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
                 # No-ops run too: they adopt workloads found by name and forget vanished ones.
                 ex = Executor(client, store, state, {d.address: d for d in desired},
                               parallelism=cfg.parallelism, on_event=lambda m: click.echo(m, err=True))
-                return the_plan, await ex.run(the_plan)
+                return the_plan, await run_interruptible(ex, the_plan)
 
         the_plan, result = asyncio.run(run())
     if not the_plan.has_changes and not result.failed:
         return
     _apply_summary(result, err=fmt != "text")
+    if result.interrupted:
+        sys.exit(130)
     if result.failed:
         sys.exit(1)
 
@@ -350,6 +354,9 @@ def _apply_summary(result, *, err: bool = False) -> None:
              f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
     head = "Apply failed" if result.failed else "Apply complete!"
     tail = f", {len(result.failed)} failed" if result.failed else ""
+    if result.interrupted:
+        head = "Apply interrupted!"
+        tail += f", {len(result.not_started)} not started"
     click.echo(f"\n{head} Resources: {', '.join(parts)}{tail}.", err=err)
 
 
@@ -399,6 +406,19 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     _echo_out(out)
     if detailed_exitcode and report.has_drift:
         sys.exit(2)
+
+
+@main.command("force-unlock")
+@click.argument("lock_id")
+@pass_config
+def force_unlock(cfg: Config, lock_id: str) -> None:
+    """Remove the state lock LOCK_ID left by a holder that is gone.
+
+    The local file's OS lock dies with its process, so this only clears the lock info a
+    dead holder left; it refuses while the holder runs or when LOCK_ID does not match."""
+    info = _store(cfg).force_unlock(lock_id)
+    click.echo(f"Removed lock {info.id} ({info.who}, operation {info.operation} since "
+               f"{info.created}).")
 
 
 # --- state --------------------------------------------------------------------------

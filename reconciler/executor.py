@@ -109,6 +109,7 @@ class Executor:
         self._stop = False
         self._seq = 0
         self._journal: _Journal | None = None
+        self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
         """No new actions start; those in flight finish and are recorded."""
@@ -116,7 +117,7 @@ class Executor:
 
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
-        result = ApplyResult()
+        result = self.result = ApplyResult()
         self._journal = _Journal(self.store, self.state.lineage)
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
@@ -368,6 +369,50 @@ class Executor:
         )
         if prev is None or res != prev:
             await self._set(ch.address, res)
+
+
+# --- Ctrl-C --------------------------------------------------------------------------
+
+
+async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
+    """`executor.run(plan)` with SIGINT turned into `stop()`: no new actions start, those
+    in flight finish and are recorded. A second SIGINT abandons those in flight too (their
+    intents stay open in the journal, for the next apply to resolve). Called by `apply`."""
+    import signal
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(executor.run(plan))
+    interrupts = 0
+
+    def on_sigint() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1:
+            executor.stop()
+            executor.on_event("Interrupt received: no new actions start; waiting for those in "
+                              "flight to finish (Ctrl-C again to abandon them)")
+        else:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        installed = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        installed = False
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if interrupts > 1:
+            result = executor.result
+            result.interrupted = True
+            done = {o.address for o in result.outcomes}
+            result.not_started = sorted(c.address for c in plan.actionable()
+                                        if c.address not in done)
+            return result
+        raise
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 # --- recovery ------------------------------------------------------------------------

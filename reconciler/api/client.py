@@ -54,7 +54,7 @@ class RunaiClient:
     def __init__(self, base_url: str, *, token: str | None = None,
                  client_id: str | None = None, client_secret: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 verify: bool = True, timeout: float = 30.0, max_attempts: int = 5,
+                 verify: bool = True, timeout: float = 30.0, max_attempts: int = 8,
                  retry_budget_s: float = 60.0,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic,
