@@ -1,0 +1,95 @@
+"""`drift`: refresh-only, exit codes, drifted paths with state and live values, pending apart."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import INFERENCE, TRAINING
+
+pytestmark = pytest.mark.http
+
+
+def _drift(ws, *extra):
+    return ws.cli("drift", str(ws.specs), "--detailed-exitcode", *extra)
+
+
+def test_no_drift_right_after_apply(ws, sim_server, applied):
+    res = _drift(ws)
+    assert res.exit_code == 0, res.output
+    assert "No drift" in res.stdout
+    doc = json.loads(_drift(ws, "--format", "json").stdout)
+    assert doc["has_drift"] is False and doc["drift"] == [] and doc["pending_changes"] == []
+
+
+def test_out_of_band_change_is_drift_with_state_and_live_values(ws, sim_server, applied):
+    wid = applied["llama-serve"]["id"]
+    assert sim_server.admin.patch(f"/_sim/workloads/{wid}",
+                                  json={"spec": {"replicas": 5}}).status_code == 200
+    state_before = ws.state_path.read_bytes()
+    sim_server.clear_requests()
+    res = _drift(ws)
+    assert res.exit_code == 2, res.output
+    assert "DistributedInference/7/llama-serve was changed outside runai-reconcile" in res.stdout
+    assert "spec.replicas: state 2, live 5" in res.stdout
+    doc = json.loads(_drift(ws, "--format", "json").stdout)
+    assert doc["drift"] == [{
+        "address": "DistributedInference/7/llama-serve", "kind": "DistributedInference",
+        "name": "llama-serve", "project_id": "7", "workload_id": wid, "reason": "drift",
+        "paths": [{"path": "spec.replicas", "state": 2, "live": 5}]}]
+    md = _drift(ws, "--format", "markdown")
+    assert md.exit_code == 2 and "llama-serve</b> changed outside" in md.stdout
+    # Refresh only: no API write, the state untouched.
+    assert sim_server.writes() == []
+    assert ws.state_path.read_bytes() == state_before
+
+
+def test_suspended_and_deleted_outside_are_drift(ws, sim_server, applied):
+    wid = applied["bert-ddp"]["id"]
+    assert sim_server.api("POST", f"/api/v1/workloads/distributed/{wid}/suspend").status_code == 202
+    assert sim_server.admin.delete(f"/_sim/workloads/{applied['llama-serve']['id']}").status_code < 300
+    res = _drift(ws)
+    assert res.exit_code == 2
+    assert "DistributedTraining/7/bert-ddp was suspended or resumed outside" in res.stdout
+    assert 'desiredPhase: state "Running", live "Stopped"' in res.stdout
+    assert "DistributedInference/7/llama-serve was deleted outside" in res.stdout
+    # apply puts things back; drift is 0 again.
+    assert ws.apply().exit_code == 0
+    assert _drift(ws).exit_code == 0
+
+
+def test_spec_changes_are_pending_not_drift(ws, sim_server, applied):
+    ws.write("serve.yaml", INFERENCE.replace("replicas: 2", "replicas: 4"))
+    ws.write("new.yaml", TRAINING.replace("bert-ddp", "new-job"))
+    sim_server.clear_requests()
+    res = _drift(ws)
+    assert res.exit_code == 0, res.output
+    assert "No drift" in res.stdout
+    assert "Pending (not drift)" in res.stdout
+    assert "DistributedInference/7/llama-serve (update)" in res.stdout
+    assert "spec.replicas: 2 -> 4" in res.stdout
+    assert "DistributedTraining/7/new-job (create)" in res.stdout
+    doc = json.loads(_drift(ws, "--format", "json").stdout)
+    assert {p["address"]: p["actions"] for p in doc["pending_changes"]} == {
+        "DistributedInference/7/llama-serve": ["update"],
+        "DistributedTraining/7/new-job": ["create"]}
+    assert doc["summary"] == {"drifted": 0, "pending": 2}
+    assert sim_server.writes() == []
+
+
+def test_ignored_paths_are_not_drift(ws, sim_server):
+    ws.write("serve.yaml", INFERENCE + "lifecycle:\n  ignoreChanges: [spec.replicas]\n")
+    assert ws.apply().exit_code == 0
+    wid = sim_server.live()[0]["id"]
+    assert sim_server.admin.patch(f"/_sim/workloads/{wid}",
+                                  json={"spec": {"replicas": 7}}).status_code == 200
+    assert _drift(ws).exit_code == 0
+
+
+def test_drift_errors_exit_1(ws, sim_server, applied):
+    ws.state_path.write_text('{"version": 1, "lineage": ')
+    res = _drift(ws)
+    assert res.exit_code == 1
+    assert res.stderr.startswith("Error:") and "state.json" in res.stderr
+    assert "Traceback" not in res.output

@@ -1,0 +1,70 @@
+"""Sensitive values are masked in every output: plan, show, apply's preview and drift, in
+text, json and markdown; the state and the saved plan keep them (both are 0600)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import TRAINING
+
+pytestmark = pytest.mark.http
+
+SECRETS = ("hf_live_secret_value", "sk-api-key-value", "s3cr3t-args-value", "db-passwd-value")
+
+SECRET_TRAINING = TRAINING.replace(
+    "      value: INFO\n",
+    "      value: INFO\n"
+    "    - name: HF_TOKEN\n      value: hf_live_secret_value\n"
+    "    - name: openai_api_key\n      value: sk-api-key-value\n"
+    "    - name: DB_PASSWD\n      value: db-passwd-value\n",
+).replace("args: --nproc_per_node=8 train.py", "args: --password=s3cr3t-args-value") \
+    + "lifecycle:\n  sensitive: [spec.args]\n"
+
+
+def _assert_masked(text: str, where: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, f"{secret} shown by {where}"
+    assert "(sensitive)" in text, where
+
+
+def test_masked_in_every_format_of_every_command(ws, sim_server):
+    ws.write("train.yaml", SECRET_TRAINING)
+    path = ws.root / "plan.json"
+    for fmt in ("text", "json", "markdown"):
+        res = ws.plan("--format", fmt, "--out", str(path))
+        assert res.exit_code == 0, res.output
+        _assert_masked(res.output, f"plan --format {fmt}")
+        _assert_masked(ws.cli("show", str(path), "--format", fmt).output, f"show --format {fmt}")
+    # The saved plan keeps the values: apply sends them.
+    assert all(s in path.read_text() for s in SECRETS)
+    res = ws.cli("apply", str(path))
+    assert res.exit_code == 0, res.output
+    _assert_masked(res.output, "apply PLANFILE preview")
+    assert all(s in ws.state_path.read_text() for s in SECRETS)
+
+    # A change of each sensitive value: apply's preview, plan and drift keep them masked.
+    wid = sim_server.live()[0]["id"]
+    changed = SECRET_TRAINING
+    for s in SECRETS:
+        changed = changed.replace(s, s + "-2")
+    ws.write("train.yaml", changed)
+    for fmt in ("text", "json", "markdown"):
+        res = ws.plan("--format", fmt)
+        _assert_masked(res.output, f"plan of a change --format {fmt}")
+        assert "-2" not in res.output.replace("24.05-py3", "")
+    res = ws.apply("--format", "text")
+    assert res.exit_code == 0
+    _assert_masked(res.output, "apply preview")
+
+    wid = sim_server.live()[0]["id"]
+    live = sim_server.api("GET", f"/api/v1/workloads/distributed/{wid}").json()
+    env = [dict(e, value=e["value"] + "-3") if e["name"] != "NCCL_DEBUG" else e
+           for e in live["spec"]["environmentVariables"]]
+    r = sim_server.admin.patch(f"/_sim/workloads/{wid}", json={"spec": {
+        "environmentVariables": env, "args": "--password=s3cr3t-args-value-3"}})
+    assert r.status_code == 200
+    for fmt in ("text", "json", "markdown"):
+        res = ws.cli("drift", str(ws.specs), "--format", fmt, "--detailed-exitcode")
+        assert res.exit_code == 2, res.output
+        _assert_masked(res.output, f"drift --format {fmt}")
+        assert "spec.args" in res.output and "HF_TOKEN" in res.output
