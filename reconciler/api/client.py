@@ -5,8 +5,9 @@ Callers: the executor (create, patch, delete, suspend, resume), the planner's re
 simulator's ASGI app for `--sim`). Everything the network can do wrong is translated
 here into `reconciler.api.errors`; auth lives in `auth`, the retry policy in `retries`.
 
-Every request has a timeout. 429, 500, 502, 503, 504 and network failures are
-retried with exponential backoff and full jitter (or the server's Retry-After), up to
+Every request has a timeout. A host name that does not resolve and a TLS failure are
+permanent (one clear line, no retries). 429, 500, 502, 503, 504 and other network
+failures are retried with exponential backoff and full jitter (or the server's Retry-After), up to
 `max_attempts` attempts and `retry_budget_s` seconds in all. Reads, PATCH, DELETE,
 suspend and resume are safe to repeat. A create is not: after an ambiguous failure
 (it may have been committed) `create` asks `on_ambiguous(kind, body)` to look the
@@ -21,6 +22,8 @@ import asyncio
 import logging
 import os
 import random
+import socket
+import ssl
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -93,7 +96,8 @@ class RunaiClient:
                  verify: bool = True, env: Mapping[str, str] | None = None,
                  **options: Any) -> "RunaiClient":
         """A client from `url` (else RUNAI_URL) and RUNAI_TOKEN, or RUNAI_CLIENT_ID +
-        RUNAI_CLIENT_SECRET. Raises ConfigError naming what is missing."""
+        RUNAI_CLIENT_SECRET; RUNAI_MAX_ATTEMPTS and RUNAI_RETRY_BUDGET (seconds) tune the
+        retry policy. Raises ConfigError naming what is missing or malformed."""
         env = os.environ if env is None else env
         url = url or env.get("RUNAI_URL")
         if not url:
@@ -106,6 +110,17 @@ class RunaiClient:
                 raise errors.ConfigError("RUNAI_CLIENT_ID is set but RUNAI_CLIENT_SECRET is not")
             if client_secret and not client_id:
                 raise errors.ConfigError("RUNAI_CLIENT_SECRET is set but RUNAI_CLIENT_ID is not")
+        for var, key, conv in (("RUNAI_MAX_ATTEMPTS", "max_attempts", int),
+                               ("RUNAI_RETRY_BUDGET", "retry_budget_s", float)):
+            raw = env.get(var)
+            if raw and key not in options:
+                try:
+                    value = conv(raw)
+                except ValueError:
+                    value = -1
+                if not value > 0 or value != value or value == float("inf"):
+                    raise errors.ConfigError(f"{var} must be a positive number, got {raw!r}")
+                options[key] = value
         return cls(url, token=token, client_id=client_id, client_secret=client_secret,
                    transport=transport, verify=verify, **options)
 
@@ -242,6 +257,10 @@ class RunaiClient:
                 resp = await self._http.request(method, path, json=json, params=params,
                                                 headers=headers)
             except httpx.TransportError as exc:
+                cause = _root_cause(exc)
+                if cause is not None:
+                    raise errors.PermanentError(f"{method} {path}: {cause}", method=method,
+                                                path=path) from exc
                 if not retries.is_retryable_transport(exc):
                     raise errors.PermanentError(
                         f"{method} {path}: {self._redact(str(exc)) or type(exc).__name__}",
@@ -371,6 +390,23 @@ def _parse_error_body(resp: httpx.Response) -> tuple[str, str | None, list[dict]
               for i in data.get("complianceIssues") or [] if isinstance(i, dict)]
     return (str(message) if message is not None else "",
             str(details) if details is not None else None, issues)
+
+
+def _root_cause(exc: BaseException) -> str | None:
+    """A clear sentence for a connection failure that retrying cannot cure (a name that
+    does not resolve, a certificate that does not verify), or None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return (f"the control plane's TLS certificate could not be verified "
+                    f"({seen.verify_message or seen.reason}); check the URL, or pass "
+                    "--insecure only on a network you trust")
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS handshake with the control plane failed ({seen.reason or seen})"
+        if isinstance(seen, socket.gaierror):
+            return f"cannot resolve the control plane's host name ({seen.strerror or seen})"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _describe_transport(exc: httpx.TransportError) -> str:

@@ -1,0 +1,113 @@
+"""Fixtures for the reliability suites: the e2e `sim serve` and workspace, many specs at
+once, `runai-reconcile` as a real subprocess (to kill it), the convergence check, and
+a recorder of figures for docs/reliability.md (`benchmarks/reliability_report.py`)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from tests.e2e.conftest import CLUSTER, Workspace, _sim_process, sim_server, ws  # noqa: F401
+
+REPORT_ENV = "RELIABILITY_REPORT"  # a JSON-lines file the suites append their figures to
+
+
+def training_doc(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3") -> str:
+    return (f"kind: DistributedTraining\nname: {name}\nprojectId: \"7\"\nclusterId: {CLUSTER}\n"
+            f"spec:\n  image: {image}\n  distributedFramework: PyTorch\n  numWorkers: 2\n")
+
+
+def write_fleet(ws: Workspace, n: int, prefix: str = "job", image: str | None = None) -> list[str]:
+    """`n` DistributedTraining specs in one multi-document file; returns their names."""
+    names = [f"{prefix}-{i:03d}" for i in range(n)]
+    docs = [training_doc(n_, **({"image": image} if image else {})) for n_ in names]
+    (ws.specs / "fleet.yaml").write_text("---\n".join(docs))
+    return names
+
+
+def spawn(ws: Workspace, *args: str) -> subprocess.Popen:
+    """`runai-reconcile --state <ws state> ARGS` as a subprocess (stdout, stderr piped)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
+    env.update({k: v for k, v in ws.env.items() if v is not None})
+    return subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "--state", str(ws.state_path), *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, cwd=ws.root)
+
+
+def live_names(sim) -> collections.Counter:
+    """How many live (not being deleted) workloads hold each name in project 7."""
+    workloads = sim.admin.get("/_sim/workloads").json()["workloads"]
+    return collections.Counter(w["name"] for w in workloads
+                               if w["projectId"] == "7" and w["desiredPhase"] != "Deleted")
+
+
+@dataclass
+class Convergence:
+    duplicates: int
+    lost: int
+    extra: int
+    untracked: int  # live workloads the state does not know (or knows by another id)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.duplicates or self.lost or self.extra or self.untracked)
+
+
+def convergence(ws: Workspace, sim, names: list[str]) -> Convergence:
+    """Compare live with the desired names and with the state file."""
+    counts = live_names(sim)
+    wanted = set(names)
+    workloads = sim.admin.get("/_sim/workloads").json()["workloads"]
+    ids = {w["name"]: w["workloadId"] for w in workloads
+           if w["projectId"] == "7" and w["desiredPhase"] != "Deleted"}
+    state = ws.state()["resources"] if ws.state_path.exists() else {}
+    tracked = {r["name"]: r["workload_id"] for r in state.values()}
+    return Convergence(
+        duplicates=sum(c - 1 for c in counts.values() if c > 1),
+        lost=len(wanted - set(counts)),
+        extra=len(set(counts) - wanted),
+        untracked=sum(1 for n, wid in ids.items() if tracked.get(n) != wid)
+        + len(set(tracked) - set(ids)),
+    )
+
+
+@dataclass
+class Figures:
+    suite: str
+    faults: str
+    runs: int = 0
+    workloads: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    recoveries: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def figures(request):
+    """Figures a test fills in; appended to $RELIABILITY_REPORT when that is set."""
+    made: list[Figures] = []
+    start = time.monotonic()
+
+    def new(suite: str, faults: str) -> Figures:
+        f = Figures(suite, faults)
+        made.append(f)
+        return f
+
+    yield new
+    path = os.environ.get(REPORT_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            for f in made:
+                if not f.seconds:
+                    f.seconds = time.monotonic() - start
+                out.write(json.dumps({**f.__dict__, "test": request.node.nodeid}) + "\n")

@@ -1,0 +1,162 @@
+"""The chaos suite: applies against `sim serve` with faults injected, killed with -9 at
+random moments, interrupted with Ctrl-C, run twice at once, outliving their token. Each
+ends with live equal to desired, the state equal to live, and no duplicates."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+
+import pytest
+
+from tests.reliability.conftest import convergence, live_names, spawn, write_fleet
+
+pytestmark = [pytest.mark.chaos, pytest.mark.http]
+
+
+def faults(sim, **settings) -> None:
+    sim.admin.put("/_sim/faults", json=settings).raise_for_status()
+
+
+def posts(sim) -> int:
+    return sum(1 for r in sim.requests() if r["method"] == "POST"
+               and r["route"].endswith("/distributed"))
+
+
+def test_a_hundred_workloads_converge_in_one_run_under_errors_and_commit_failures(ws, sim_server, figures):
+    fig = figures("faults: apply, replace, delete", "20% 503/429 (Retry-After 1 s) + 10% commit-then-fail")
+    start = time.monotonic()
+    faults(sim_server, errorRate=0.2, commitFailRate=0.1, retryAfterSeconds=1)
+    names = write_fleet(ws, 100)
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert convergence(ws, sim_server, names).ok, convergence(ws, sim_server, names)
+
+    # A second run under the same faults: replace 20 (new image), delete 10, keep 70.
+    kept = names[10:]
+    specs = (ws.specs / "fleet.yaml").read_text().split("---\n")
+    specs = specs[10:]
+    specs[:20] = [d.replace("24.05-py3", "24.10-py3") for d in specs[:20]]
+    (ws.specs / "fleet.yaml").write_text("---\n".join(specs))
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert "20 replaced, 10 deleted" in res.output
+    conv = convergence(ws, sim_server, kept)
+    assert conv.ok, conv
+    faults(sim_server, errorRate=0.0, commitFailRate=0.0)
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 2, 100, conv.duplicates, conv.lost
+    fig.seconds = time.monotonic() - start
+
+
+@pytest.mark.parametrize("trial", range(4))
+def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, figures, trial):
+    rng = random.Random(1000 + trial)
+    fig = figures("kill -9 mid-apply, then plan + apply", "kill -9 at a random moment; 60 ms latency")
+    faults(sim_server, latencyMs=60, jitterMs=40)
+    names = write_fleet(ws, 40)
+    start = time.monotonic()
+    proc = spawn(ws, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
+    # The CLI takes about a second to start; the apply itself about two more.
+    time.sleep(rng.uniform(1.0, 3.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    time.sleep(0.3)  # requests the dead process had sent still land (latency <= 100 ms)
+    faults(sim_server, latencyMs=0, jitterMs=0)
+
+    if ws.state_path.exists():
+        json.loads(ws.state_path.read_text())  # the state file always parses
+    created = live_names(sim_server)
+    doc = ws.plan_json()
+    proposed = {rc["address"].rsplit("/", 1)[1] for rc in doc["resource_changes"]
+                if rc["change"]["actions"] == ["create"]}
+    assert not proposed & set(created), "plan proposes creating workloads that exist"
+    assert proposed == set(names) - set(created)
+
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    conv = convergence(ws, sim_server, names)
+    assert conv.ok, conv
+    assert not ws.state_path.with_name("state.json.journal").exists()
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 2, len(names), conv.duplicates, conv.lost
+    fig.recoveries = res.stderr.count("created by an interrupted run")
+    fig.notes.append(f"{len(created)} created before the kill")
+    fig.seconds = time.monotonic() - start
+
+
+def test_ctrl_c_finishes_what_is_in_flight_records_it_and_exits_130(ws, sim_server, figures):
+    fig = figures("Ctrl-C mid-apply, then apply", "SIGINT after 3 creates; 150 ms latency")
+    faults(sim_server, latencyMs=150)
+    names = write_fleet(ws, 30)
+    start = time.monotonic()
+    proc = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
+    deadline = time.monotonic() + 30
+    while posts(sim_server) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "Apply interrupted!" in out and "not started" in out
+    assert "Traceback" not in err
+    faults(sim_server, latencyMs=0)
+    created = live_names(sim_server)
+    assert 3 <= len(created) < len(names)
+    conv = convergence(ws, sim_server, sorted(created))
+    assert conv.ok, conv  # every workload that exists is in the state, with its id
+    assert not ws.state_path.with_name("state.json.journal").exists()
+
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    conv = convergence(ws, sim_server, names)
+    assert conv.ok, conv
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 2, len(names), conv.duplicates, conv.lost
+    fig.seconds = time.monotonic() - start
+
+
+def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(ws, sim_server, figures):
+    fig = figures("two concurrent applies", "second apply while the first holds the lock")
+    faults(sim_server, latencyMs=150)
+    names = write_fleet(ws, 20)
+    start = time.monotonic()
+    first = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
+    deadline = time.monotonic() + 30
+    while posts(sim_server) < 1:
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    second = spawn(ws, "apply", str(ws.specs), "--auto-approve")
+    waiter = spawn(ws, "--lock-timeout", "60", "apply", str(ws.specs), "--auto-approve")
+    out2, err2 = second.communicate(timeout=60)
+    out1, err1 = first.communicate(timeout=60)
+    out3, err3 = waiter.communicate(timeout=60)
+    assert first.returncode == 0, err1
+    assert second.returncode == 1
+    assert "state is locked by" in err2 and "operation apply since" in err2
+    assert f"pid {first.pid} " in err2 or f"pid {waiter.pid} " in err2  # the holder, by name
+    assert waiter.returncode == 0, err3  # waited for the lock, then found nothing to do
+    assert "created" not in err3
+    conv = convergence(ws, sim_server, names)
+    assert conv.ok, conv
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 3, len(names), conv.duplicates, conv.lost
+    fig.seconds = time.monotonic() - start
+
+
+def test_an_apply_outlives_its_token(ws, sim_server, figures):
+    fig = figures("token lifetime shorter than the apply", "1 s tokens; 100 ms latency")
+    faults(sim_server, tokenTtl=1, latencyMs=100)
+    names = write_fleet(ws, 40)
+    start = time.monotonic()
+    res = ws.cli("--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
+    elapsed = time.monotonic() - start
+    assert res.exit_code == 0, res.output
+    assert elapsed > 2
+    tokens = [r for r in sim_server.requests(api_only=False) if r["path"] == "/api/v1/token"]
+    assert len(tokens) >= 2  # renewed during the run ...
+    assert not [r for r in sim_server.requests() if r["status"] == 401]  # ... before expiry
+    conv = convergence(ws, sim_server, names)
+    assert conv.ok, conv
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 1, len(names), conv.duplicates, conv.lost
+    fig.notes.append(f"{len(tokens)} tokens over {elapsed:.1f} s")
+    fig.seconds = elapsed
