@@ -24,6 +24,7 @@ NO_CHANGES = "**No changes.** Live workloads match the specs."
 NO_DRIFT = "**No drift.** Live workloads match the state."
 # Room kept for the "too long" note and the lines that count what is left out.
 _RESERVE = 1_200
+_PENDING_LISTED = 100  # pending changes are listed by name in a drift report, up to this
 
 
 def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
@@ -75,8 +76,10 @@ def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
         m = len(pending)
         head += [f"**Pending:** the specs differ from the state for {m} workload"
                  f"{'s' if m != 1 else ''} (not drift: `runai-reconcile apply` makes them):", ""]
-        head += [f"- `{words.SYMBOLS[rc.action]}` {rc.address} ({rc.action.value})"
-                 for rc in sorted(pending, key=lambda rc: rc.address)]
+        pending = sorted(pending, key=lambda rc: rc.address)
+        head += [_plan_line(rc) for rc in pending[:_PENDING_LISTED]]
+        if m > _PENDING_LISTED:
+            head.append(f"- …and {m - _PENDING_LISTED} more (`runai-reconcile plan` lists them)")
         head.append("")
     sections = [(_drift_line(item), _drift_details(item)) for item in report.drifted]
     return _assemble(head, sections, limit, noun="drifted workloads")
@@ -91,10 +94,14 @@ def _assemble(head: list[str], sections: Sequence[tuple[str, str]], limit: int, 
     if len(full.rstrip("\n")) + 1 <= limit:
         return full.rstrip("\n") + "\n"
     budget = limit - _RESERVE - len("\n".join(head)) - 1
+    # Every workload named, if possible, is worth more than a few more in detail.
+    names_after = [0] * (len(sections) + 1)
+    for i in range(len(sections) - 1, -1, -1):
+        names_after[i] = names_after[i + 1] + len(sections[i][0]) + 1
     shown: list[str] = []
     used = 0
-    for _, details in sections:
-        if used + len(details) > budget:
+    for i, (_, details) in enumerate(sections):
+        if used + len(details) + min(names_after[i + 1], budget // 2) > budget:
             break
         shown.append(details)
         used += len(details)

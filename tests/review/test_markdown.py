@@ -1,0 +1,108 @@
+"""Markdown for PR comments: goldens, the 65,535-character limit with complete counts."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+
+import pytest
+
+from reconciler import drift
+from reconciler.plans import Action, FieldChange, Plan
+from reconciler.render import markdown
+from tests.render.examples import PLANS, inference, inference_body, training, training_body
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+
+
+def _drift_report() -> drift.DriftReport:
+    pending = Plan(changes=[
+        inference("llama-70b-serve", Action.UPDATE, "spec_changed",
+                  changes=[FieldChange("spec.replicas", 2, 4)]),
+        training("new-job", Action.CREATE, "new", after=training_body("new-job")),
+    ])
+    return drift.DriftReport(drifted=[
+        drift.DriftedWorkload("DistributedInference/7/llama-70b-serve", "DistributedInference",
+                              "llama-70b-serve", "7", "5d9e", "drift",
+                              [drift.DriftedPath("spec.replicas", 2, 5)]),
+        drift.DriftedWorkload("DistributedTraining/7/bert-ddp", "DistributedTraining", "bert-ddp",
+                              "7", "0b6f", "drift",
+                              [drift.DriftedPath("spec.environmentVariables[HF_TOKEN].value",
+                                                 "hf_old", "hf_new"),
+                               drift.DriftedPath("spec.args", "--a", "--b")],
+                              sensitive=("spec.args",)),
+        drift.DriftedWorkload("DistributedTraining/7/resnet-mpi", "DistributedTraining",
+                              "resnet-mpi", "7", "3c2b", "phase_drift",
+                              [drift.DriftedPath("desiredPhase", "Running", "Stopped")]),
+        drift.DriftedWorkload("DistributedTraining/7/old-sweep", "DistributedTraining",
+                              "old-sweep", "7", "7e6d", "deleted_outside"),
+    ], pending=pending, lineage="6b0c", serial=3)
+
+
+CASES = {f"plan_{name}": (lambda n=name: markdown.render_plan(PLANS[n]())) for name in PLANS}
+CASES["drift"] = lambda: markdown.render_drift(_drift_report())
+CASES["no_drift"] = lambda: markdown.render_drift(drift.DriftReport(drifted=[], pending=Plan([])))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_golden(name):
+    got = CASES[name]()
+    path = GOLDEN / f"{name}.md"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(got, encoding="utf-8")
+    assert path.exists(), f"no golden {path.name}: run with UPDATE_GOLDEN=1 and review it"
+    assert got == path.read_text(encoding="utf-8"), \
+        f"{path.name} differs; if intended, rerun with UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_every_golden_has_a_case():
+    stale = {p.name for p in GOLDEN.iterdir()} - {f"{n}.md" for n in CASES}
+    assert not stale, f"golden files without a case: {sorted(stale)}"
+
+
+def _big_plan(n: int) -> Plan:
+    changes = []
+    for i in range(n):
+        name = f"job-{i:04d}"
+        if i % 2:
+            changes.append(training(name, Action.REPLACE, "spec_changed",
+                                    before=training_body(name), after=training_body(name, "img:2"),
+                                    changes=[FieldChange("spec.image", "img:1", "img:2",
+                                                         forces_replacement=True)]))
+        else:
+            changes.append(inference(name, Action.CREATE, "new", after=inference_body(name, 2)))
+    return Plan(changes=sorted(changes, key=lambda rc: rc.address))
+
+
+def test_400_changed_workloads_fit_one_comment_with_complete_counts():
+    out = markdown.render_plan(_big_plan(400))
+    assert len(out) <= markdown.GITHUB_LIMIT
+    assert "**Plan:** 200 to create, 0 to update, 200 to replace," in out
+    assert "| DistributedInference | 200 | 0 | 0 | 0 | 0 | 0 |" in out
+    assert "| DistributedTraining | 0 | 0 | 200 | 0 | 0 | 0 |" in out
+    assert "| **total** | **200** | **0** | **200** |" in out
+    assert "This comment is shortened" in out
+    m = re.search(r"(\d+) of 400 changed workloads are shown in detail", out)
+    assert m and 0 < int(m.group(1)) < 400
+    assert out.count("<details>") == int(m.group(1))
+    assert out.count("<details>") == out.count("</details>")
+    assert out.count("```") % 2 == 0, "no code block is cut in half"
+
+
+def test_huge_plans_only_count_what_does_not_fit():
+    out = markdown.render_plan(_big_plan(5000))
+    assert len(out) <= markdown.GITHUB_LIMIT
+    assert "**Plan:** 2500 to create, 0 to update, 2500 to replace," in out
+    assert re.search(r"…and \d+ more changed workloads, not listed\.", out)
+
+
+def test_small_plans_are_not_shortened():
+    out = markdown.render_plan(_big_plan(10))
+    assert "shortened" not in out and out.count("<details>") == 10
+
+
+def test_backticks_in_values_do_not_break_the_code_block():
+    rc = training("x", Action.CREATE, "new", after={"name": "x", "spec": {"command": "echo ```"}})
+    out = markdown.render_plan(Plan([rc]))
+    assert "````diff" in out and out.count("````") == 2

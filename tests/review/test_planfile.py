@@ -1,0 +1,85 @@
+"""The saved-plan encoding on its own: round trip, versions, damage, fingerprints."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reconciler import planfile
+from reconciler.desired.types import DesiredWorkload, Lifecycle
+from reconciler.plans import Action
+from reconciler.state.model import State
+from tests.render.examples import PLANS, inference_body
+
+
+def _saved() -> planfile.SavedPlan:
+    plan = PLANS["mixed"]()
+    plan.changes[0].sensitive = ("spec.args",)
+    desired = [DesiredWorkload("DistributedInference", "llama-70b-serve", "7", "c1",
+                               inference_body("llama-70b-serve", 4),
+                               lifecycle=Lifecycle(True, ("spec.replicas",), ("spec.args",)),
+                               source="specs/serve.yaml", line=1)]
+    return planfile.SavedPlan(plan=plan, desired=desired,
+                              live={plan.changes[0].address: "sha256:ab", "x": planfile.ABSENT},
+                              replace=["DistributedTraining/7/llama-ft-ddp"])
+
+
+def test_round_trip_keeps_every_field():
+    saved = _saved()
+    back = planfile.decode(planfile.encode(saved))
+    assert back == saved
+    assert planfile.encode(back) == planfile.encode(saved)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.update(version=2), "newer runai-reconcile"),
+    (lambda d: d.update(format="terraform"), "is not a saved plan"),
+    (lambda d: d.pop("changes"), "damaged or incomplete"),
+    (lambda d: d["changes"][0].update(action="explode"), "damaged or incomplete"),
+    (lambda d: d["changes"][0].update(kind="Nope"), "kind this version does not know"),
+])
+def test_damaged_or_foreign_files_are_refused_clearly(mutate, message):
+    doc = json.loads(planfile.encode(_saved()))
+    mutate(doc)
+    with pytest.raises(planfile.PlanFileError, match=message):
+        planfile.decode(json.dumps(doc), "plan.json")
+    with pytest.raises(planfile.PlanFileError, match="not JSON"):
+        planfile.decode("{", "plan.json")
+
+
+LIVE = {"workloadId": "w1", "name": "s", "projectId": "7", "clusterId": "c1",
+        "spec": {"replicas": 2}, "actualPhase": "Creating", "desiredPhase": "Running",
+        "createdAt": "2024-01-01T00:00:00Z"}
+
+
+def test_fingerprint_follows_what_the_planner_uses():
+    fp = planfile.fingerprint("DistributedInference", LIVE)
+    assert fp.startswith("sha256:")
+    same = dict(LIVE, actualPhase="Running", createdAt="later")
+    assert planfile.fingerprint("DistributedInference", same) == fp
+    for changed in (dict(LIVE, spec={"replicas": 3}), dict(LIVE, workloadId="w2"),
+                    dict(LIVE, desiredPhase="Stopped"), dict(LIVE, actualPhase="Completed")):
+        assert planfile.fingerprint("DistributedInference", changed) != fp
+    assert planfile.fingerprint("DistributedInference", None) == planfile.ABSENT
+
+
+def test_staleness_checks():
+    saved = _saved()
+    saved.plan.lineage, saved.plan.serial = "L", 3
+    assert planfile.state_problems(saved, State(lineage="L", serial=3)) == []
+    assert "lineage" in planfile.state_problems(saved, State(lineage="M", serial=3))[0]
+    assert "serial 3 then, 4 now" in planfile.state_problems(saved, State(lineage="L", serial=4))[0]
+    addr = saved.plan.changes[0].address
+    assert saved.plan.changes[0].action is not Action.NOOP
+    saved.live = {addr: planfile.fingerprint("DistributedInference", LIVE)}
+    assert planfile.live_problems(saved, {addr: dict(LIVE, actualPhase="Running")}) == []
+    assert planfile.live_problems(saved, {addr: None}) == [f"{addr} was deleted since the plan was made"]
+
+
+def test_a_plan_made_before_any_state_adopts_the_new_state():
+    saved = _saved()
+    saved.plan.lineage, saved.plan.serial = "L", 0
+    fresh = State()
+    planfile.adopt_new_state(saved, fresh)
+    assert fresh.lineage == "L" and planfile.state_problems(saved, fresh) == []
