@@ -1,0 +1,115 @@
+"""The CI recipes under docs/ci/ parse, and every `runai-reconcile ...` line in them parses
+with the CLI as it exists (an option that does not exist, or a bad value, fails here)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shlex
+
+import click
+import pytest
+import yaml
+
+from reconciler.cli import main
+
+CI = pathlib.Path(__file__).resolve().parents[2] / "docs" / "ci"
+RECIPES = sorted(CI.glob("*.y*ml"))
+_SHELL_STOP = {">", ">>", "2>", "|", "||", "&&", ";", "2>&1"}
+
+
+def _strings(node):
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _strings(v)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+    elif isinstance(node, str):
+        yield node
+
+
+def _command_lines(doc) -> list[list[str]]:
+    """Argument lists of `runai-reconcile` in shell steps, and in container command+args."""
+    found = []
+    for text in _strings(doc):
+        text = text.replace("\\\n", " ")
+        for line in text.splitlines():
+            line = line.strip()
+            if not line.startswith("runai-reconcile "):
+                continue
+            words = []
+            for w in shlex.split(line)[1:]:
+                if w in _SHELL_STOP or re.match(r"^\d?>", w):
+                    break
+                words.append(w)
+            found.append(words)
+    for container in _containers(doc):
+        if container.get("command") == ["runai-reconcile"]:
+            found.append(list(container.get("args", [])))
+    return found
+
+
+def _containers(node):
+    if isinstance(node, dict):
+        for key in ("containers", "initContainers"):
+            for c in node.get(key) or []:
+                yield c
+        for v in node.values():
+            yield from _containers(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _containers(v)
+
+
+def _parse(args: list[str]) -> list[str]:
+    """Parse `args` down to the leaf command; return the command path. Raises UsageError."""
+    cmd: click.Command = main
+    ctx = cmd.make_context("runai-reconcile", list(args))
+    path = []
+    while isinstance(cmd, click.Group):
+        rest = [*ctx._protected_args, *ctx.args]
+        name, sub, rest = cmd.resolve_command(ctx, rest)
+        path.append(name)
+        cmd = sub
+        ctx = sub.make_context(name, rest, parent=ctx)
+    return path
+
+
+def test_there_are_the_four_recipes():
+    assert {p.name for p in RECIPES} == {"github-plan.yml", "github-apply.yml",
+                                         "github-drift.yml", "k8s-drift-cronjob.yaml"}
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_recipe_parses_and_its_commands_exist(recipe):
+    docs = list(yaml.safe_load_all(recipe.read_text()))
+    assert docs and all(isinstance(d, dict) for d in docs)
+    lines = [args for d in docs for args in _command_lines(d)]
+    assert lines, f"{recipe.name} runs no runai-reconcile command"
+    for args in lines:
+        _parse(args)
+
+
+def test_recipes_use_what_the_issue_asks():
+    text = {p.name: p.read_text() for p in RECIPES}
+    plan = yaml.safe_load(text["github-plan.yml"])
+    assert "pull_request" in plan[True]  # YAML 1.1 reads `on:` as true
+    assert "--out plan.json --format markdown" in text["github-plan.yml"]
+    assert "upload-artifact" in text["github-plan.yml"] and "updateComment" in text["github-plan.yml"]
+    assert "runai-reconcile --no-color apply plan.json" in text["github-apply.yml"]
+    drift = yaml.safe_load(text["github-drift.yml"])
+    assert "schedule" in drift[True]
+    assert "--detailed-exitcode" in text["github-drift.yml"] and "GITHUB_STEP_SUMMARY" in text["github-drift.yml"]
+    cron = yaml.safe_load(text["k8s-drift-cronjob.yaml"])
+    assert cron["kind"] == "CronJob"
+
+
+def test_the_checker_rejects_what_does_not_exist():
+    with pytest.raises(click.UsageError):
+        _parse(["plan", "specs", "--no-such-flag"])
+    with pytest.raises(click.BadParameter):
+        _parse(["drift", "specs", "--format", "html"])
+    with pytest.raises(click.UsageError):
+        _parse(["frobnicate"])
+    assert _parse(["state", "rm", "DistributedTraining/7/x"]) == ["state", "rm"]
