@@ -18,21 +18,23 @@ RECIPES = sorted(CI.glob("*.y*ml"))
 _SHELL_STOP = {">", ">>", "2>", "|", "||", "&&", ";", "2>&1"}
 
 
-def _strings(node):
+def _run_scripts(node):
+    """The shell scripts of workflow steps (`run:` values)."""
     if isinstance(node, dict):
-        for v in node.values():
-            yield from _strings(v)
+        for k, v in node.items():
+            if k == "run" and isinstance(v, str):
+                yield v
+            else:
+                yield from _run_scripts(v)
     elif isinstance(node, list):
         for item in node:
-            yield from _strings(item)
-    elif isinstance(node, str):
-        yield node
+            yield from _run_scripts(item)
 
 
 def _command_lines(doc) -> list[list[str]]:
     """Argument lists of `runai-reconcile` in shell steps, and in container command+args."""
     found = []
-    for text in _strings(doc):
+    for text in _run_scripts(doc):
         text = text.replace("\\\n", " ")
         for line in text.splitlines():
             line = line.strip()
