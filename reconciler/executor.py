@@ -448,7 +448,8 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
             notes.append(f"{address}: the interrupted run had not created it")
     for n in notes:
         say(n)
-    await asyncio.to_thread(store.write, state)
+    if notes or pending or store.has_journal():
+        await asyncio.to_thread(store.write, state)
     return notes
 
 
