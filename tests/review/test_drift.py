@@ -93,3 +93,11 @@ def test_drift_errors_exit_1(ws, sim_server, applied):
     assert res.exit_code == 1
     assert res.stderr.startswith("Error:") and "state.json" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_example_specs_show_no_drift_right_after_apply(ws, sim_server):
+    ws.copy_examples()
+    assert ws.apply().exit_code == 0
+    res = _drift(ws)
+    assert res.exit_code == 0, res.output
+    assert json.loads(_drift(ws, "--format", "json").stdout)["drift"] == []

@@ -73,7 +73,7 @@ def test_a_plan_with_nothing_to_do_cannot_be_applied_twice_either(ws, sim_server
     assert "No changes" in ws.cli("show", str(path)).stdout
     serial = ws.state()["serial"]
     assert ws.cli("apply", str(path)).exit_code == 0
-    assert ws.state()["serial"] == serial + 1
+    assert ws.state()["serial"] > serial
     again = ws.cli("apply", str(path))
     assert again.exit_code == 1 and "stale" in again.output
 
@@ -160,3 +160,12 @@ def test_saved_plan_refuses_targeting_flags_and_bad_files(ws, sim_server):
     path.write_text(json.dumps(newer))
     res = ws.cli("show", str(path))
     assert res.exit_code == 1 and "newer runai-reconcile" in res.output
+
+
+def test_apply_preview_in_json_leaves_stdout_to_the_document(ws, sim_server):
+    ws.write("train.yaml", TRAINING)
+    res = ws.apply("--format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["summary"]["create"] == 1
+    assert "Apply complete!" in res.stderr
