@@ -92,6 +92,13 @@ class Figures:
     notes: list[str] = field(default_factory=list)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if call.when == "call":
+        item.call_passed = outcome.get_result().passed
+
+
 @pytest.fixture
 def figures(request):
     """Figures a test fills in; appended to $RELIABILITY_REPORT when that is set."""
@@ -105,7 +112,7 @@ def figures(request):
 
     yield new
     path = os.environ.get(REPORT_ENV)
-    if path:
+    if path and getattr(request.node, "call_passed", False):
         with open(path, "a", encoding="utf-8") as out:
             for f in made:
                 if not f.seconds:

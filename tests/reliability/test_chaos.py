@@ -153,10 +153,13 @@ def test_an_apply_outlives_its_token(ws, sim_server, figures):
     assert res.exit_code == 0, res.output
     assert elapsed > 2
     tokens = [r for r in sim_server.requests(api_only=False) if r["path"] == "/api/v1/token"]
-    assert len(tokens) >= 2  # renewed during the run ...
-    assert not [r for r in sim_server.requests() if r["status"] == 401]  # ... before expiry
+    assert len(tokens) >= 2  # renewed during the run (ahead of expiry, or after a 401) ...
+    unauthorized = [r for r in sim_server.requests() if r["status"] == 401]
+    # ... one renewal at a time: requests refused together share it, no stampede
+    assert len(tokens) <= 2 + elapsed / 0.5
+    assert len(unauthorized) <= 4 * len(tokens)  # at most the requests in flight (parallelism 4)
     conv = convergence(ws, sim_server, names)
     assert conv.ok, conv
     fig.runs, fig.workloads, fig.duplicates, fig.lost = 1, len(names), conv.duplicates, conv.lost
-    fig.notes.append(f"{len(tokens)} tokens over {elapsed:.1f} s")
+    fig.notes.append(f"{len(tokens)} tokens, {len(unauthorized)} 401s over {elapsed:.1f} s")
     fig.seconds = elapsed
