@@ -151,7 +151,7 @@ def test_an_apply_outlives_its_token(ws, sim_server, figures):
     res = ws.cli("--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
     elapsed = time.monotonic() - start
     assert res.exit_code == 0, res.output
-    assert elapsed > 2
+    assert elapsed > 1.2  # longer than one token lives
     tokens = [r for r in sim_server.requests(api_only=False) if r["path"] == "/api/v1/token"]
     assert len(tokens) >= 2  # renewed during the run (ahead of expiry, or after a 401) ...
     unauthorized = [r for r in sim_server.requests() if r["status"] == 401]
