@@ -80,10 +80,12 @@ def _api_error_types() -> tuple[type[BaseException], ...]:
               type=click.IntRange(1, 256), help="API requests in flight at once.")
 @click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
 @click.option("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
+@click.option("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
 @click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for the state lock.")
 @click.pass_context
-def main(ctx: click.Context, url, sim, state_path, parallelism, no_color, insecure, lock_timeout) -> None:
+def main(ctx: click.Context, url, sim, state_path, parallelism, no_color, insecure, verbose,
+         lock_timeout) -> None:
     """Terraform-style plan/apply for NVIDIA Run:ai workloads.
 
     Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
@@ -92,7 +94,8 @@ def main(ctx: click.Context, url, sim, state_path, parallelism, no_color, insecu
     color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
     ctx.obj = Config(url=url, sim=sim, state_path=state_path, parallelism=parallelism,
                      color=color, insecure=insecure, lock_timeout=lock_timeout)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s: %(message)s")
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -110,7 +113,7 @@ def _client(cfg: Config):
         app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
         return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,
                            client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app))
-    return RunaiClient.from_env(cfg.url, verify=not cfg.insecure)
+    return RunaiClient.from_env(cfg.url, verify=not cfg.insecure, max_connections=cfg.parallelism)
 
 
 def _store(cfg: Config):

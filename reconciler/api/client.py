@@ -31,6 +31,7 @@ import httpx
 
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
+from reconciler.api.pool import KeepAlivePool
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
@@ -49,7 +50,9 @@ class RunaiClient:
 
     Give `token` (used as is) or `client_id` and `client_secret` (exchanged for a
     token, renewed before expiry). `transport` replaces the network, e.g.
-    `httpx.ASGITransport(app)` for the in-process simulator. `sleep`, `clock`
+    `httpx.ASGITransport(app)` for the in-process simulator; otherwise up to
+    `max_connections` kept-alive connections are used (size it to the requests you keep
+    in flight: `--parallelism`). `sleep`, `clock`
     (monotonic), `wall_clock` (epoch, to read a JWT's expiry) and `rng` (backoff
     jitter) are injectable so tests control time.
     """
@@ -58,7 +61,7 @@ class RunaiClient:
                  client_id: str | None = None, client_secret: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  verify: bool = True, timeout: float = 30.0, max_attempts: int = 8,
-                 retry_budget_s: float = 60.0,
+                 retry_budget_s: float = 60.0, max_connections: int = 32,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
@@ -87,7 +90,11 @@ class RunaiClient:
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
         self._requests = 0
-        self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport,
+        if transport is None and not _proxy_configured():
+            transport = KeepAlivePool(size=max_connections, verify=verify)
+        limits = httpx.Limits(max_connections=max_connections,
+                              max_keepalive_connections=max_connections)
+        self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport, limits=limits,
                                        verify=verify, timeout=httpx.Timeout(timeout),
                                        headers={"Accept": "application/json"})
 
@@ -295,7 +302,7 @@ class RunaiClient:
             if ambiguous and mode == _CREATE:
                 if on_ambiguous is None:
                     raise failure
-                log.warning("%s; looking the workload up before retrying", failure)
+                log.info("%s; looking the workload up before retrying", failure)
                 try:
                     found = await on_ambiguous()
                 except errors.ApiError as exc:
@@ -310,7 +317,7 @@ class RunaiClient:
             elapsed = self._clock() - start
             if attempt >= self.max_attempts or elapsed + delay > self.retry_budget_s:
                 raise _gave_up(failure, attempt, elapsed)
-            log.warning("%s; retrying in %.1f s (attempt %d of %d)",
+            log.info("%s; retrying in %.1f s (attempt %d of %d)",
                         failure, delay, attempt + 1, self.max_attempts)
             await self._sleep(delay)
 
@@ -367,6 +374,12 @@ class RunaiClient:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def _proxy_configured() -> bool:
+    """A proxy is set in the environment: then httpx's own transport, which honours it."""
+    return any(k.lower() in ("http_proxy", "https_proxy", "all_proxy") and v
+               for k, v in os.environ.items())
 
 
 def _item(kind: Kind, workload_id: str) -> str:

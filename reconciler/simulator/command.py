@@ -65,9 +65,12 @@ def sim() -> None:
 @click.option("--no-token-faults", is_flag=True,
               help="Exempt POST /api/v1/token from injected latency and errors.")
 @click.option("--seed", type=int, help="Random seed for ids, name suffixes and faults.")
+@click.option("--quiet", is_flag=True,
+              help="No log line per request (benchmarks: at hundreds of requests a second "
+                   "the log costs more CPU than the API).")
 def serve(host, port, client_id, client_secret, data_path, phase_seconds, latency_ms, jitter_ms,
           error_rate, commit_fail_rate, commit_fail_mode, retry_after, token_ttl,
-          no_token_faults, seed) -> None:
+          no_token_faults, seed, quiet) -> None:
     """Serve the simulated control plane over HTTP until interrupted (Ctrl-C).
 
     Logs one line per request. Get a token with
@@ -93,4 +96,5 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
     logging.getLogger("uvicorn.error").addFilter(_DropFilter())
     click.echo(f"runai-sim: serving on http://{host}:{port} "
                f"(client id {client_id!r}; admin surface at /_sim/)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
+                access_log=not quiet)
