@@ -1,0 +1,209 @@
+"""Benchmarks plan, apply and plan --no-refresh at N workloads against `sim serve` with latency.
+
+Run from a clone (the package installed): `python benchmarks/bench.py` (N = 100 and
+1,000), `--sizes 100,1000,5000` for the large run, `--smoke` for the quick CI check.
+Each N gets a fresh `runai-reconcile sim serve --latency-ms L` on loopback and a fresh
+folder of generated specs (`specgen`). Each step runs the real CLI in a subprocess:
+
+  plan (new fleet)     empty state, nothing live: a few list calls
+  apply (N creates)    plan + N POSTs, state written as it goes
+  plan (unchanged)     N GETs + a token
+  plan --no-refresh    CPU only: load specs, read state, diff, render
+
+The table gives wall time, the network bound N*L/P for the step's requests, their
+ratio, the API requests the simulator counted (GET /_sim/requests), the CLI's peak RSS
+and the simulator's CPU seconds (to show it is not the bottleneck).
+Callers: people, docs/performance.md, tests/perf/ (the smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import specgen  # noqa: E402
+
+CLIENT_ID = "runai-sim"
+CLIENT_SECRET = "runai-sim-secret"
+
+
+@dataclass
+class Row:
+    step: str
+    n: int
+    latency_ms: float
+    parallelism: int
+    wall_s: float
+    bound_s: float | None
+    requests: int
+    rss_mb: float
+    sim_cpu_s: float
+    exit_code: int
+
+    @property
+    def ratio(self) -> float | None:
+        return self.wall_s / self.bound_s if self.bound_s else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sim:
+    """A `sim serve` subprocess and its admin surface."""
+
+    def __init__(self, latency_ms: float, workdir: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(workdir / "sim.log", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "reconciler.cli", "sim", "serve", "--port", str(self.port),
+             "--latency-ms", str(latency_ms), "--quiet"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=workdir)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.admin("GET", "/_sim/faults")
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("sim serve did not start; see " + str(workdir / "sim.log"))
+                time.sleep(0.05)
+
+    def admin(self, method: str, path: str) -> dict:
+        req = urllib.request.Request(self.url + path, method=method)
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return json.loads(resp.read())
+
+    def request_count(self) -> int:
+        return sum(self.admin("GET", "/_sim/requests")["counts"].values())
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def run_cli(args: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit code) of one CLI run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], env=env, cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stderr.close()
+    if proc.returncode not in (0, 2):
+        tail = stderr.decode(errors="replace").strip().splitlines()[-5:]
+        print(f"  ! {' '.join(args[:4])} exited {proc.returncode}: " + " | ".join(tail),
+              file=sys.stderr)
+    return wall, usage.ru_maxrss / 1024, proc.returncode
+
+
+def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path) -> list[Row]:
+    work = root / f"n{n}"
+    work.mkdir(parents=True)
+    specs = work / "specs"
+    specgen.write_specs(specs, n)
+    sim = Sim(latency_ms, work)
+    env = dict(os.environ, RUNAI_URL=sim.url, RUNAI_CLIENT_ID=CLIENT_ID,
+               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1")
+    env.pop("RUNAI_TOKEN", None)
+    base = ["--state", str(work / "state.json"), "--parallelism", str(parallelism)]
+    per_request = latency_ms / 1000 / parallelism
+    steps = [
+        ("plan (new fleet)", ["plan", str(specs)], None),
+        ("apply (N creates)", ["apply", str(specs), "--auto-approve"], n * per_request),
+        ("plan (unchanged)", ["plan", str(specs)], n * per_request),
+        ("plan --no-refresh", ["plan", str(specs), "--no-refresh"], None),
+    ]
+    rows = []
+    try:
+        for label, args, bound in steps:
+            sim.admin("DELETE", "/_sim/requests")
+            cpu0 = sim.cpu_seconds()
+            wall, rss, code = run_cli(base + args, env, work)
+            rows.append(Row(label, n, latency_ms, parallelism, wall, bound,
+                            sim.request_count(), rss, sim.cpu_seconds() - cpu0, code))
+            print(format_row(rows[-1]), file=sys.stderr, flush=True)
+    finally:
+        sim.close()
+    return rows
+
+
+HEADER = ("| step | N | latency | P | wall s | bound s (N·L/P) | ratio | requests | peak RSS MB "
+          "| sim CPU s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def format_row(r: Row) -> str:
+    bound = f"{r.bound_s:.2f}" if r.bound_s else "–"
+    ratio = f"{r.ratio:.2f}×" if r.ratio else "–"
+    flag = "" if r.exit_code in (0, 2) else f" (exit {r.exit_code})"
+    return (f"| {r.step}{flag} | {r.n:,} | {r.latency_ms:g} ms | {r.parallelism} | {r.wall_s:.2f} "
+            f"| {bound} | {ratio} | {r.requests:,} | {r.rss_mb:.0f} | {r.sim_cpu_s:.2f} |")
+
+
+def startup_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "reconciler.cli", "--version"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="100,1000",
+                    help="comma-separated N values (default 100,1000; add 5000 for the large run)")
+    ap.add_argument("--latency-ms", type=float, default=50.0)
+    ap.add_argument("--parallelism", type=int, default=32)
+    ap.add_argument("--smoke", action="store_true", help="N=100, latency 20 ms: the CI check")
+    ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (specs, state, sim.log)")
+    args = ap.parse_args(argv)
+    sizes = [100] if args.smoke else [int(s.replace("_", "")) for s in args.sizes.split(",")]
+    latency = 20.0 if args.smoke else args.latency_ms
+    root = Path(tempfile.mkdtemp(prefix="runai-bench-"))
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
+          f"CLI start-up (--version): {startup_seconds():.2f} s", file=sys.stderr)
+    rows: list[Row] = []
+    try:
+        for n in sizes:
+            rows += bench_size(n, latency_ms=latency, parallelism=args.parallelism, root=root)
+    finally:
+        if args.keep:
+            print(f"work folder: {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    print(HEADER)
+    for r in rows:
+        print(format_row(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            [dict(r.__dict__, ratio=r.ratio) for r in rows], indent=1) + "\n")
+    return 1 if any(r.exit_code not in (0, 2) for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

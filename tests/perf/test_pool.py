@@ -1,0 +1,86 @@
+"""The API client's keep-alive pool (reconciler.api.pool) over real sockets: connections
+are reused up to the pool's size, a connection the server closed is replaced, and
+network failures surface as httpx's exceptions (which the client's retry policy reads)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import pytest
+
+from reconciler.api.pool import KeepAlivePool
+from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
+
+pytestmark = pytest.mark.http
+
+
+def _token_body() -> dict:
+    return {"grantType": "client_credentials", "clientID": CLIENT_ID, "clientSecret": CLIENT_SECRET}
+
+
+def test_many_requests_reuse_at_most_size_connections(sim_server):
+    async def run() -> int:
+        pool = KeepAlivePool(size=4)
+        async with httpx.AsyncClient(base_url=sim_server.url, transport=pool) as http:
+            answers = await asyncio.gather(*(http.post("/api/v1/token", json=_token_body())
+                                             for _ in range(40)))
+        assert [a.status_code for a in answers] == [200] * 40
+        assert all(a.json()["accessToken"] for a in answers)
+        return pool.opened
+
+    assert 1 <= asyncio.run(run()) <= 4
+    assert len(sim_server.requests(api_only=False)) == 40
+
+
+async def _one_shot_server(replies: list[bytes]):
+    """A server that answers each connection's first request, then closes it without
+    saying so (as a server whose keep-alive timer ran out does)."""
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(replies.pop(0))
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def test_a_connection_the_server_closed_is_replaced():
+    ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+
+    async def run() -> tuple[list[int], int]:
+        server = await _one_shot_server([ok, ok])
+        port = server.sockets[0].getsockname()[1]
+        pool = KeepAlivePool(size=2)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", transport=pool) as http:
+                first = await http.get("/a")
+                await asyncio.sleep(0.05)  # the server's close reaches us
+                second = await http.get("/b")
+        finally:
+            server.close()
+            await server.wait_closed()
+        return [first.status_code, second.status_code], pool.opened
+
+    statuses, opened = asyncio.run(run())
+    assert statuses == [200, 200]
+    assert opened == 2
+
+
+def test_connection_refused_is_httpx_connect_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def run() -> None:
+        async with httpx.AsyncClient(transport=KeepAlivePool(size=1)) as http:
+            await http.get(f"http://127.0.0.1:{port}/")
+
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(run())
+
+
+def test_size_must_be_positive():
+    with pytest.raises(ValueError):
+        KeepAlivePool(size=0)
