@@ -143,8 +143,8 @@ class Executor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per action, the others go on
+                # Reported once, in the CLI's summary.
                 result.outcomes.append(Outcome(ch.address, ch.action, False, _describe(exc)))
-                self.on_event(f"{ch.address}: {ch.action.value} failed: {_describe(exc)}")
             finally:
                 finished[ch.address].set()
 
