@@ -99,8 +99,11 @@ class _Walker:
 
     def node(self, path: str, field: str, d: Any, l: Any, r: Any, *,
              write_only: bool = False) -> None:
-        d_abs, l_abs, r_abs = _absent(d), _absent(l), _absent(r)
         live_known = self.live_known and not write_only
+        if self.has_state and d == l and (not live_known or r == l) and _identical(d, l) and (
+                not live_known or _identical(l, r)):
+            return  # unchanged and no drift: most of a fleet, most of the time
+        d_abs, l_abs, r_abs = _absent(d), _absent(l), _absent(r)
         if not self.has_state:
             if d_abs:
                 return  # a path D does not set
@@ -210,6 +213,22 @@ def _absent(v: Any) -> bool:
     if isinstance(v, list):
         return not v
     return False
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """Equal with the same types all the way down (Python's == also has True == 1).
+
+    A strict, cheap test: when it holds, the walk below would find no change."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        return a.keys() == b.keys() and all(_identical(x, b[k]) for k, x in a.items())
+    if t is list:
+        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def _str_id(v: Any) -> Any:
