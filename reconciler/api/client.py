@@ -5,7 +5,8 @@ Callers: the executor (create, patch, delete, suspend, resume), the planner's re
 simulator's ASGI app for `--sim`). Everything the network can do wrong is translated
 here into `reconciler.api.errors`; auth lives in `auth`, the retry policy in `retries`.
 
-Every request has a timeout. A host name that does not resolve and a TLS failure are
+Every request has a timeout. At most `max_connections` requests are in flight, fewer
+while the API answers 429 (`limits.AdaptiveLimit`). A host name that does not resolve and a TLS failure are
 permanent (one clear line, no retries). 429, 500, 502, 503, 504 and other network
 failures are retried with exponential backoff and full jitter (or the server's Retry-After), up to
 `max_attempts` attempts and `retry_budget_s` seconds in all. Reads, PATCH, DELETE,
@@ -31,6 +32,7 @@ import httpx
 
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
+from reconciler.api import limits as limits_mod
 from reconciler.api.pool import KeepAlivePool
 from reconciler.kinds import Kind
 
@@ -90,6 +92,8 @@ class RunaiClient:
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
         self._requests = 0
+        # Requests in flight: max_connections, halved on each round of 429s, then regained.
+        self.concurrency = limits_mod.AdaptiveLimit(max_connections)
         if transport is None and not _proxy_configured():
             transport = KeepAlivePool(size=max_connections, verify=verify)
         limits = httpx.Limits(max_connections=max_connections,
@@ -261,8 +265,8 @@ class RunaiClient:
             self._requests += 1
             retry_after: float | None = None
             try:
-                resp = await self._http.request(method, path, json=json, params=params,
-                                                headers=headers)
+                resp = await self._request(method, path, json=json, params=params,
+                                           headers=headers)
             except httpx.TransportError as exc:
                 cause = _root_cause(exc)
                 if cause is not None:
@@ -320,6 +324,16 @@ class RunaiClient:
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
                         failure, delay, attempt + 1, self.max_attempts)
             await self._sleep(delay)
+
+    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        ticket = await self.concurrency.acquire()
+        throttled = False
+        try:
+            resp = await self._http.request(method, path, **kw)
+            throttled = resp.status_code == 429
+            return resp
+        finally:
+            self.concurrency.release(ticket, throttled=throttled)
 
     def _json(self, resp: httpx.Response, method: str, path: str) -> dict:
         try:

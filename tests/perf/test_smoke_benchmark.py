@@ -1,0 +1,31 @@
+"""The benchmark script runs end to end (sim serve, N=100, 20 ms latency) and its plan of an
+unchanged fleet stays within a generous bound: a smoke check for CI, not a measurement
+(docs/performance.md holds the measurements)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench  # noqa: E402
+
+pytestmark = pytest.mark.http
+
+
+def test_smoke_benchmark(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert bench.main(["--smoke", "--json", str(out)]) == 0
+    rows = {r["step"]: r for r in json.loads(out.read_text())}
+    assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
+                         "plan --no-refresh"}
+    assert rows["plan (unchanged)"]["requests"] == 101  # 100 GETs and a token
+    assert rows["plan --no-refresh"]["requests"] == 0
+    assert rows["plan (new fleet)"]["requests"] <= 100 + 10
+    # Generous: the bound at N=100, 20 ms, P=32 is 0.06 s; start-up alone is ~0.5 s.
+    assert rows["plan (unchanged)"]["wall_s"] < 20
+    assert rows["apply (N creates)"]["wall_s"] < 40
+    assert "| plan (unchanged) | 100 |" in capsys.readouterr().out
