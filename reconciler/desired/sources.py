@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from yaml.constructor import ConstructorError
@@ -40,18 +40,38 @@ class Problem:
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
 
 
-@dataclass
 class RawDocument:
-    file: str  # as the user should see it: the directory they gave joined with the file
-    data: Any
-    lines: dict[Path_, int] = field(default_factory=dict)
-    line: int | None = None  # line of the document's first key
+    """One parsed document: its data, the line of its first key, and a map from field
+    path to line number (`lines`), worked out only when asked for: problems need it,
+    a clean load does not.
+
+    `clean` says the data holds no null and no subtree twice (no alias), so the loader
+    may take it as it is instead of copying it without nulls."""
+
+    __slots__ = ("file", "data", "line", "clean", "_lines", "_find_lines")
+
+    def __init__(self, file: str, data: Any, lines: dict[Path_, int] | None = None,
+                 line: int | None = None, *, clean: bool = False,
+                 find_lines: Callable[[], dict[Path_, int]] | None = None):
+        self.file = file  # as the user should see it: the directory they gave joined with the file
+        self.data = data
+        self.line = line  # line of the document's first key
+        self.clean = clean
+        self._lines = lines
+        self._find_lines = find_lines
+
+    @property
+    def lines(self) -> dict[Path_, int]:
+        if self._lines is None:
+            self._lines = self._find_lines() if self._find_lines is not None else {}
+        return self._lines
 
     def line_of(self, path: Path_) -> int | None:
         """The line of `path`, or of its nearest ancestor that the file shows."""
+        lines = self.lines
         for n in range(len(path), -1, -1):
-            if path[:n] in self.lines:
-                return self.lines[path[:n]]
+            if path[:n] in lines:
+                return lines[path[:n]]
         return self.line
 
 
@@ -101,68 +121,134 @@ def read_documents(path: Path, display: str) -> tuple[list[RawDocument], list[Pr
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
+_INT_TAG = "tag:yaml.org,2002:int"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_NULL_TAG = "tag:yaml.org,2002:null"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+class _Loader(_BaseLoader):
     """SafeLoader whose mapping keys are always the key's text (`on:` stays "on",
     `8:` stays "8"), and that notes duplicate keys instead of keeping the last silently.
 
-    libyaml parses when it is installed. Plain maps, lists and strings are built
-    directly rather than through PyYAML's generator-based constructor (a third of the
-    load time of 1,000 specs); other tags go to the constructor as before."""
+    libyaml parses when it is installed. Plain maps, lists, strings, decimal integers,
+    booleans and nulls are built directly rather than through PyYAML's generator-based
+    constructor; other tags go to the constructor as before. After `construct_document`,
+    `shared` tells whether a node was reached twice (an alias or a merge key) or a
+    tagged collection went to the constructor (either way `count` and `depth`, how many
+    nodes the build visited and how deep, fall short of the document's real size), and
+    `nulls` whether it made a None."""
+
+    # Resolving a plain scalar's tag runs a few regular expressions; the same few
+    # thousand keys and values recur in every spec, so remember the answers.
+    _tags: dict[str, str] = {}
 
     def __init__(self, stream):
         super().__init__(stream)
         self.duplicates: list[tuple[str, int]] = []
+        self.shared = self.nulls = False
+        self.count = self.depth = 0
+
+    def resolve(self, kind, value, implicit):
+        if kind is ScalarNode and implicit[0] and not self.yaml_path_resolvers:
+            tag = self._tags.get(value)
+            if tag is None:
+                if len(self._tags) > 50_000:
+                    self._tags.clear()
+                tag = self._tags[value] = super().resolve(kind, value, implicit)
+            return tag
+        return super().resolve(kind, value, implicit)
 
     def construct_document(self, node):
         built: dict[int, Any] = {}  # an alias is the same node: build it once, share it
+        duplicates = self.duplicates
+        bools = self.bool_values
+        self.shared = self.nulls = False
+        self.count = self.depth = 0
+        deepest = 0
 
-        def build(n):
+        def build(n, depth):
+            nonlocal deepest
+            self.count += 1
+            if depth > deepest:
+                deepest = depth
+            tag = n.tag
+            cls = n.__class__
+            if cls is ScalarNode:
+                if tag == _STR_TAG:
+                    return n.value
+                value = n.value
+                if tag == _INT_TAG and value.isdigit() and (value[0] != "0" or value == "0"):
+                    return int(value)
+                if tag == _BOOL_TAG and value.lower() in bools:
+                    return bools[value.lower()]
+                if tag == _NULL_TAG:
+                    self.nulls = True
+                    return None
             key = id(n)
             if key in built:
+                self.shared = True
                 return built[key]
-            tag = n.tag
-            if tag == _STR_TAG and isinstance(n, ScalarNode):
-                return n.value
-            if tag == _MAP_TAG and isinstance(n, MappingNode):
-                self._note_duplicates(n)
-                self.flatten_mapping(n)
+            if tag == _MAP_TAG and cls is MappingNode:
+                pairs = n.value
+                for key_node, _ in pairs:
+                    if key_node.__class__ is not ScalarNode or key_node.tag == _MERGE_TAG:
+                        return build_merged(n, depth)
                 mapping: dict = {}
                 built[key] = mapping
-                for key_node, value_node in n.value:
-                    if not isinstance(key_node, ScalarNode):
-                        raise ConstructorError(None, None, "a key must be a plain string, not a "
-                                               "list or a mapping", key_node.start_mark)
-                    mapping[key_node.value] = build(value_node)
+                at = len(duplicates)
+                for key_node, value_node in pairs:
+                    mapping[key_node.value] = build(value_node, depth + 1)
+                if len(mapping) != len(pairs):
+                    duplicates[at:at] = _duplicate_keys(n)
                 return mapping
-            if tag == _SEQ_TAG and isinstance(n, SequenceNode):
+            if tag == _SEQ_TAG and cls is SequenceNode:
                 items: list = []
                 built[key] = items
-                items.extend(build(item) for item in n.value)
+                depth += 1
+                items.extend([build(item, depth) for item in n.value])
                 return items
-            built[key] = value = self.construct_object(n, deep=True)
+            if cls is not ScalarNode:
+                self.shared = True  # a tagged collection: the counts above miss its nodes
+            try:
+                value = self.construct_object(n, deep=True)
+            except (KeyError, ValueError, TypeError, AttributeError) as exc:
+                # PyYAML's own constructors fail this way on e.g. `!!bool maybe`
+                what = tag.rsplit(":", 1)[-1]
+                raise ConstructorError(None, None, f"not a valid {what}: {n.value!r}"[:200],
+                                       n.start_mark) from exc
+            built[key] = value
+            if value is None:
+                self.nulls = True
             return value
 
+        def build_merged(n, depth):
+            """A map with merge keys (`<<: *base`) or a key that is not text."""
+            duplicates.extend(_duplicate_keys(n))
+            self.flatten_mapping(n)
+            mapping: dict = {}
+            built[id(n)] = mapping
+            for key_node, value_node in n.value:
+                if not isinstance(key_node, ScalarNode):
+                    raise ConstructorError(None, None, "a key must be a plain string, not a "
+                                           "list or a mapping", key_node.start_mark)
+                mapping[key_node.value] = build(value_node, depth + 1)
+            return mapping
+
         try:
-            return build(node)
+            return build(node, 0)
         finally:
+            build = build_merged = None  # the closures refer to each other: free them now
+            self.depth = deepest
             self.constructed_objects = {}
             self.recursive_objects = {}
             self.state_generators = []
 
-    def _note_duplicates(self, node) -> None:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                if key_node.value in seen:
-                    self.duplicates.append((key_node.value, key_node.start_mark.line + 1))
-                seen.add(key_node.value)
-
     def construct_mapping(self, node, deep=False):
         if not isinstance(node, MappingNode):
             raise ConstructorError(None, None, "expected a mapping", node.start_mark)
-        self._note_duplicates(node)
+        self.duplicates.extend(_duplicate_keys(node))
         self.flatten_mapping(node)
         mapping = {}
         for key_node, value_node in node.value:
@@ -173,14 +259,28 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return mapping
 
 
+def _duplicate_keys(node: MappingNode) -> list[tuple[str, int]]:
+    seen: set[str] = set()
+    found = []
+    for key_node, _ in node.value:
+        if isinstance(key_node, ScalarNode) and key_node.tag != _MERGE_TAG:
+            if key_node.value in seen:
+                found.append((key_node.value, key_node.start_mark.line + 1))
+            seen.add(key_node.value)
+    return found
+
+
 def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Problem]]:
     docs: list[RawDocument] = []
     problems: list[Problem] = []
+    finder = _LineFinder(text)
     loader = None
     try:
         loader = _Loader(text)
+        ordinal = -1
         while loader.check_node():
             node = loader.get_node()
+            ordinal += 1
             if node is None:
                 continue
             data = loader.construct_document(node)
@@ -189,12 +289,14 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
             loader.duplicates.clear()
             if data is None:
                 continue
-            lines = _node_lines(node)
-            if lines is None:
+            plain = not loader.shared and loader.count <= MAX_NODES and loader.depth <= MAX_DEPTH
+            if not plain and _node_lines(node) is None:
                 problems.append(Problem(display, node.start_mark.line + 1, "",
                                         "document is too large or too deeply nested (aliases?)"))
                 continue
-            docs.append(RawDocument(display, data, lines, _first_line(node)))
+            docs.append(RawDocument(display, data, None, _first_line(node),
+                                    clean=plain and not loader.nulls,
+                                    find_lines=finder.lines_for(ordinal)))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -206,6 +308,37 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
         if loader is not None:
             loader.dispose()
     return docs, problems
+
+
+class _LineFinder:
+    """The line tables of one YAML file's documents, by their place in the file: the file
+    is composed again (with merge keys flattened as the build did) the first time one
+    is asked for, which only a problem in that file does."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.tables: dict[int, dict[Path_, int]] | None = None
+
+    def lines_for(self, ordinal: int) -> Callable[[], dict[Path_, int]]:
+        return lambda: self._tables().get(ordinal) or {}
+
+    def _tables(self) -> dict[int, dict[Path_, int]]:
+        if self.tables is None:
+            self.tables = {}
+            loader = _Loader(self.text)
+            try:
+                ordinal = -1
+                while loader.check_node():
+                    node = loader.get_node()
+                    ordinal += 1
+                    if node is not None:
+                        loader.construct_document(node)
+                        self.tables[ordinal] = _node_lines(node) or {}
+            except (yaml.YAMLError, RecursionError):
+                pass
+            finally:
+                loader.dispose()
+        return self.tables
 
 
 def _first_line(node: Node) -> int:
