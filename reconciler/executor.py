@@ -24,6 +24,8 @@ that ended ambiguous re-reads the workload to see whether it happened.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -472,9 +474,7 @@ async def find_by_name(client, kind: kinds.Kind, name: str, project_id: str, *,
 
 
 def _copy(res: ResourceState, **changes) -> ResourceState:
-    data = res.to_json()
-    data.update(changes)
-    return ResourceState(**data)
+    return dataclasses.replace(res, applied=copy.deepcopy(res.applied), **changes)
 
 
 def _done_word(action: Action) -> str:
