@@ -76,6 +76,10 @@ class Store:
     live: dict[str, Record] = field(default_factory=dict)
     deleted: dict[str, Record] = field(default_factory=dict)
     _ending: set[str] = field(default_factory=set)  # live ids whose phases end in GONE
+    # (projectId, name) -> how many live records hold it; rebuilt when `live` changed
+    # size behind the store's back, so that a create need not scan every workload.
+    _names: dict[tuple[str, str], int] = field(default_factory=dict)
+    _names_of: int = -1  # len(live) when _names was last right
 
     # --- phases ---------------------------------------------------------------------
 
@@ -109,6 +113,7 @@ class Store:
                 if i in self.live and self.phase(self.live[i], now) == GONE]
         for rec in gone:
             del self.live[rec.id]
+            self._unindex(rec)
             self._ending.discard(rec.id)
             rec.deleted_at = (rec.since + (len(rec.phases) - 1) * self.phase_seconds
                               if self.phase_seconds > 0 else now)
@@ -127,11 +132,35 @@ class Store:
     # --- lookups --------------------------------------------------------------------
 
     def name_taken(self, project_id: str, name: str) -> bool:
-        return any(r.body["projectId"] == project_id and r.body["name"] == name
-                   for r in self.live.values())
+        return (project_id, name) in self._name_index()
 
     def add(self, rec: Record) -> None:
+        index = self._name_index()
+        if rec.id not in self.live:
+            key = (rec.body["projectId"], rec.body["name"])
+            index[key] = index.get(key, 0) + 1
         self.live[rec.id] = rec
+        self._names_of = len(self.live)
+
+    def _name_index(self) -> dict[tuple[str, str], int]:
+        if self._names_of != len(self.live):
+            self._names = {}
+            for r in self.live.values():
+                key = (r.body["projectId"], r.body["name"])
+                self._names[key] = self._names.get(key, 0) + 1
+            self._names_of = len(self.live)
+        return self._names
+
+    def _unindex(self, rec: Record) -> None:
+        if self._names_of != len(self.live) + 1:
+            self._names_of = -1  # out of step: rebuilt on the next lookup
+            return
+        key = (rec.body["projectId"], rec.body["name"])
+        if self._names.get(key, 0) > 1:
+            self._names[key] -= 1
+        else:
+            self._names.pop(key, None)
+        self._names_of = len(self.live)
 
     def snapshot(self) -> dict:
         return {"version": FORMAT_VERSION,
