@@ -33,8 +33,8 @@ def render_text(report) -> str:
         for item in report.drifted:
             lines.append(f"  # {item.address} {_WORDS[item.reason]}")
             for p in item.paths:
-                state = words.encode(words.mask_at(p.path, p.state, item.sensitive))
-                live = words.encode(words.mask_at(p.path, p.live, item.sensitive))
+                state = words.shown(p.path, p.state, item.sensitive)
+                live = words.shown(p.path, p.live, item.sensitive)
                 lines.append(f"      ~ {p.path}: state {state}, live {live}")
             if item.reason == "deleted_outside":
                 lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
@@ -50,8 +50,8 @@ def render_text(report) -> str:
         for rc in sorted(pending, key=lambda rc: rc.address):
             lines.append(f"  {words.SYMBOLS[rc.action]:>3} {rc.address} ({rc.action.value})")
             for c in rc.changes:
-                before = words.encode(words.mask_at(c.path, c.before, rc.sensitive))
-                after = words.encode(words.mask_at(c.path, c.after, rc.sensitive))
+                before = words.shown(c.path, c.before, rc.sensitive)
+                after = words.shown(c.path, c.after, rc.sensitive)
                 lines.append(f"        ~ {c.path}: {before} -> {after}")
     return "\n".join(lines).rstrip("\n") + "\n"
 

@@ -155,10 +155,10 @@ def _plan_details(rc: ResourceChange) -> str:
     for c in changes:
         lines += _diff_lines(c, rc.sensitive)
     if not changes and rc.action is Action.CREATE and rc.after:
-        lines = [f"+ {p}: {words.encode(words.mask_at(p, v, rc.sensitive))}"
+        lines = [f"+ {p}: {words.shown(p, v, rc.sensitive)}"
                  for p, v in words.leaves(rc.after)]
     if not changes and rc.action is Action.DELETE and rc.before:
-        lines = [f"- {p}: {words.encode(words.mask_at(p, v, rc.sensitive))}"
+        lines = [f"- {p}: {words.shown(p, v, rc.sensitive)}"
                  for p, v in words.leaves(rc.before)]
     body = _fence("\n".join(lines), "diff") + "\n" if lines else ""
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n\n"

@@ -62,20 +62,20 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     if changes:
         out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:
-        out += [f"      {paint(_GREEN, '+')} {path}: {words.encode(words.mask_at(path, value, rc.sensitive))}"
+        out += [f"      {paint(_GREEN, '+')} {path}: {words.shown(path, value, rc.sensitive)}"
                 for path, value in words.leaves(rc.after)]
     return out
 
 
 def _field(c: FieldChange, paint, sensitive: tuple[str, ...]) -> str:
-    before = words.mask_at(c.path, c.before, sensitive)
-    after = words.mask_at(c.path, c.after, sensitive)
+    before = words.shown(c.path, c.before, sensitive)
+    after = words.shown(c.path, c.after, sensitive)
     if c.before is None and c.after is not None:
-        sign, text = "+", f"{c.path}: {words.encode(after)}"
+        sign, text = "+", f"{c.path}: {after}"
     elif c.after is None and c.before is not None:
-        sign, text = "-", f"{c.path}: {words.encode(before)} -> null"
+        sign, text = "-", f"{c.path}: {before} -> null"
     else:
-        sign, text = "~", f"{c.path}: {words.encode(before)} -> {words.encode(after)}"
+        sign, text = "~", f"{c.path}: {before} -> {after}"
     notes = []
     if c.drift:
         notes.append("changed outside runai-reconcile")

@@ -120,6 +120,7 @@ def drifted_paths(rc: ResourceChange) -> list[str]:
 MASK = "(sensitive)"
 _SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
 _ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
+_ENV_FIELD = "environmentVariables"
 _LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
 
 
@@ -129,11 +130,27 @@ def secret_name(name: Any) -> bool:
 
 def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
     """True when the value at dotted `path` is never shown."""
-    m = _ENV_VALUE.search(path)
-    if m and secret_name(m.group("name")):
-        return True
+    if path.endswith("].value") and "environmentVariables[" in path:
+        m = _ENV_VALUE.search(path)
+        if m and secret_name(m.group("name")):
+            return True
+    if not sensitive:
+        return False
     return any(path == p or path.startswith(p + ".") or path.startswith(p + "[")
                for p in sensitive)
+
+
+def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
+    """`encode(mask_at(path, value, sensitive))`: the value at `path` as text, masked.
+
+    Quick when nothing in it can be masked: a secret-named variable's path always holds
+    "environmentVariables" (in `path`, or as a key below it, so in the encoded text), and
+    a `sensitive` path can only mask inside `path` when one starts with the other."""
+    text = encode(value)
+    if (_ENV_FIELD in text or _ENV_FIELD in path
+            or any(p.startswith(path) or path.startswith(p) for p in sensitive)):
+        return encode(mask_at(path, value, sensitive))
+    return text
 
 
 def mask_body(value: Any, sensitive: Sequence[str] = ()) -> Any:

@@ -1,0 +1,38 @@
+"""`words.shown` (the renderers' quick way to print a value masked) prints exactly what
+encoding the fully masked copy prints, whatever the value, its path and the spec's
+`lifecycle.sensitive` paths."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.render import words
+
+NAMES = st.sampled_from(["API_TOKEN", "HOME", "db_password", "LOG_LEVEL", "aws-key", "x"])
+SCALARS = st.none() | st.integers() | st.booleans() | st.sampled_from(["v", "s3cr3t", "a.b[c]"])
+ENV = st.lists(st.fixed_dictionaries({"name": NAMES}, optional={"value": SCALARS}), max_size=3)
+FIELDS = st.sampled_from(["spec", "compute", "args", "labels", "environmentVariables", "value",
+                          "name", "image", "storage"])
+VALUES = st.recursive(SCALARS | ENV, lambda inner: st.dictionaries(FIELDS, inner, max_size=4)
+                      | st.lists(inner, max_size=3), max_leaves=12)
+PATHS = st.sampled_from(["", "spec", "spec.environmentVariables", "spec.environmentVariables[API_TOKEN]",
+                         "spec.environmentVariables[HOME].value", "spec.compute", "masterSpec.args",
+                         "spec.environmentVariables[API_TOKEN].value", "spec.labels"])
+SENSITIVE = st.lists(st.sampled_from(["spec.args", "spec.compute", "spec", "spec.labels[team]",
+                                      "masterSpec", "spec.environmentVariables[HOME]"]), max_size=2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(PATHS, VALUES, SENSITIVE)
+def test_shown_is_the_masked_copy_encoded(path, value, sensitive):
+    assert words.shown(path, value, tuple(sensitive)) == words.encode(
+        words.mask_at(path, value, tuple(sensitive)))
+
+
+def test_a_secret_named_variable_is_masked_under_any_parent():
+    body = {"spec": {"environmentVariables": [{"name": "API_TOKEN", "value": "s3cr3t"},
+                                              {"name": "HOME", "value": "/root"}]}}
+    text = words.shown("", body)
+    assert "s3cr3t" not in text and "/root" in text and words.MASK in text
+    assert words.shown("spec", body["spec"]) == text[len('{"spec": '):-1]
