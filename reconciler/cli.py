@@ -43,7 +43,23 @@ pass_config = click.make_pass_decorator(Config)
 
 
 class _Group(click.Group):
-    """Turns the reconciler's and the API's errors into one line on stderr and exit 1."""
+    """Turns the reconciler's and the API's errors into one line on stderr and exit 1.
+
+    Usage errors (an unknown flag, a bad choice) exit 1 too, not click's 2: exit 2 means
+    "changes" under --detailed-exitcode, and a typo in a CI job must not read as drift.
+    """
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            rv = super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(1)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:
