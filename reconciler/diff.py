@@ -28,6 +28,8 @@ forces a replacement, because the API offers no way to unset a field in place.
 
 from __future__ import annotations
 
+import copy
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -290,3 +292,83 @@ def _under_any(path: str, prefixes: Sequence[str]) -> bool:
         if path == p or path.startswith(p + ".") or path.startswith(p + "["):
             return True
     return False
+
+
+# --- ignoreChanges on what is sent -----------------------------------------------------
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
+_MISSING = object()
+
+
+def keep_ignored(body: dict, prior: dict | None, ignore: Sequence[str]) -> dict:
+    """`body` with the value at each `ignore` path taken from `prior` (set, or removed
+    where `prior` has none): what a re-create or replacement sends, and what the state
+    records. Terraform does the same: ignored attributes keep their prior value, so a
+    replacement forced by another field never carries an ignored change along unseen.
+    Returns `body` itself when there is nothing to keep."""
+    if not ignore or prior is None:
+        return body
+    out = copy.deepcopy(body)
+    for path in ignore:
+        segs = _segments(path)
+        if segs:
+            _put(out, segs, _get(prior, segs))
+    return out
+
+
+def _segments(path: str) -> list[tuple[str, bool]]:
+    """"spec.env[A].value" -> [("spec", False), ("env", False), ("A", True), ("value", False)]."""
+    return [(name, False) if name else (key, True) for name, key in _SEGMENT.findall(path)]
+
+
+def _get(obj: Any, segs: list[tuple[str, bool]]) -> Any:
+    field = ""
+    for seg, keyed in segs:
+        if keyed:
+            if not isinstance(obj, list):
+                return _MISSING
+            obj = next((i for i in obj if kinds_mod.item_key(field, i) == seg), _MISSING)
+        else:
+            if not isinstance(obj, dict) or seg not in obj:
+                return _MISSING
+            obj, field = obj[seg], seg
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _put(obj: Any, segs: list[tuple[str, bool]], value: Any) -> None:
+    """Set (or, for _MISSING, remove) the value at `segs` inside `obj`, in place."""
+    field = ""
+    for i, (seg, keyed) in enumerate(segs):
+        last = i == len(segs) - 1
+        if keyed:
+            if not isinstance(obj, list):
+                return
+            idx = next((n for n, item in enumerate(obj) if kinds_mod.item_key(field, item) == seg), None)
+            if last:
+                if value is _MISSING:
+                    if idx is not None:
+                        del obj[idx]
+                elif idx is None:
+                    obj.append(copy.deepcopy(value))
+                else:
+                    obj[idx] = copy.deepcopy(value)
+                return
+            if idx is None:
+                return  # the item is gone from the body: nothing of it to keep
+            obj = obj[idx]
+        else:
+            if not isinstance(obj, dict):
+                return
+            if last:
+                if value is _MISSING:
+                    obj.pop(seg, None)
+                else:
+                    obj[seg] = copy.deepcopy(value)
+                return
+            if seg not in obj:
+                if value is _MISSING:
+                    return
+                obj[seg] = [] if segs[i + 1][1] else {}
+            obj, field = obj[seg], seg

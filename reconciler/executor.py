@@ -358,8 +358,10 @@ class Executor:
             return
         if d is None or prev is None and ch.workload_id is None:
             return
-        # Adopt a workload found by name, and keep phase and lifecycle flags current.
-        applied = prev.applied if prev and prev.workload_id else d.body
+        # Adopt a workload found by name, and keep phase and lifecycle flags current. Live
+        # matches the spec (else this would not be a no-op), so the spec is what is applied
+        # now, with ignored paths kept at their prior values (the planner's `after`).
+        applied = ch.after if ch.after is not None else (prev.applied if prev else d.body)
         res = ResourceState(
             kind=ch.kind, name=ch.name, project_id=ch.project_id, cluster_id=d.cluster_id,
             workload_id=ch.workload_id or (prev.workload_id if prev else None),

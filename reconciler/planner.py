@@ -212,7 +212,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         changes=sorted(fcs or (), key=lambda c: c.path),
         workload_id=workload_id,
         before=before,
-        after=dw.body if dw is not None and action is not Action.DELETE else None,
+        after=(diff.keep_ignored(dw.body, rs.applied if rs else None, dw.lifecycle.ignore_changes)
+               if dw is not None and action is not Action.DELETE else None),
         desired_phase=dw.desired_phase if dw is not None else None,
         live_phase=live_phase,
         sensitive=tuple(dw.lifecycle.sensitive) if dw is not None else (),

@@ -1,0 +1,70 @@
+"""Regressions found by trying the tool as a user: the state follows the specs when live
+already matches them, and a replacement never carries an ignored change along unseen."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler import diff
+
+from .conftest import changes_by_address
+from .test_plan_apply_http import INFERENCE, TRAINING
+
+pytestmark = pytest.mark.http
+
+
+def test_spec_change_already_live_is_recorded_so_drift_goes_quiet(ws, sim_server):
+    ws.write("serve.yaml", INFERENCE)
+    assert ws.apply().exit_code == 0
+    wid = {w["name"]: w["id"] for w in sim_server.live()}["llama-serve"]
+    sim_server.admin.patch(f"/_sim/workloads/{wid}", json={"spec": {"replicas": 3}})
+    ws.write("serve.yaml", INFERENCE.replace("replicas: 2", "replicas: 3"))  # the spec now agrees with live
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+    sim_server.clear_requests()
+    assert ws.apply().exit_code == 0
+    assert sim_server.writes() == []
+    assert ws.state()["resources"]["DistributedInference/7/llama-serve"]["applied"]["spec"]["replicas"] == 3
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+
+def test_replace_keeps_ignored_paths_at_their_applied_values(ws, sim_server):
+    spec = TRAINING.replace("spec:\n", "lifecycle:\n  ignoreChanges: [spec.numWorkers]\nspec:\n", 1)
+    ws.write("train.yaml", spec)
+    assert ws.apply().exit_code == 0
+    ws.write("train.yaml", spec.replace("numWorkers: 2", "numWorkers: 8").replace("24.05", "24.10"))
+    doc = ws.plan_json()
+    rc = changes_by_address(doc)["DistributedTraining/7/bert-ddp"]
+    assert rc["replace_paths"] == ["spec.image"]
+    assert rc["change"]["after"]["spec"]["numWorkers"] == 2  # what will be sent
+    sim_server.clear_requests()
+    assert ws.apply().exit_code == 0
+    creates = [r["body"] for r in sim_server.writes() if r["method"] == "POST" and "suspend" not in r["path"]]
+    assert [b["spec"]["numWorkers"] for b in creates] == [2]
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+TABLE = [
+    # (body, prior, ignore, expected)
+    ({"spec": {"a": 1, "b": 2}}, {"spec": {"a": 9, "b": 2}}, ["spec.a"], {"spec": {"a": 9, "b": 2}}),
+    ({"spec": {"a": 1}}, {"spec": {}}, ["spec.a"], {"spec": {}}),
+    ({"spec": {}}, {"spec": {"c": {"d": 1}}}, ["spec.c.d"], {"spec": {"c": {"d": 1}}}),
+    ({"spec": {"environmentVariables": [{"name": "A", "value": "new"}, {"name": "B", "value": "b"}]}},
+     {"spec": {"environmentVariables": [{"name": "A", "value": "old"}]}},
+     ["spec.environmentVariables[A].value"],
+     {"spec": {"environmentVariables": [{"name": "A", "value": "old"}, {"name": "B", "value": "b"}]}}),
+    ({"spec": {"labels": [{"name": "x", "value": "1"}]}}, {"spec": {"labels": []}},
+     ["spec.labels[x]"], {"spec": {"labels": []}}),
+    ({"spec": {"labels": []}}, {"spec": {"labels": [{"name": "x", "value": "1"}]}},
+     ["spec.labels[x]"], {"spec": {"labels": [{"name": "x", "value": "1"}]}}),
+    ({"spec": {"a": 1}}, {"spec": {"a": 2}}, [], {"spec": {"a": 1}}),
+]
+
+
+@pytest.mark.parametrize("body,prior,ignore,expected", TABLE)
+def test_keep_ignored(body, prior, ignore, expected):
+    import copy
+
+    original = copy.deepcopy(body)
+    assert diff.keep_ignored(body, prior, ignore) == expected
+    assert body == original  # never mutated
