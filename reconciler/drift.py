@@ -90,7 +90,7 @@ def _one(addr: str, rs, live_body: dict | None,
     kind = kinds.get(rs.kind)
     item = DriftedWorkload(address=addr, kind=rs.kind, name=rs.name, project_id=rs.project_id,
                            workload_id=rs.workload_id, reason=DRIFT,
-                           sensitive=tuple(dw.lifecycle.sensitive) if dw else ())
+                           sensitive=tuple(dw.lifecycle.sensitive if dw else rs.sensitive))
     if live_body is None:
         if rs.completed or rs.last_phase == planner.COMPLETED:
             return None  # a finished training that was cleaned up

@@ -118,7 +118,9 @@ def test_ctrl_c_finishes_what_is_in_flight_records_it_and_exits_130(ws, sim_serv
 
 def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(ws, sim_server, figures):
     fig = figures("two concurrent applies", "second apply while the first holds the lock")
-    faults(sim_server, latencyMs=150)
+    # 20 creates, 2 at a time, 400 ms each: the first apply holds the lock ~4 s, long
+    # enough for the second process to start and find it held even on a loaded machine.
+    faults(sim_server, latencyMs=400)
     names = write_fleet(ws, 20)
     start = time.monotonic()
     first = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
