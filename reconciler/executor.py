@@ -344,6 +344,7 @@ class Executor:
             last_phase=(live or {}).get("actualPhase") or (prev.last_phase if prev else None),
             prevent_destroy=(d.lifecycle.prevent_destroy if d else (prev.prevent_destroy if prev else False)),
             completed=bool(prev and prev.completed and prev.workload_id == workload_id),
+            sensitive=list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else []),
         )
         if res.last_phase == "Completed":
             res.completed = True
@@ -370,6 +371,7 @@ class Executor:
             last_phase=ch.live_phase or (prev.last_phase if prev else None),
             prevent_destroy=d.lifecycle.prevent_destroy,
             completed=bool((prev and prev.completed) or ch.live_phase == "Completed"),
+            sensitive=list(d.lifecycle.sensitive),
         )
         if prev is None or res != prev:
             await self._set(ch.address, res)

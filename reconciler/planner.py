@@ -216,7 +216,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
                if dw is not None and action is not Action.DELETE else None),
         desired_phase=dw.desired_phase if dw is not None else None,
         live_phase=live_phase,
-        sensitive=tuple(dw.lifecycle.sensitive) if dw is not None else (),
+        sensitive=(tuple(dw.lifecycle.sensitive) if dw is not None
+                   else tuple(rs.sensitive) if rs is not None else ()),
         ignore_changes=tuple(dw.lifecycle.ignore_changes) if dw is not None else (),
     )
 

@@ -34,6 +34,9 @@ class ResourceState:
     last_phase: str | None = None  # actualPhase last seen
     prevent_destroy: bool = False
     completed: bool = False  # a training seen Completed: not re-created if it disappears
+    # The spec's lifecycle.sensitive paths, kept so that a plan deleting the workload
+    # after its spec is gone still masks them.
+    sensitive: list[str] = field(default_factory=list)
 
     @property
     def address(self) -> str:
@@ -61,7 +64,7 @@ class ResourceState:
                 continue
             if not check(data[name]):
                 raise StateError(
-                    f"{where}.{name}: expected {_EXPECTED[check]}, got {data[name]!r}")
+                    f"{where}.{name}: expected {_EXPECTED.get(check, _STR_LIST)}, got {data[name]!r}")
         if data["kind"] not in kinds.KINDS:
             raise StateError(f"{where}.kind: unknown kind {data['kind']!r}; expected one of "
                              + ", ".join(sorted(kinds.KINDS)))
@@ -99,6 +102,7 @@ _EXPECTED = {
     _is_bool: "true or false",
     _is_serial: "a non-negative integer",
 }
+_STR_LIST = "a list of non-empty strings"
 
 _RESOURCE_FIELDS = (
     ("kind", _is_str, True),
@@ -111,6 +115,7 @@ _RESOURCE_FIELDS = (
     ("last_phase", _is_opt_str, False),
     ("prevent_destroy", _is_bool, False),
     ("completed", _is_bool, False),
+    ("sensitive", lambda v: isinstance(v, list) and all(_is_str(p) for p in v), False),
 )
 
 
