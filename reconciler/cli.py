@@ -407,7 +407,14 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     from reconciler.render import markdown as markdown_render
 
     desired = _load(directory)
-    state = _store(cfg).read()
+    store = _store(cfg)
+    state = store.read()
+    if not state.resources and not os.path.exists(cfg.state_path) and not store.has_journal():
+        # A scheduled check pointed at the wrong (or an empty) state volume must not pass
+        # forever with "no drift".
+        raise errors.ReconcileError(
+            f"no state file at {cfg.state_path}: nothing has been applied with it, so nothing "
+            "can drift. Point --state at the state your applies write.")
 
     async def run() -> dict:
         async with _client(cfg) as client:

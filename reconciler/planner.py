@@ -76,6 +76,13 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         changes.append(rc)
 
     _check_prevent_destroy(changes, by_addr, state)
+    deletes = [c for c in changes if c.action is Action.DELETE]
+    if not by_addr and deletes and not destroy and not targets:
+        # An empty or mistyped specs folder must not read as "delete everything".
+        raise errors.PlanError(
+            f"no workload specs were found, so this plan would delete all {len(deletes)} "
+            "workloads in the state. Check the specs folder; to delete them deliberately, "
+            "plan or apply with --destroy.")
     _order_name_reuse(changes)
     return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
                       targets=sorted(targets))

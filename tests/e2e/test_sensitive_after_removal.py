@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_plan_apply_http import TRAINING
+from .test_plan_apply_http import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 
@@ -15,6 +15,7 @@ def test_sensitive_paths_masked_in_delete_and_destroy_plans_in_every_format(ws, 
     spec = TRAINING.replace("spec:\n", "lifecycle:\n  sensitive: [spec.args]\nspec:\n", 1).replace(
         "args: --nproc_per_node=8 train.py", f"args: {SECRET}")
     ws.write("train.yaml", spec)
+    ws.write("serve.yaml", INFERENCE)  # stays: removing every spec is refused
     assert ws.apply().exit_code == 0
     assert ws.state()["resources"]["DistributedTraining/7/bert-ddp"]["sensitive"] == ["spec.args"]
     for fmt in ("text", "json", "markdown"):

@@ -68,3 +68,28 @@ def test_keep_ignored(body, prior, ignore, expected):
     original = copy.deepcopy(body)
     assert diff.keep_ignored(body, prior, ignore) == expected
     assert body == original  # never mutated
+
+
+def test_an_empty_specs_folder_does_not_plan_to_delete_everything(ws, sim_server, tmp_path):
+    ws.write("train.yaml", TRAINING)
+    ws.write("serve.yaml", INFERENCE)
+    assert ws.apply().exit_code == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    sim_server.clear_requests()
+    for cmd in (("plan", str(empty)), ("apply", str(empty), "--auto-approve")):
+        res = ws.cli(*cmd)
+        assert res.exit_code == 1, res.output
+        assert "delete all 2 workloads" in res.stderr and "--destroy" in res.stderr
+    assert sim_server.writes() == []
+    assert len(sim_server.live()) == 2
+    # removing one of two specs is an ordinary delete
+    (ws.specs / "serve.yaml").unlink()
+    assert ws.plan("--detailed-exitcode").exit_code == 2
+
+
+def test_drift_without_a_state_file_is_an_error_not_a_pass(ws, sim_server):
+    ws.write("train.yaml", TRAINING)
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert res.exit_code == 1
+    assert "state.json" in res.stderr

@@ -261,9 +261,17 @@ def test_without_refresh_unchanged_is_a_noop():
 # --- in state, not in specs ----------------------------------------------------------------
 
 def test_removed_spec_deletes_the_workload():
-    rc = plan1(None, rstate(B), live=live_of(B))
+    rc = plan1(None, rstate(B), live=live_of(B), targets=[A_B])
     assert summary(rc) == (Action.DELETE, plans.REASON_REMOVED)
     assert rc.after is None and rc.workload_id == WID and rc.desired_phase is None
+
+
+def test_no_specs_at_all_never_plans_to_delete_everything():
+    with pytest.raises(errors.PlanError, match="delete all 1 workloads.*--destroy"):
+        planner.make_plan([], state_of(rstate(B)), {A_B: live_of(B)})
+    # deliberate: --destroy (or naming the address with --target) goes ahead
+    assert planner.make_plan([], state_of(rstate(B)), {A_B: live_of(B)},
+                             destroy=True).changes[0].action is Action.DELETE
 
 
 def test_removed_spec_already_gone_is_a_noop():
@@ -272,7 +280,7 @@ def test_removed_spec_already_gone_is_a_noop():
 
 
 def test_removed_spec_without_refresh_deletes_by_state_id():
-    rc = plan1(None, rstate(B))
+    rc = plan1(None, rstate(B), targets=[A_B])
     assert rc.action is Action.DELETE and rc.workload_id == WID and rc.before == B
 
 

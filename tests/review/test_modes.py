@@ -95,7 +95,10 @@ def test_prevent_destroy_blocks_a_replace_until_set_false_and_applied(ws, sim_se
     assert ws.apply().exit_code == 0
     assert ws.state()["resources"][BERT]["prevent_destroy"] is False
     (ws.specs / "train.yaml").unlink()
-    assert ws.apply().exit_code == 0
+    res = ws.apply()  # no specs left at all: refused unless deliberate (as Argo CD's allowEmpty)
+    assert res.exit_code == 1 and "--destroy" in res.stderr
+    assert [w["name"] for w in sim_server.live()] == ["bert-ddp"]
+    assert ws.apply("--destroy").exit_code == 0
     assert sim_server.live() == []
 
 
