@@ -371,7 +371,7 @@ def _apply_summary(result, *, err: bool = False) -> None:
     parts = [f"{result.count(Action.CREATE)} created", f"{result.count(Action.UPDATE)} updated",
              f"{result.count(Action.REPLACE)} replaced", f"{result.count(Action.DELETE)} deleted",
              f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
-    head = "Apply failed" if result.failed else "Apply complete!"
+    head = "Apply failed!" if result.failed else "Apply complete!"
     tail = f", {len(result.failed)} failed" if result.failed else ""
     if result.interrupted:
         head = "Apply interrupted!"

@@ -91,6 +91,7 @@ class RunaiClient:
         self._clock = clock
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
+        self._said_unreachable = False
         self._requests = 0
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
@@ -321,8 +322,13 @@ class RunaiClient:
             elapsed = self._clock() - start
             if attempt >= self.max_attempts or elapsed + delay > self.retry_budget_s:
                 raise _gave_up(failure, attempt, elapsed)
+            if isinstance(failure, errors.TransportError) and not self._said_unreachable:
+                # Once, without -v: a control plane that does not answer should not mean
+                # half a minute of silence. Each retry is logged at INFO (-v).
+                self._said_unreachable = True
+                log.warning("%s; retrying for up to %.0f s", failure, self.retry_budget_s)
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
-                        failure, delay, attempt + 1, self.max_attempts)
+                     failure, delay, attempt + 1, self.max_attempts)
             await self._sleep(delay)
 
     async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:

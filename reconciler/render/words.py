@@ -69,8 +69,9 @@ def header(rc: ResourceChange) -> str:
 
 def targets_note(targets) -> str:
     """Said wherever a plan limited by --target is shown: it may be incomplete."""
-    return ("Note: --target is in effect: only " + ", ".join(sorted(targets))
-            + " were planned; the plan may be incomplete.")
+    targets = sorted(targets)
+    return ("Note: --target is in effect: only " + ", ".join(targets)
+            + (" was" if len(targets) == 1 else " were") + " planned; the plan may be incomplete.")
 
 
 def encode(value: Any) -> str:

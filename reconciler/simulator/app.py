@@ -216,11 +216,11 @@ class Simulator:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "Unauthorized: a bearer token is required")
+            raise ApiError(401, "a bearer token is required")
         try:
             return self.signer.verify(token.strip(), self.clock())
         except TokenError as exc:
-            raise ApiError(401, f"Unauthorized: {exc}") from None
+            raise ApiError(401, str(exc)) from None
 
     @staticmethod
     async def _json(request: Request, *, submission: bool) -> Any:
@@ -302,7 +302,7 @@ class Simulator:
             raise ApiError(400, f"grantType {grant!r} is not supported by the simulator; "
                                 "use client_credentials or app_token")
         if cid != self.client_id or secret != self.client_secret:
-            raise ApiError(401, "Unauthorized: invalid client credentials")
+            raise ApiError(401, "invalid client credentials")
         ttl = int(self.faults.token_ttl)
         token = self.signer.issue(cid, self.clock(), ttl)
         return JSONResponse({"accessToken": token, "expiresIn": ttl, "idToken": token})
