@@ -532,3 +532,17 @@ class Container(Strict):
     probes: Probes | None = None
     tolerations: list[Toleration] | None = None
     workingDir: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        # Items of these lists are matched by name (CONTRACT.md §6): two with one name
+        # would make the diff fall back to comparing the whole list, and the API's
+        # behaviour with them is unspecified.
+        for field in ("environmentVariables", "labels", "annotations", "imagePullSecrets"):
+            seen: dict[str, int] = {}
+            for i, item in enumerate(getattr(self, field) or ()):
+                if item.name in seen:
+                    raise rule_error(f"duplicate name {item.name!r} (also item {seen[item.name]})",
+                                     field, i, "name")
+                seen[item.name] = i
+        return self

@@ -52,6 +52,9 @@ CASES = [
     ("env-value-and-secret", training(IMG + "  numWorkers: 2\n  environmentVariables:\n"
                                       "    - name: A\n      value: x\n      secret:\n        name: s\n        key: k\n"),
      "spec.environmentVariables"),
+    ("env-duplicate-name", training(IMG + "  numWorkers: 2\n  environmentVariables:\n"
+                                    "    - name: A\n      value: x\n    - name: A\n      value: y\n"),
+     "spec.environmentVariables[1].name"),
     ("port-out-of-range", training(IMG + "  numWorkers: 2\n  ports:\n    - container: 70000\n"),
      "spec.ports"),
     ("gpu-portion-without-type", training(IMG + "  numWorkers: 2\n  compute:\n    gpuRequestType: portion\n"),
