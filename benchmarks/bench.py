@@ -165,6 +165,47 @@ def format_row(r: Row) -> str:
             f"| {bound} | {ratio} | {r.requests:,} | {r.rss_mb:.0f} | {r.sim_cpu_s:.2f} |")
 
 
+def checks(rows: list[Row]) -> list[str]:
+    """The issue's targets, each as a line `| N | target | figure | met? |`.
+
+    Start-up (loading the specs, reading the state, planning, rendering) is the same
+    N's `plan --no-refresh` wall time: apply is held to 2 x bound + start-up."""
+    out = []
+    by = {(r.n, r.step): r for r in rows}
+    for n in sorted({r.n for r in rows}):
+        plan, apply_, cpu = (by.get((n, s)) for s in ("plan (unchanged)", "apply (N creates)",
+                                                      "plan --no-refresh"))
+        if plan and plan.bound_s:
+            out.append(_check(n, "plan (unchanged) ≤ 2 × bound", plan.wall_s, 2 * plan.bound_s))
+        if apply_ and apply_.bound_s and cpu:
+            out.append(_check(n, "apply ≤ 2 × bound + start-up (no-refresh wall)", apply_.wall_s,
+                              2 * apply_.bound_s + cpu.wall_s))
+        if n == 1000 and cpu:
+            out.append(_check(n, "plan --no-refresh < 3 s", cpu.wall_s, 3.0))
+        if n == 1000:
+            rss = max(r.rss_mb for r in rows if r.n == n)
+            out.append(_check(n, "peak RSS of plan and apply < 400 MB", rss, 400.0, unit=" MB"))
+    small = {r.step: r for r in rows if r.n == 1000}
+    for r in rows:
+        if r.n > 1000 and r.step in small:  # linear: N times more costs at most ~N times more
+            k = r.n / 1000
+            base = small[r.step]
+            out.append(_check(r.n, f"{r.step}: wall ≤ {k:g} × N = 1,000's (linear)",
+                              r.wall_s, k * base.wall_s))
+            out.append(_check(r.n, f"{r.step}: peak RSS ≤ {k:g} × N = 1,000's (linear)",
+                              r.rss_mb, k * base.rss_mb, unit=" MB"))
+    return out
+
+
+def _check(n: int, what: str, value: float, limit: float, unit: str = " s") -> str:
+    digits = 0 if unit == " MB" else 2
+    return (f"| {n:,} | {what} | {value:.{digits}f}{unit} against {limit:.{digits}f}{unit} "
+            f"| {'met' if value <= limit else '**not met**'} |")
+
+
+CHECKS_HEADER = "| N | target | figure | |\n|---:|---|---|---|"
+
+
 def startup_seconds() -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "reconciler.cli", "--version"], check=True,
@@ -199,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for r in rows:
         print(format_row(r))
+    print()
+    print(CHECKS_HEADER)
+    for line in checks(rows):
+        print(line)
     if args.json:
         Path(args.json).write_text(json.dumps(
             [dict(r.__dict__, ratio=r.ratio) for r in rows], indent=1) + "\n")
