@@ -148,10 +148,35 @@ def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
     "environmentVariables" (in `path`, or as a key below it, so in the encoded text), and
     a `sensitive` path can only mask inside `path` when one starts with the other."""
     text = encode(value)
-    if (_ENV_FIELD in text or _ENV_FIELD in path
-            or any(p.startswith(path) or path.startswith(p) for p in sensitive)):
+    if any(p.startswith(path) or path.startswith(p) for p in sensitive):
         return encode(mask_at(path, value, sensitive))
+    if _ENV_FIELD in text:
+        return encode(mask_at(path, value, sensitive))
+    if _ENV_FIELD in path:
+        masked = _variables_masked(path, value)
+        return text if masked is value else encode(masked)
     return text
+
+
+def _variables_masked(path: str, value: Any) -> Any:
+    """`mask_at(path, value)` for a value whose text never says "environmentVariables",
+    with no `sensitive` path: `value` itself when nothing in it is masked. Only the
+    `value` of an item of a variables list at `path` can be: one check per item."""
+    m = _LAST_FIELD.search(path)
+    if not (isinstance(value, list) and m and m.group("field") == _ENV_FIELD
+            and not path.endswith("]")):
+        return mask_at(path, value)
+    out = value
+    for i, item in enumerate(value):
+        if isinstance(item, list):
+            return mask_at(path, value)
+        key = kinds.item_key(_ENV_FIELD, item)
+        if (key is not None and item.get("value") is not None
+                and is_masked(f"{path}[{key}].value")):
+            if out is value:
+                out = list(value)
+            out[i] = {k: MASK if k == "value" else v for k, v in item.items()}
+    return out
 
 
 def mask_body(value: Any, sensitive: Sequence[str] = ()) -> Any:

@@ -36,3 +36,13 @@ def test_a_secret_named_variable_is_masked_under_any_parent():
     text = words.shown("", body)
     assert "s3cr3t" not in text and "/root" in text and words.MASK in text
     assert words.shown("spec", body["spec"]) == text[len('{"spec": '):-1]
+
+
+def test_a_variables_list_shows_only_its_secret_values_masked():
+    env = [{"name": "API_TOKEN", "value": "s3cr3t"}, {"name": "HOME", "value": "/root"},
+           {"name": "db_password", "value": None}, {"name": "t]oken", "value": "odd"}, "stray"]
+    for value in (env, env + [[{"name": "KEY", "value": "k"}]]):
+        text = words.shown("spec.environmentVariables", value)
+        assert text == words.encode(words.mask_at("spec.environmentVariables", value))
+        assert "s3cr3t" not in text and '"k"' not in text and "/root" in text
+    assert words.shown("spec.environmentVariables", env[1:2]) == words.encode(env[1:2])
