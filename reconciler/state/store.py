@@ -74,52 +74,64 @@ def _indented(doc: Any) -> str:
     put = out.append
     text = json_encoder.encode_basestring
 
-    def enc(o: Any, pad: str) -> None:
+    def scalar(o: Any) -> str | None:
         cls = o.__class__
         if cls is str:
-            put(text(o))
-        elif o is None:
-            put("null")
-        elif o is True:
-            put("true")
-        elif o is False:
-            put("false")
-        elif cls is int:
-            put(int.__repr__(o))
-        elif cls is float:
-            put(float.__repr__(o) if o == o and o not in _INFINITIES
-                else "NaN" if o != o else "Infinity" if o > 0 else "-Infinity")
-        elif cls is dict:
-            if not o:
-                put("{}")
-                return
-            inner = pad + "  "
-            sep = "{" + inner
+            return text(o)
+        if o is None:
+            return "null"
+        if o is True:
+            return "true"
+        if o is False:
+            return "false"
+        if cls is int:
+            return int.__repr__(o)
+        if cls is float:
+            if o != o:
+                return "NaN"
+            if o in _INFINITIES:
+                return "Infinity" if o > 0 else "-Infinity"
+            return float.__repr__(o)
+        if cls is dict or cls is list:
+            return None
+        raise _Unusual
+
+    def enc(o: Any, pad: str, head: str) -> None:
+        """Append `head` and then `o` (a dict or a list) indented below `pad`."""
+        if not o:
+            put(head + ("{}" if o.__class__ is dict else "[]"))
+            return
+        inner = pad + "  "
+        if o.__class__ is dict:
+            sep = head + "{" + inner
             for key in sorted(o):
                 if key.__class__ is not str:
                     raise _Unusual
-                put(sep)
-                put(text(key))
-                put(": ")
-                enc(o[key], inner)
+                value = o[key]
+                line = sep + text(key) + ": "
+                shown = scalar(value)
+                if shown is None:
+                    enc(value, inner, line)
+                else:
+                    put(line + shown)
                 sep = "," + inner
             put(pad + "}")
-        elif cls is list:
-            if not o:
-                put("[]")
-                return
-            inner = pad + "  "
-            sep = "[" + inner
+        else:
+            sep = head + "[" + inner
             for item in o:
-                put(sep)
-                enc(item, inner)
+                shown = scalar(item)
+                if shown is None:
+                    enc(item, inner, sep)
+                else:
+                    put(sep + shown)
                 sep = "," + inner
             put(pad + "]")
-        else:
-            raise _Unusual
 
     try:
-        enc(doc, "\n")
+        top = scalar(doc)
+        if top is not None:
+            return top
+        enc(doc, "\n", "")
     except (_Unusual, RecursionError):
         return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
     return "".join(out)
