@@ -171,7 +171,7 @@ def _variables_masked(path: str, value: Any) -> Any:
         if isinstance(item, list):
             return mask_at(path, value)
         key = kinds.item_key(_ENV_FIELD, item)
-        if (key is not None and item.get("value") is not None
+        if (key is not None and item.get("value") is not None and secret_name(key)
                 and is_masked(f"{path}[{key}].value")):
             if out is value:
                 out = list(value)
