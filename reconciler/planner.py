@@ -226,6 +226,7 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         sensitive=(tuple(dw.lifecycle.sensitive) if dw is not None
                    else tuple(rs.sensitive) if rs is not None else ()),
         ignore_changes=tuple(dw.lifecycle.ignore_changes) if dw is not None else (),
+        adopted=rs is None and dw is not None and live_body is not None,
     )
 
 

@@ -71,6 +71,9 @@ class ResourceChange:
     # Addresses of this plan's deletions that free the name this change creates (another
     # kind with the same project and name): run them, and wait until gone, first.
     waits_for: list[str] = field(default_factory=list)
+    # Found live under the spec's name but not in the state (first run against existing
+    # workloads, or a lost state): apply records it in the state instead of creating it.
+    adopted: bool = False
     # The spec's lifecycle.sensitive paths (renderers mask values at or under them) and
     # lifecycle.ignoreChanges paths (the diff already left them out); empty without a spec.
     sensitive: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from typing import Any
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import words
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -65,6 +65,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "patch": words.mask_body(rc.patch, rc.sensitive) if rc.action is Action.UPDATE else None,
         "desired_phase": rc.desired_phase,
         "live_phase": rc.live_phase,
+        "adopted": rc.adopted,
     }
 
 

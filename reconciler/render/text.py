@@ -30,10 +30,11 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     paint = _painter(color)
     todo = sorted(plan.actionable(), key=lambda rc: rc.address)
     note = [words.targets_note(plan.targets), ""] if plan.targets else []
+    adopting = _adopting(plan)
     if not todo:
-        return "\n".join(note + [NO_CHANGES]) + "\n"
+        return "\n".join(note + adopting + [NO_CHANGES]) + "\n"
     present = {rc.action for rc in todo}
-    lines = note + ["Actions are shown with these symbols:"]
+    lines = note + adopting + ["Actions are shown with these symbols:"]
     for action in words.SUMMARY_ORDER:
         if action in present:
             lines.append(f"{_symbol(action, paint):>{3 + _width_of_codes(action, paint)}} "
@@ -46,6 +47,15 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     summary = ", ".join(f"{counts[a.value]} to {a.value}" for a in words.SUMMARY_ORDER)
     lines.append(paint(_BOLD, "Plan:") + f" {summary}.")
     return "\n".join(lines) + "\n"
+
+
+def _adopting(plan: Plan) -> list[str]:
+    adopted = sorted(rc.address for rc in plan.changes if rc.adopted)
+    if not adopted:
+        return []
+    return (["Found live but not in the state (not created by runai-reconcile, or the state "
+             "was lost); apply adopts them into the state instead of creating them:"]
+            + [f"  = {a}" for a in adopted] + [""])
 
 
 def _resource(rc: ResourceChange, paint) -> list[str]:

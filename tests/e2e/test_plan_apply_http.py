@@ -201,6 +201,9 @@ def test_lost_state_adopts_existing_workloads_without_creating(ws, sim_server):
     ws.state_path.unlink()
     res = ws.plan("--detailed-exitcode")
     assert res.exit_code == 0, res.output
+    assert "apply adopts them" in res.output
+    assert "  = DistributedTraining/7/bert-ddp" in res.output
+    assert all(rc["adopted"] for rc in ws.plan_json()["resource_changes"])
     sim_server.clear_requests()
     assert ws.apply().exit_code == 0
     assert sim_server.writes() == []
@@ -262,3 +265,9 @@ def test_state_list_show_rm(ws, sim_server):
     assert res.exit_code == 0
     assert ws.cli("state", "list").output.split() == ["DistributedInference/7/llama-serve"]
     assert ws.cli("state", "show", "DistributedTraining/7/nope").exit_code == 1
+
+
+def test_after_adoption_nothing_is_adopted_again(ws, sim_server):
+    _setup(ws, sim_server)
+    assert not any(rc["adopted"] for rc in ws.plan_json()["resource_changes"])
+    assert "adopt" not in ws.plan().output
