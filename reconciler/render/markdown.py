@@ -156,7 +156,7 @@ def _plan_details(rc: ResourceChange) -> str:
         lines += _diff_lines(c, rc.sensitive)
     if not changes and rc.action is Action.CREATE and rc.after:
         lines = [f"+ {p}: {words.shown(p, v, rc.sensitive)}"
-                 for p, v in words.leaves(rc.after)]
+                 for p, v in words.created_leaves(rc)]
     if not changes and rc.action is Action.DELETE and rc.before:
         lines = [f"- {p}: {words.shown(p, v, rc.sensitive)}"
                  for p, v in words.leaves(rc.before)]

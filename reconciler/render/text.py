@@ -73,7 +73,7 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
         out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:
         out += [f"      {paint(_GREEN, '+')} {path}: {words.shown(path, value, rc.sensitive)}"
-                for path, value in words.leaves(rc.after)]
+                for path, value in words.created_leaves(rc)]
     return out
 
 

@@ -80,16 +80,35 @@ def encode(value: Any) -> str:
 
 
 def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """Flatten nested objects into (dotted path, value); lists stay whole values."""
+    """Flatten nested objects into (dotted path, value). A list of objects with item keys
+    (CONTRACT.md §6) gives one entry per item, `path[key]`, as the diff names them; other
+    lists stay whole values."""
     out: list[tuple[str, Any]] = []
     for key in sorted(body):
         value = body[key]
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(value, dict) and value:
             out.extend(leaves(value, path))
+        elif isinstance(value, list) and value and _keyed(key, value):
+            out.extend((f"{path}[{kinds.item_key(key, item)}]", item) for item in value)
         else:
             out.append((path, value))
     return out
+
+
+def created_leaves(rc: ResourceChange) -> list[tuple[str, Any]]:
+    """What a create sends, leaf by leaf, plus `desiredPhase` when it starts suspended."""
+    out = leaves(rc.after or {})
+    if rc.desired_phase == "Stopped":
+        out.append(("desiredPhase", "Stopped"))
+    return out
+
+
+def _keyed(field: str, items: list) -> bool:
+    if field in kinds.ORDERED_LISTS or field in kinds.SET_LISTS:
+        return False
+    keys = [kinds.item_key(field, item) for item in items]
+    return None not in keys and len(set(keys)) == len(keys)
 
 
 def phase_change(rc: ResourceChange) -> plans.FieldChange | None:

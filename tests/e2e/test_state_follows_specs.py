@@ -93,3 +93,12 @@ def test_drift_without_a_state_file_is_an_error_not_a_pass(ws, sim_server):
     res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
     assert res.exit_code == 1
     assert "state.json" in res.stderr
+
+
+def test_a_create_that_starts_suspended_says_so(ws, sim_server):
+    ws.write("train.yaml", TRAINING.replace("spec:\n", "desiredPhase: Stopped\nspec:\n", 1))
+    for fmt in ("text", "markdown"):
+        out = ws.plan("--format", fmt).output
+        assert 'desiredPhase: "Stopped"' in out, out
+    assert ws.apply().exit_code == 0
+    assert ws.plan("--detailed-exitcode").exit_code == 0
