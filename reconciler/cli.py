@@ -480,13 +480,20 @@ def state_list(cfg: Config) -> None:
 
 @state_group.command("show")
 @click.argument("address")
+@click.option("--show-sensitive", is_flag=True,
+              help="Print secret-looking and lifecycle.sensitive values as they are.")
 @pass_config
-def state_show(cfg: Config, address: str) -> None:
-    """Show one address's record as JSON."""
+def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
+    """Show one address's record as JSON (sensitive values masked)."""
+    from reconciler.render import words
+
     res = _store(cfg).read().resources.get(address)
     if res is None:
         raise errors.ReconcileError(f"no such address in the state: {address}")
-    click.echo(json.dumps(res.to_json(), indent=2, sort_keys=True))
+    doc = dict(res.to_json())
+    if not show_sensitive:
+        doc["applied"] = words.mask_body(res.applied, tuple(res.sensitive))
+    click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
 @state_group.command("rm")

@@ -28,6 +28,8 @@ spec:
       value: INFO
     - name: HF_HOME
       value: /data/hf
+    - name: WANDB_API_KEY
+      value: wandb-0123456789
   labels:
     - name: team
       value: nlp
@@ -260,6 +262,11 @@ def test_state_list_show_rm(ws, sim_server):
     assert res.output.split() == ["DistributedInference/7/llama-serve", "DistributedTraining/7/bert-ddp"]
     show = json.loads(ws.cli("state", "show", "DistributedTraining/7/bert-ddp").output)
     assert show["applied"]["spec"]["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"
+    env = {e["name"]: e["value"] for e in show["applied"]["spec"]["environmentVariables"]}
+    assert env["WANDB_API_KEY"] == "(sensitive)" and env["NCCL_DEBUG"] == "INFO"
+    raw = json.loads(ws.cli("state", "show", "--show-sensitive", "DistributedTraining/7/bert-ddp").output)
+    assert {e["name"]: e["value"] for e in raw["applied"]["spec"]["environmentVariables"]}[
+        "WANDB_API_KEY"] == "wandb-0123456789"
     assert "token" not in ws.state_path.read_text().lower()
     res = ws.cli("state", "rm", "DistributedTraining/7/bert-ddp")
     assert res.exit_code == 0
