@@ -10,6 +10,7 @@ a handful of list calls.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ from reconciler import kinds
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
+
+log = logging.getLogger("reconciler.refresh")
 
 
 async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
@@ -37,6 +40,14 @@ async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
                 body = await client.get(kind, workload_id)
             except api_errors.NotFound:
                 body = None
+                if addr in found:
+                    # Listed under this name, but not a workload of this kind: another
+                    # kind holds the name, and names are unique per project.
+                    _, project_id, name = kinds.parse_address(addr)
+                    log.warning("%s: the name %r in project %s is taken by workload %s of "
+                                "another kind, which runai-reconcile does not manage here: "
+                                "creating it will fail until that one is gone",
+                                addr, name, project_id, workload_id)
             # A workload being deleted is gone as far as planning goes.
             live[addr] = None if body and body.get("desiredPhase") == "Deleted" else body
 

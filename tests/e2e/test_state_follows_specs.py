@@ -102,3 +102,20 @@ def test_a_create_that_starts_suspended_says_so(ws, sim_server):
         assert 'desiredPhase: "Stopped"' in out, out
     assert ws.apply().exit_code == 0
     assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_a_name_held_by_an_unmanaged_workload_of_another_kind_is_said_at_plan_time(
+        ws, sim_server, caplog):
+    import logging
+
+    from .conftest import CLUSTER
+
+    body = {"name": "bert-ddp", "projectId": "7", "clusterId": CLUSTER,
+            "spec": {"leader": {"image": "vllm/vllm-openai:v0.6.3"}}}
+    assert sim_server.api("POST", "/api/v1/workloads/distributed-inferences", json=body).status_code == 202
+    ws.write("train.yaml", TRAINING)
+    with caplog.at_level(logging.WARNING, logger="reconciler.refresh"):
+        res = ws.plan()
+    assert res.exit_code == 0
+    assert "DistributedTraining/7/bert-ddp will be created" in res.output
+    assert "'bert-ddp' in project 7 is taken by workload" in caplog.text
