@@ -213,13 +213,13 @@ class Executor:
 
     async def _create_call(self, kind: kinds.Kind, ch: ResourceChange, body: dict) -> dict:
         async def lookup() -> dict | None:
-            return await find_by_name(self.client, kind, ch.name, ch.project_id)
+            return await self.client.find_live(kind, ch.name, ch.project_id)
 
         try:
             return await self.client.create(kind, body, on_ambiguous=lookup)
         except api_errors.Conflict as exc:
-            holder = await find_by_name(self.client, kind, ch.name, ch.project_id,
-                                        include_deleting=True)
+            holder = await self.client.find_live(kind, ch.name, ch.project_id,
+                                                 include_deleting=True)
             if holder is None:
                 raise
             if holder.get("desiredPhase") == "Deleted":
@@ -439,7 +439,7 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
     unsure = sorted(a for a, r in state.resources.items() if r.workload_id is None)
     for address in unsure:
         res = state.resources[address]
-        live = await find_by_name(client, kinds.get(res.kind), res.name, res.project_id)
+        live = await client.find_live(kinds.get(res.kind), res.name, res.project_id)
         if live is not None and live.get("workloadId"):
             res.workload_id = live["workloadId"]
             res.last_phase = live.get("actualPhase") or res.last_phase
@@ -457,24 +457,6 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
     if notes or pending or store.has_journal():
         await asyncio.to_thread(store.write, state)
     return notes
-
-
-async def find_by_name(client, kind: kinds.Kind, name: str, project_id: str, *,
-                       include_deleting: bool = False) -> dict | None:
-    """The live workload of `kind` named `name` in the project, or None. A workload being
-    deleted counts only with `include_deleting` (it still holds the name)."""
-    items = await client.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
-    for item in items:
-        wid = item.get("id") or item.get("workloadId")
-        if not wid or item.get("name") != name:
-            continue
-        try:
-            live = await client.get(kind, wid)
-        except api_errors.NotFound:  # another kind, or gone meanwhile
-            continue
-        if include_deleting or live.get("desiredPhase") != "Deleted":
-            return live
-    return None
 
 
 def _copy(res: ResourceState, **changes) -> ResourceState:

@@ -14,7 +14,7 @@ suspend and resume are safe to repeat. A create is not: after an ambiguous failu
 (it may have been committed) `create` asks `on_ambiguous(kind, body)` to look the
 workload up before any retry (`on_ambiguous()`), and raises
 `RetryableError(ambiguous=True)` when no such callback was given. `find_live` does
-that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, body))`.
+that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, name, project))`.
 """
 
 from __future__ import annotations
@@ -229,19 +229,21 @@ class RunaiClient:
         """`GET /api/v1/workloads/{id}`: the kind-neutral view (phase, conditions, ...)."""
         return await self._send("GET", f"{WORKLOADS_PATH}/{workload_id}")
 
-    async def find_live(self, kind: Kind, body: dict) -> dict | None:
-        """The live (not deleted) workload of `kind` named as in the creation `body`
-        within its project (and cluster), or None: the lookup for `create(on_ambiguous=...)`."""
-        filters = [f"name=={body['name']}", f"projectId=={body['projectId']}"]
-        if body.get("clusterId"):
-            filters.append(f"clusterId=={body['clusterId']}")
-        for item in await self.iter_workloads(filter_by=filters):
-            if item.get("name") != body["name"] or not item.get("id"):
+    async def find_live(self, kind: Kind, name: str, project_id: str, *,
+                        include_deleting: bool = False) -> dict | None:
+        """The live workload of `kind` named `name` in the project, or None: the lookup
+        for `create(on_ambiguous=...)` and for recovery. A workload being deleted counts
+        only with `include_deleting` (it still holds the name)."""
+        items = await self.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        for item in items:
+            if item.get("name") != name or not item.get("id"):
                 continue
             try:
-                return await self.get(kind, item["id"])
-            except errors.NotFound:  # another kind, or deleted meanwhile
+                live = await self.get(kind, item["id"])
+            except errors.NotFound:  # another kind, or gone meanwhile
                 continue
+            if include_deleting or live.get("desiredPhase") != "Deleted":
+                return live
         return None
 
     # --- the one place that talks to the network ------------------------------------

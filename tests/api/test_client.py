@@ -350,7 +350,7 @@ async def test_a_failing_lookup_keeps_the_create_ambiguous(make_client):
     assert ei.value.ambiguous is True and len(h.seen) == 1
 
 
-async def test_find_live_looks_the_workload_up_by_name_project_and_cluster(make_client):
+async def test_find_live_looks_the_workload_up_by_name_and_project(make_client):
     calls = []
 
     def handler(request):
@@ -361,11 +361,10 @@ async def test_find_live_looks_the_workload_up_by_name_project_and_cluster(make_
             return json_response(200, {"workloads": [{"id": WID, "name": "bert"}]})
         return json_response(200, LIVE)
     async with make_client(handler) as client:
-        assert await client.create(DT, BODY, on_ambiguous=lambda: client.find_live(DT, BODY)) == LIVE
+        assert await client.create(DT, BODY, on_ambiguous=lambda: client.find_live(DT, "bert", "7")) == LIVE
     assert calls == [
         ("POST", "/api/v1/workloads/distributed", None),
-        ("GET", "/api/v1/workloads",
-         "name==bert,projectId==7,clusterId==71f69d83-ba66-4822-adf5-55ce55efd210"),
+        ("GET", "/api/v1/workloads", "name==bert,projectId==7"),
         ("GET", f"/api/v1/workloads/distributed/{WID}", None),
     ]
 
@@ -376,7 +375,7 @@ async def test_find_live_skips_workloads_of_another_kind(make_client):
             return json_response(200, {"workloads": [{"id": "other", "name": "bert"}]})
         return json_response(404, {"code": 404, "message": "not found"})
     async with make_client(handler) as client:
-        assert await client.find_live(DT, BODY) is None
+        assert await client.find_live(DT, "bert", "7") is None
 
 
 @pytest.mark.parametrize("first", [json_response(500, {"code": 500, "message": "x"}),

@@ -89,7 +89,7 @@ async def test_an_ambiguous_create_is_resolved_by_lookup_over_http(sim_url, admi
     admin.put("/_sim/faults", json={"commitFailRate": 1.0, "commitFailMode": "500"})
     async with client(sim_url) as c:
         live = await c.create(DT, body("http-500"),
-                              on_ambiguous=lambda: c.find_live(DT, body("http-500")))
+                              on_ambiguous=lambda: c.find_live(DT, "http-500", "7"))
     assert live["name"] == "http-500"
     assert [s for m, p, s in log(admin) if p == DT.api_path] == [500]
 
@@ -120,7 +120,7 @@ async def test_the_fault_flags_are_absorbed_and_nothing_is_created_twice(tmp_pat
                    "--retry-after", "0", "--seed", "11", "--no-token-faults") as url:
         async with client(url, max_attempts=20) as c:
             async def create(name):
-                return await c.create(DT, body(name), on_ambiguous=lambda: c.find_live(DT, body(name)))
+                return await c.create(DT, body(name), on_ambiguous=lambda: c.find_live(DT, name, "7"))
             made = await asyncio.gather(*(create(f"flaky-{i}") for i in range(12)))
             assert len({w["workloadId"] for w in made}) == 12
             names = sorted(w["name"] for w in await c.iter_workloads())

@@ -103,9 +103,9 @@ async def test_list_filters_and_pages(sim_client):
 async def test_find_live_resolves_a_name_to_the_kinds_workload(sim_client):
     async with sim_client() as client:
         wid = (await client.create(DT, dt_body()))["workloadId"]
-        assert (await client.find_live(DT, dt_body()))["workloadId"] == wid
-        assert await client.find_live(DI, dt_body()) is None
-        assert await client.find_live(DT, dt_body("other")) is None
+        assert (await client.find_live(DT, "bert", "7"))["workloadId"] == wid
+        assert await client.find_live(DI, "bert", "7") is None
+        assert await client.find_live(DT, "other", "7") is None
 
 
 # --- error paths ----------------------------------------------------------------------
@@ -221,7 +221,7 @@ async def test_a_commit_failure_on_create_is_ambiguous_and_not_re_posted(sim_cli
 async def test_a_dropped_connection_after_create_is_resolved_by_lookup(sim_client, admin):
     await set_faults(admin, commitFailRate=1.0, commitFailMode="drop")
     async with sim_client() as client:
-        live = await client.create(DT, dt_body(), on_ambiguous=lambda: client.find_live(DT, dt_body()))
+        live = await client.create(DT, dt_body(), on_ambiguous=lambda: client.find_live(DT, "bert", "7"))
     assert live["name"] == "bert" and live["workloadId"]
     assert [m for m, p, _ in await api_log(admin) if p == DT.api_path] == ["POST"]
 
