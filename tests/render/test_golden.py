@@ -4,10 +4,11 @@ The goldens are what users see: review a change to them like a change to the cod
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest
+
+from tests.golden import assert_golden
 
 from reconciler.render import json as json_render
 from reconciler.render import text as text_render
@@ -24,13 +25,7 @@ RENDERERS = {
 @pytest.mark.parametrize("ext", sorted(RENDERERS))
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_matches_golden(name, ext):
-    got = RENDERERS[ext](PLANS[name]())
-    path = GOLDEN / f"{name}.{ext}"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(got, encoding="utf-8")
-    assert path.exists(), f"no golden {path.name}: run with UPDATE_GOLDEN=1 and review it"
-    assert got == path.read_text(encoding="utf-8"), \
-        f"{path.name} differs; if intended, rerun with UPDATE_GOLDEN=1 and review the diff"
+    assert_golden(GOLDEN / f"{name}.{ext}", RENDERERS[ext](PLANS[name]()))
 
 
 def test_every_golden_has_an_example():

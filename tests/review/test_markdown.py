@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 
 import pytest
+
+from tests.golden import assert_golden
 
 from reconciler import drift
 from reconciler.plans import Action, FieldChange, Plan
@@ -47,13 +48,7 @@ CASES["no_drift"] = lambda: markdown.render_drift(drift.DriftReport(drifted=[], 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_matches_golden(name):
-    got = CASES[name]()
-    path = GOLDEN / f"{name}.md"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.write_text(got, encoding="utf-8")
-    assert path.exists(), f"no golden {path.name}: run with UPDATE_GOLDEN=1 and review it"
-    assert got == path.read_text(encoding="utf-8"), \
-        f"{path.name} differs; if intended, rerun with UPDATE_GOLDEN=1 and review the diff"
+    assert_golden(GOLDEN / f"{name}.md", CASES[name]())
 
 
 def test_every_golden_has_a_case():

@@ -1,0 +1,14 @@
+"""Golden files: rendered output compared with a reviewed file; UPDATE_GOLDEN=1 rewrites it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def assert_golden(path: Path, got: str) -> None:
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(got, encoding="utf-8")
+    assert path.exists(), f"no golden {path.name}: run with UPDATE_GOLDEN=1 and review it"
+    assert got == path.read_text(encoding="utf-8"), \
+        f"{path.name} differs; if intended, rerun with UPDATE_GOLDEN=1 and review the diff"
