@@ -363,16 +363,8 @@ class Executor:
         # matches the spec (else this would not be a no-op), so the spec is what is applied
         # now, with ignored paths kept at their prior values (the planner's `after`).
         applied = ch.after if ch.after is not None else (prev.applied if prev else d.body)
-        res = ResourceState(
-            kind=ch.kind, name=ch.name, project_id=ch.project_id, cluster_id=d.cluster_id,
-            workload_id=ch.workload_id or (prev.workload_id if prev else None),
-            applied=applied,
-            desired_phase=d.desired_phase if d.desired_phase else "Running",
-            last_phase=ch.live_phase or (prev.last_phase if prev else None),
-            prevent_destroy=d.lifecycle.prevent_destroy,
-            completed=bool((prev and prev.completed) or ch.live_phase == "Completed"),
-            sensitive=list(d.lifecycle.sensitive),
-        )
+        res = self._resource(ch, workload_id=ch.workload_id or (prev.workload_id if prev else None),
+                             applied=applied, live={"actualPhase": ch.live_phase})
         if prev is None or res != prev:
             await self._set(ch.address, res)
 
