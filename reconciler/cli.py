@@ -515,13 +515,11 @@ def state_rm(cfg: Config, addresses: tuple[str, ...]) -> None:
 
 
 def _register_sim() -> None:
-    if "sim" in main.commands:
-        return
-    try:
+    """Add `sim` on first use: the simulator (Starlette, uvicorn) stays out of other commands' start-up."""
+    if "sim" not in main.commands:
         from reconciler.simulator.command import sim
-    except ImportError:  # the simulator package is being built
-        return
-    main.add_command(sim)
+
+        main.add_command(sim)
 
 
 if __name__ == "__main__":  # python -m reconciler.cli
