@@ -2,16 +2,19 @@
 
     from reconciler.desired import load_specs
     workloads = load_specs("specs")   # raises reconciler.errors.SpecError with every problem
+    pending = start_loading("specs")  # the same, in a forked child when that pays
+    workloads = pending.result()      # or `await pending.wait()`
 
 Modules: `sources` (files → raw documents with line numbers), `fields` and `models`
 (the pydantic models of each kind's create body), `loader` (validation and error
-messages), `types` (DesiredWorkload, Lifecycle; shared with the planner).
+messages), `types` (DesiredWorkload, Lifecycle; shared with the planner), `background`
+(start_loading: load_specs in a child process while the caller works).
 Callers: the CLI and the planner's tests.
 """
 
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 
-__all__ = ["DesiredWorkload", "Lifecycle", "load_specs"]
+__all__ = ["DesiredWorkload", "Lifecycle", "PendingSpecs", "load_specs", "start_loading"]
 
 
 def __getattr__(name: str):
@@ -21,4 +24,8 @@ def __getattr__(name: str):
         from reconciler.desired.loader import load_specs
 
         return load_specs
+    if name in ("start_loading", "PendingSpecs"):
+        from reconciler.desired import background
+
+        return getattr(background, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

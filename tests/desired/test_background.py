@@ -1,0 +1,258 @@
+"""start_loading: the specs loaded in a forked child give what load_specs gives, errors
+included, and the child never outlives its use, hangs the parent or prints."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from reconciler.desired import background, loader, sources
+from reconciler.desired.background import start_loading
+from reconciler.desired.loader import load_specs
+from reconciler.desired.types import DesiredWorkload
+from reconciler.errors import ReconcileError, SpecError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import specgen  # noqa: E402
+
+EXAMPLES = ROOT / "specs"
+GENERATED = 120
+
+pytestmark = pytest.mark.skipif(not background._fork_available(), reason="needs fork (Linux)")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> tuple[pathlib.Path, list[DesiredWorkload]]:
+    root = tmp_path_factory.mktemp("generated")
+    specgen.write_specs(root, GENERATED)
+    return root, load_specs(root)
+
+
+@pytest.fixture
+def bad_specs(specdir) -> pathlib.Path:
+    specdir.write("a-good.yaml", (EXAMPLES / "training" / "bert-ddp.yaml").read_text())
+    specdir.write("b-bad.yaml", """
+        kind: DistributedTraining
+        name: Bad_Name
+        projectId: 7
+        clusterId: 71f69d83-ba66-4822-adf5-55ce55efd210
+        spec:
+          imagee: x
+        """)
+    specdir.write("c-broken.yaml", "kind: [unclosed\n")
+    specdir.write("d-copy.yaml", (EXAMPLES / "training" / "bert-ddp.yaml").read_text())
+    return specdir.root
+
+
+def _blocking_loader(monkeypatch) -> None:
+    """The child (forked after this) loads forever, so that it is surely still running."""
+    def forever(directory):
+        signal.pause()
+    monkeypatch.setattr(loader, "load_specs", forever)
+
+
+def _gone(pid: int) -> bool:
+    """No such process: neither running nor a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _open_fds() -> set[int]:
+    return {int(n) for n in os.listdir("/proc/self/fd")} if os.path.isdir("/proc/self/fd") else set()
+
+
+def test_example_specs_load_in_the_child_as_in_process():
+    pending = start_loading(EXAMPLES, background=True)
+    assert pending.in_background
+    assert pending.result() == load_specs(EXAMPLES)
+
+
+def test_few_spec_files_load_in_process_and_are_done_at_once():
+    pending = start_loading(EXAMPLES)
+    assert not pending.in_background and pending.pid is None and pending.done()
+    assert pending.result() == load_specs(EXAMPLES)
+
+
+def test_a_generated_folder_loads_in_the_background_with_the_same_workloads_in_order(generated):
+    root, expected = generated
+    pending = start_loading(root)
+    assert pending.in_background
+    pid = pending.pid
+    got = pending.result()
+    assert [w.address for w in got] == [w.address for w in expected]
+    assert got == expected
+    assert _gone(pid)
+    assert pending.result() == expected  # asked again: the same answer
+
+
+@pytest.mark.parametrize("in_background", [True, False], ids=["child", "in-process"])
+def test_bad_specs_give_the_same_spec_error_problems(bad_specs, in_background):
+    with pytest.raises(SpecError) as expected:
+        load_specs(bad_specs)
+    pending = start_loading(bad_specs, background=in_background)
+    assert pending.in_background is in_background
+    with pytest.raises(SpecError) as got:
+        pending.result()
+    assert got.value.problems == expected.value.problems
+    assert str(got.value) == str(expected.value)
+    assert len(got.value.problems) >= 4  # field errors, a syntax error, a duplicate
+
+
+def test_a_missing_directory_is_the_same_spec_error(tmp_path):
+    with pytest.raises(SpecError) as expected:
+        load_specs(tmp_path / "nowhere")
+    with pytest.raises(SpecError) as got:
+        start_loading(tmp_path / "nowhere", background=True).result()
+    assert got.value.problems == expected.value.problems == [f"{tmp_path / 'nowhere'}: no such directory"]
+
+
+def test_the_choice_counts_spec_files_as_the_loader_finds_them(tmp_path):
+    assert background._SUFFIXES == sources.SUFFIXES
+    n = background.BACKGROUND_MIN_FILES
+    (tmp_path / ".hidden").mkdir()
+    for i in range(n):
+        (tmp_path / ".hidden" / f"w{i}.yaml").write_text("")
+    for i in range(n - 1):
+        (tmp_path / f"w{i}.yml").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    assert not background._holds_spec_files(tmp_path, n)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "last.JSON").write_text("")
+    assert background._holds_spec_files(tmp_path, n)
+    assert not background._holds_spec_files(tmp_path / "sub" / "last.JSON", n)
+
+
+def test_cancel_stops_the_child_and_leaves_no_process_or_pipe(monkeypatch, generated):
+    before = _open_fds()
+    _blocking_loader(monkeypatch)
+    pending = start_loading(generated[0], background=True)
+    pid = pending.pid
+    assert pid is not None and not _gone(pid)
+    pending.cancel()
+    pending.cancel()
+    assert _gone(pid)
+    assert _open_fds() == before
+    with pytest.raises(ReconcileError, match="cancelled"):
+        pending.result()
+
+
+def test_cancel_after_the_result_keeps_the_result(generated):
+    root, expected = generated
+    pending = start_loading(root, background=True)
+    assert pending.result() == expected
+    pending.cancel()
+    assert pending.result() == expected
+
+
+def test_wait_lets_other_tasks_run_while_the_child_loads(generated):
+    root, expected = generated
+
+    async def main():
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker():
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.002)
+
+        task = asyncio.create_task(ticker())
+        pending = start_loading(root, background=True)
+        got = await pending.wait()
+        stop.set()
+        await task
+        return got, ticks, pending
+
+    before = _open_fds()
+    got, ticks, pending = asyncio.run(main())
+    assert got == expected
+    assert ticks >= 10  # loading 120 specs takes far longer than 10 ticks of 2 ms
+    assert _open_fds() == before
+
+
+def test_wait_raises_the_spec_error(bad_specs):
+    with pytest.raises(SpecError) as expected:
+        load_specs(bad_specs)
+    with pytest.raises(SpecError) as got:
+        asyncio.run(start_loading(bad_specs, background=True).wait())
+    assert got.value.problems == expected.value.problems
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("waiting", ["result", "wait"])
+def test_a_killed_child_is_a_clear_error_not_a_hang(monkeypatch, generated, waiting):
+    _blocking_loader(monkeypatch)
+    pending = start_loading(generated[0], background=True)
+    os.kill(pending.pid, signal.SIGKILL)
+    with pytest.raises(ReconcileError, match=r"the loader process was killed \(SIGKILL\)") as err:
+        pending.result() if waiting == "result" else asyncio.run(pending.wait())
+    assert not isinstance(err.value, SpecError)
+
+
+@pytest.mark.timeout(30)
+def test_an_unexpected_failure_in_the_child_comes_back_without_output(monkeypatch, capfd, generated):
+    def broken(directory):
+        print("noise on stdout")
+        print("noise on stderr", file=sys.stderr)
+        os.write(2, b"noise on fd 2\n")
+        raise RuntimeError("the loader broke")
+
+    monkeypatch.setattr(loader, "load_specs", broken)
+    with pytest.raises(ReconcileError, match="could not load the specs: RuntimeError: the loader broke") as err:
+        start_loading(generated[0], background=True).result()
+    assert "Traceback" in err.value.child_traceback
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_child_ignores_ctrl_c(capfd, generated):
+    root, expected = generated
+    pending = start_loading(root, background=True)
+    os.kill(pending.pid, signal.SIGINT)
+    assert pending.result() == expected
+    assert capfd.readouterr() == ("", "")
+
+
+def test_values_marshal_cannot_carry_still_come_back(monkeypatch, tmp_path):
+    odd = [DesiredWorkload(kind="TrainingWorkload", name="a", project_id="1", cluster_id="c",
+                           body={"spec": {"when": datetime.date(2024, 1, 2), "tags": {1, 2}}})]
+    monkeypatch.setattr(loader, "load_specs", lambda directory: odd)
+    assert start_loading(tmp_path, background=True).result() == odd
+
+
+def test_the_parent_imports_no_models_prints_once_and_leaves_no_orphan(tmp_path, generated):
+    """A real CLI-like process: it never imports pydantic, its buffered output is not
+    written twice by the child, and a child still loading when it exits is killed."""
+    script = textwrap.dedent(f"""
+        import signal, sys
+        from reconciler.desired import start_loading
+        sys.stdout.write("parent output, once\\n")   # buffered: stdout is a pipe
+        pending = start_loading({str(generated[0])!r})
+        assert pending.in_background
+        workloads = pending.result()
+        assert len(workloads) == {GENERATED}, len(workloads)
+        assert "pydantic" not in sys.modules and "yaml" not in sys.modules, "models imported"
+        import reconciler.desired.loader as loader
+        loader.load_specs = lambda directory: signal.pause()
+        left = start_loading({str(generated[0])!r}, background=True)
+        print("child", left.pid)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert run.stdout.count("parent output, once") == 1
+    pid = int(run.stdout.split("child ")[1])
+    assert _gone(pid)
