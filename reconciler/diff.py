@@ -100,11 +100,14 @@ class _Walker:
         self.changes: list[plans.FieldChange] = []
 
     def node(self, path: str, field: str, d: Any, l: Any, r: Any, *,
-             write_only: bool = False) -> None:
+             write_only: bool = False, same_dl: bool = False) -> None:
+        """`same_dl`: a parent found D and L identical, so they are here too."""
         live_known = self.live_known and not write_only
-        if self.has_state and d == l and (not live_known or r == l) and _identical(d, l) and (
-                not live_known or _identical(l, r)):
-            return  # unchanged and no drift: most of a fleet, most of the time
+        if self.has_state:
+            if not same_dl:
+                same_dl = d == l and _identical(d, l)
+            if same_dl and (not live_known or (r == l and _identical(l, r))):
+                return  # unchanged and no drift: most of a fleet, most of the time
         d_abs, l_abs, r_abs = _absent(d), _absent(l), _absent(r)
         if not self.has_state:
             if d_abs:
@@ -140,7 +143,7 @@ class _Walker:
                 for k in _union(dm, lm):
                     self.node(_join(path, sep, k), _child_field(field, dm, k),
                               dm.get(k), lm.get(k), rm.get(k) if rm is not None else None,
-                              write_only=write_only)
+                              write_only=write_only, same_dl=same_dl)
                 return
         if not _eq(d, l, field):
             if live_known:

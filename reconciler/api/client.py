@@ -33,7 +33,7 @@ import httpx
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
-from reconciler.api.pool import KeepAlivePool
+from reconciler.api.transport import AiohttpTransport
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
@@ -96,7 +96,7 @@ class RunaiClient:
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
         if transport is None and not _proxy_configured():
-            transport = KeepAlivePool(size=max_connections, verify=verify)
+            transport = AiohttpTransport(size=max_connections, verify=verify)
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport, limits=limits,

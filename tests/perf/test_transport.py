@@ -1,4 +1,4 @@
-"""The API client's keep-alive pool (reconciler.api.pool) over real sockets: connections
+"""The API client's transport (reconciler.api.transport) over real sockets: connections
 are reused up to the pool's size, a connection the server closed is replaced, and
 network failures surface as httpx's exceptions (which the client's retry policy reads)."""
 
@@ -10,7 +10,7 @@ import socket
 import httpx
 import pytest
 
-from reconciler.api.pool import KeepAlivePool
+from reconciler.api.transport import AiohttpTransport
 from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
 
 pytestmark = pytest.mark.http
@@ -22,7 +22,7 @@ def _token_body() -> dict:
 
 def test_many_requests_reuse_at_most_size_connections(sim_server):
     async def run() -> int:
-        pool = KeepAlivePool(size=4)
+        pool = AiohttpTransport(size=4)
         async with httpx.AsyncClient(base_url=sim_server.url, transport=pool) as http:
             answers = await asyncio.gather(*(http.post("/api/v1/token", json=_token_body())
                                              for _ in range(40)))
@@ -52,7 +52,7 @@ def test_a_connection_the_server_closed_is_replaced():
     async def run() -> tuple[list[int], int]:
         server = await _one_shot_server([ok, ok])
         port = server.sockets[0].getsockname()[1]
-        pool = KeepAlivePool(size=2)
+        pool = AiohttpTransport(size=2)
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", transport=pool) as http:
                 first = await http.get("/a")
@@ -74,7 +74,7 @@ def test_connection_refused_is_httpx_connect_error():
         port = s.getsockname()[1]
 
     async def run() -> None:
-        async with httpx.AsyncClient(transport=KeepAlivePool(size=1)) as http:
+        async with httpx.AsyncClient(transport=AiohttpTransport(size=1)) as http:
             await http.get(f"http://127.0.0.1:{port}/")
 
     with pytest.raises(httpx.ConnectError):
@@ -83,4 +83,4 @@ def test_connection_refused_is_httpx_connect_error():
 
 def test_size_must_be_positive():
     with pytest.raises(ValueError):
-        KeepAlivePool(size=0)
+        AiohttpTransport(size=0)
