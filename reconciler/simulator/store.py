@@ -44,6 +44,10 @@ def iso(ts: float) -> str:
 
 @dataclass
 class Record:
+    """One workload. Once stored, `body` is replaced, never changed in place: its JSON
+    text is kept with the very dict it was made from (`encoded`) and reused while that
+    dict is still the body, so every GET need not serialise it again."""
+
     kind: str  # a key of app.KIND_TYPES: "distributed" | "distributed-inference"
     body: dict  # the API body, without actualPhase (derived)
     phases: list[str]
@@ -51,6 +55,7 @@ class Record:
     created: float
     updated: float
     deleted_at: float | None = None
+    encoded: tuple[dict, str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -117,7 +122,7 @@ class Store:
             self._ending.discard(rec.id)
             rec.deleted_at = (rec.since + (len(rec.phases) - 1) * self.phase_seconds
                               if self.phase_seconds > 0 else now)
-            rec.body["deletedAt"] = iso(rec.deleted_at)
+            rec.body = {**rec.body, "deletedAt": iso(rec.deleted_at)}
             rec.phases, rec.since = ["Deleting"], rec.deleted_at
             self.deleted[rec.id] = rec
         if gone:
@@ -126,7 +131,7 @@ class Store:
     def remove_now(self, rec: Record) -> None:
         """Delete out of band: gone at once."""
         self.transition(rec, [GONE])
-        rec.body["desiredPhase"] = "Deleted"
+        rec.body = {**rec.body, "desiredPhase": "Deleted"}
         self.settle()
 
     # --- lookups --------------------------------------------------------------------
@@ -141,6 +146,10 @@ class Store:
             index[key] = index.get(key, 0) + 1
         self.live[rec.id] = rec
         self._names_of = len(self.live)
+
+    def names_changed(self) -> None:
+        """A live record's name or project was changed in place: rebuild the name index."""
+        self._names_of = -1
 
     def _name_index(self) -> dict[tuple[str, str], int]:
         if self._names_of != len(self.live):

@@ -77,6 +77,44 @@ def test_suspend_resume_and_patch_of_a_deleting_workload_are_409(make_sim):
     assert sim.delete(f"{D}/{d}").status_code == 202  # repeating a delete is accepted
 
 
+def test_every_write_shows_in_the_next_read(make_sim, clock):
+    """Reads answer from a cached serialisation of the workload: no write may leave it
+    stale, whether the read came before the write or not."""
+    sim = make_sim(phase_seconds=10)
+    did = sim.create_distributed("w")["workloadId"]
+    iid = sim.create_di("i")["workloadId"]
+
+    def read(wid, path=D):
+        return sim.get(f"{path}/{wid}").json()
+
+    assert read(iid, DI)["spec"]["replicas"] == 1
+    assert sim.patch(f"{DI}/{iid}", json={"spec": {"replicas": 3}}).json()["actualPhase"] \
+        == "Updating"
+    got = read(iid, DI)
+    assert (got["spec"]["replicas"], got["actualPhase"]) == (3, "Updating")
+    clock.advance(10)
+    assert read(iid, DI)["actualPhase"] == "Running"
+
+    assert read(did)["desiredPhase"] == "Running"
+    sim.post(f"{D}/{did}/suspend")
+    assert (read(did)["desiredPhase"], read(did)["actualPhase"]) == ("Stopped", "Stopping")
+    sim.post(f"{D}/{did}/resume")
+    assert (read(did)["desiredPhase"], read(did)["actualPhase"]) == ("Running", "Resuming")
+    sim.patch(f"/_sim/workloads/{did}", json={"spec": {"numWorkers": 5}})
+    assert read(did)["spec"]["numWorkers"] == 5
+    sim.post(f"/_sim/workloads/{did}/phase", json={"phase": "Failed"})
+    assert read(did)["actualPhase"] == "Failed"
+    sim.delete(f"{D}/{did}")
+    got = read(did)
+    assert (got["desiredPhase"], got["actualPhase"], "deletedAt" in got) == (
+        "Deleted", "Deleting", False)
+    clock.advance(10)
+    assert sim.get(f"{D}/{did}").status_code == 404
+    gone = sim.get("/_sim/workloads").json()["deleted"]
+    assert [(w["workloadId"], w["desiredPhase"], bool(w["deletedAt"])) for w in gone] == [
+        (did, "Deleted", True)]
+
+
 # --- admin surface -----------------------------------------------------------------
 
 
@@ -109,6 +147,14 @@ def test_merge_patch_changes_a_workload_behind_the_clients_back(sim, conforms):
     assert sim.patch(f"/_sim/workloads/{wid}", json={"workloadId": "x"}).status_code == 400
     assert sim.patch(f"/_sim/workloads/{wid}", json=[1]).status_code == 400
     assert sim.patch("/_sim/workloads/nope", json={}).status_code == 404
+
+
+def test_a_name_changed_behind_the_clients_back_moves_with_the_workload(sim):
+    wid = sim.create_distributed("before")["workloadId"]
+    sim.patch(f"/_sim/workloads/{wid}", json={"name": "after"})
+    body = {"projectId": "7", "clusterId": CLUSTER, "spec": {"image": "i"}}
+    assert sim.post(D, json={"name": "after", **body}).status_code == 409
+    assert sim.post(D, json={"name": "before", **body}).status_code == 202
 
 
 def test_force_a_phase(sim):
