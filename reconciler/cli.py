@@ -154,6 +154,19 @@ def _load(directory: str):
     return load_specs(directory)
 
 
+@contextlib.contextmanager
+def _loading(directory: str):
+    """The specs loading on the other core (`desired.start_loading`) while the caller
+    reads the state and the live workloads; stopped when the command ends."""
+    from reconciler.desired import start_loading
+
+    pending = start_loading(directory)
+    try:
+        yield pending
+    finally:
+        pending.cancel()
+
+
 def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
     for a in addrs:
         try:
@@ -163,18 +176,23 @@ def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
     return list(addrs)
 
 
-async def _make_plan(cfg: Config, client, desired, state, *, targets, replace, destroy,
-                     do_refresh) -> tuple[Plan, dict]:
-    """The plan, and the live bodies read for it (empty with --no-refresh)."""
+async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, destroy,
+                     do_refresh) -> tuple[Plan, dict, list]:
+    """The plan, the live bodies read for it (empty with --no-refresh) and the specs.
+
+    `specs` is a PendingSpecs: the GETs of the workloads the state knows start while
+    the specs still load."""
     live = {}
     if do_refresh:
         from reconciler import refresh  # with httpx: a tenth of --no-refresh's start-up
 
         only = set(targets) if targets else None
-        live = await refresh.read_live(client, desired, state, parallelism=cfg.parallelism, only=only)
+        live = await refresh.read_live(client, specs.wait(), state, parallelism=cfg.parallelism,
+                                       only=only)
+    desired = await specs.wait()
     the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
                                  destroy=destroy)
-    return the_plan, live
+    return the_plan, live, desired
 
 
 def _render(plan: Plan, fmt: str, cfg: Config) -> str:
@@ -239,16 +257,16 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
     """Show what apply would do. Makes no API writes and does not change the state."""
     targets = _check_addresses(targets, "--target")
     replace = _check_addresses(replace, "--replace")
-    desired = _load(directory)
-    state = _store(cfg).read()
+    with _loading(directory) as specs:
+        state = _store(cfg).read()
 
-    async def run() -> tuple[Plan, dict]:
-        client = _client(cfg) if refresh else None
-        async with client if client else contextlib.nullcontext():
-            return await _make_plan(cfg, client, desired, state, targets=targets, replace=replace,
-                                    destroy=destroy, do_refresh=refresh)
+        async def run() -> tuple[Plan, dict, list]:
+            client = _client(cfg) if refresh else None
+            async with client if client else contextlib.nullcontext():
+                return await _make_plan(cfg, client, specs, state, targets=targets,
+                                        replace=replace, destroy=destroy, do_refresh=refresh)
 
-    result, live = asyncio.run(run())
+        result, live, desired = asyncio.run(run())
     if out_path:
         from reconciler import planfile
 
@@ -292,17 +310,17 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
         return _apply_saved(cfg, directory, fmt)
     targets = _check_addresses(targets, "--target")
     replace = _check_addresses(replace, "--replace")
-    desired = _load(directory)
     store = _store(cfg)
-    with store.lock("apply"):
+    with _loading(directory) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
 
         async def run():
             async with _client(cfg) as client:
                 # What a killed run left in flight is looked up by name before planning.
                 await recover(client, store, state, pending, on_event=lambda m: click.echo(m, err=True))
-                the_plan, _ = await _make_plan(cfg, client, desired, state, targets=targets,
-                                               replace=replace, destroy=destroy, do_refresh=True)
+                the_plan, _, desired = await _make_plan(cfg, client, specs, state, targets=targets,
+                                                        replace=replace, destroy=destroy,
+                                                        do_refresh=True)
                 _targets_note(targets, fmt)
                 _echo_out(_render(the_plan, fmt, cfg))
                 if the_plan.has_changes and not auto_approve:
@@ -419,24 +437,28 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     from reconciler.render import drift as drift_render
     from reconciler.render import markdown as markdown_render
 
-    desired = _load(directory)
-    store = _store(cfg)
-    state = store.read()
-    if not state.resources and not os.path.exists(cfg.state_path) and not store.has_journal():
-        # A scheduled check pointed at the wrong (or an empty) state volume must not pass
-        # forever with "no drift".
-        raise errors.ReconcileError(
-            f"no state file at {cfg.state_path}: nothing has been applied with it, so nothing "
-            "can drift. Point --state at the state your applies write.")
+    with _loading(directory) as specs:
+        store = _store(cfg)
+        state = store.read()
+        if not state.resources and not os.path.exists(cfg.state_path) and not store.has_journal():
+            # A scheduled check pointed at the wrong (or an empty) state volume must not
+            # pass forever with "no drift".
+            raise errors.ReconcileError(
+                f"no state file at {cfg.state_path}: nothing has been applied with it, so "
+                "nothing can drift. Point --state at the state your applies write.")
 
-    async def run() -> dict:
-        from reconciler import refresh
+        async def run() -> tuple[dict, list]:
+            from reconciler import refresh
 
-        async with _client(cfg) as client:
-            return await refresh.read_live(client, desired, state, parallelism=cfg.parallelism,
-                                           only=set(state.resources))
+            if not state.resources:
+                return {}, await specs.wait()
+            async with _client(cfg) as client:
+                live = await refresh.read_live(client, specs.wait(), state,
+                                               parallelism=cfg.parallelism,
+                                               only=set(state.resources))
+                return live, await specs.wait()
 
-    live = asyncio.run(run()) if state.resources else {}
+        live, desired = asyncio.run(run())
     report = drift_mod.find_drift(list(desired), state, live)
     if fmt == "json":
         out = drift_render.render_json(report)

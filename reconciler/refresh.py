@@ -10,8 +10,9 @@ a handful of list calls.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from reconciler import kinds
@@ -22,17 +23,19 @@ from reconciler.state.model import State
 log = logging.getLogger("reconciler.refresh")
 
 
-async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
-                    parallelism: int, only: set[str] | None = None) -> dict[str, dict | None]:
+async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
+                    state: State, *, parallelism: int,
+                    only: set[str] | None = None) -> dict[str, dict | None]:
     """Map each address (of specs or state) to its live GET body, or None when it does not exist.
 
-    `only` limits the refresh to those addresses (for --target)."""
-    desired_by_addr = {d.address: d for d in desired}
-    wanted = set(desired_by_addr) | set(state.resources)
-    if only is not None:
-        wanted &= only
+    `desired` may be an awaitable (specs still loading, `PendingSpecs.wait()`): the GETs
+    of the workloads the state knows start at once, and only the lookups by name of new
+    addresses wait for the specs. When the awaitable raises (bad specs), the GETs in
+    flight are cancelled and the error propagates. `only` limits the refresh to those
+    addresses (for --target)."""
     sem = asyncio.Semaphore(max(1, parallelism))
     live: dict[str, dict | None] = {}
+    found: dict[str, str] = {}  # address -> id, of new addresses found by name
 
     async def get(addr: str, kind: kinds.Kind, workload_id: str) -> None:
         async with sem:
@@ -51,20 +54,30 @@ async def read_live(client, desired: Iterable[DesiredWorkload], state: State, *,
             # A workload being deleted is gone as far as planning goes.
             live[addr] = None if body and body.get("desiredPhase") == "Deleted" else body
 
-    unknown = sorted(a for a in wanted if not (a in state.resources and state.resources[a].workload_id))
-    found = await _find_by_name(client, [desired_by_addr[a] for a in unknown if a in desired_by_addr])
-    for addr in unknown:
-        if addr not in found:
-            live[addr] = None
-
-    tasks = []
-    for addr in sorted(wanted):
-        res = state.resources.get(addr)
-        kind_name = res.kind if res else desired_by_addr[addr].kind
-        workload_id = res.workload_id if res and res.workload_id else found.get(addr)
-        if workload_id:
-            tasks.append(get(addr, kinds.get(kind_name), workload_id))
-    await asyncio.gather(*tasks)
+    known = sorted(a for a, res in state.resources.items()
+                   if res.workload_id and (only is None or a in only))
+    reads = [asyncio.ensure_future(get(a, kinds.get(state.resources[a].kind),
+                                       state.resources[a].workload_id)) for a in known]
+    try:
+        if inspect.isawaitable(desired):
+            desired = await desired
+        desired_by_addr = {d.address: d for d in desired}
+        known_set = set(known)
+        unknown = sorted(a for a in set(desired_by_addr) | set(state.resources)
+                         if (only is None or a in only) and a not in known_set)
+        found.update(await _find_by_name(
+            client, [desired_by_addr[a] for a in unknown if a in desired_by_addr]))
+        for addr in unknown:
+            if addr not in found:
+                live[addr] = None
+        reads += [asyncio.ensure_future(get(a, kinds.get(desired_by_addr[a].kind), found[a]))
+                  for a in unknown if a in found]
+        await asyncio.gather(*reads)
+    except BaseException:
+        for task in reads:
+            task.cancel()
+        await asyncio.gather(*reads, return_exceptions=True)
+        raise
     return live
 
 

@@ -26,10 +26,13 @@ import random
 import socket
 import ssl
 import time
+import urllib.parse
+from json import dumps as _json_dumps
 from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
 
+from reconciler import __version__
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
@@ -37,6 +40,7 @@ from reconciler.api.transport import AiohttpTransport
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
+_USER_AGENT = f"runai-reconcile/{__version__}"
 
 TOKEN_PATH = "/api/v1/token"
 WORKLOADS_PATH = "/api/v1/workloads"
@@ -97,6 +101,11 @@ class RunaiClient:
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
         if transport is None and not _proxy_configured():
             transport = AiohttpTransport(size=max_connections, verify=verify)
+        # Over the network the client hands requests to aiohttp itself; httpx's client
+        # serves the other transports (the in-process simulator, proxies, tests).
+        self._direct = transport if isinstance(transport, AiohttpTransport) else None
+        self._timeout = timeout
+        self._headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport, limits=limits,
@@ -333,11 +342,28 @@ class RunaiClient:
                      failure, delay, attempt + 1, self.max_attempts)
             await self._sleep(delay)
 
-    async def _request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def _request(self, method: str, path: str, *, json: Any = None,
+                       params: Mapping[str, Any] | None = None,
+                       headers: dict[str, str]) -> httpx.Response:
         ticket = await self.concurrency.acquire()
         throttled = False
         try:
-            resp = await self._http.request(method, path, **kw)
+            if self._direct is None:
+                resp = await self._http.request(method, path, json=json, params=params,
+                                                headers=headers)
+            else:
+                url = self.base_url + path
+                if params:
+                    url += "?" + urllib.parse.urlencode(params)
+                headers = {**self._headers, **headers}
+                body = None
+                if json is not None:
+                    body = _json_dumps(json, ensure_ascii=False, separators=(",", ":"),
+                                       allow_nan=False).encode()
+                    headers["Content-Type"] = "application/json"
+                t = self._timeout
+                resp = await self._direct.send(method, url, headers, body, connect=t, read=t,
+                                               pool=t)
             throttled = resp.status_code == 429
             return resp
         finally:

@@ -54,25 +54,34 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                                      trace_configs=[trace])
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeout = request.extensions.get("timeout") or {}
+        return await self.send(request.method, str(request.url), request.headers.multi_items(),
+                               request.content or None, connect=timeout.get("connect"),
+                               read=timeout.get("read"), pool=timeout.get("pool"),
+                               request=request)
+
+    async def send(self, method: str, url: str, headers: Any, body: bytes | None, *,
+                   connect: float | None, read: float | None, pool: float | None,
+                   request: httpx.Request | None = None) -> httpx.Response:
+        """One exchange: the whole answer as an `httpx.Response`, or httpx's exception.
+
+        The client calls this directly (httpx's request building, URL merging and cookie
+        handling cost a third of a request's CPU and do nothing the client needs);
+        `handle_async_request` is the same for an `httpx.AsyncClient`."""
         import aiohttp
 
         if self._session is None:
             self._session = self._start()
-        timeout = request.extensions.get("timeout") or {}
-        limits = aiohttp.ClientTimeout(total=None, connect=timeout.get("pool"),
-                                       sock_connect=timeout.get("connect"),
-                                       sock_read=timeout.get("read"))
+        limits = aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect,
+                                       sock_read=read)
         try:
-            async with self._session.request(
-                    request.method, str(request.url), headers=request.headers.multi_items(),
-                    data=request.content or None, allow_redirects=False, timeout=limits,
-                    compress=None) as resp:
-                body = await resp.read()
-                reason = resp.reason
+            async with self._session.request(method, url, headers=headers, data=body,
+                                             allow_redirects=False, timeout=limits) as resp:
+                content = await resp.read()
                 return httpx.Response(status_code=resp.status, headers=resp.raw_headers,
-                                      content=body, request=request,
+                                      content=content, request=request,
                                       extensions={"http_version": b"HTTP/1.1",
-                                                  "reason_phrase": (reason or "").encode()})
+                                                  "reason_phrase": (resp.reason or "").encode()})
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -88,7 +97,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             await session.close()
 
 
-def _translate(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
+def _translate(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError:
     """The httpx exception a failure of aiohttp's stands for (most specific first)."""
     import aiohttp
 
