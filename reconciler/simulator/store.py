@@ -12,7 +12,9 @@ deleted=true, and its name is free again).
 
 With a data path, the whole store is written as JSON after every write: to a temporary
 file in the same folder, fsynced, then renamed over the old one, so a reader never sees
-a half-written file.
+a half-written file. Each record's JSON text is kept between writes and made again only
+when the record changed, so a write costs one record's encoding plus copying the file,
+not the encoding of every workload.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def iso(ts: float) -> str:
 
 @dataclass
 class Record:
-    """One workload. Once stored, `body` is replaced, never changed in place: its JSON
-    text is kept with the very dict it was made from (`encoded`) and reused while that
-    dict is still the body, so every GET need not serialise it again."""
+    """One workload. Once stored, `body` and `phases` are replaced, never changed in
+    place: JSON text made from them is kept with the very objects it was made from and
+    reused while they are still the record's (`encoded` for API responses, `saved` for
+    the data file), so neither a GET nor a save serialises every body again."""
 
     kind: str  # a key of app.KIND_TYPES: "distributed" | "distributed-inference"
     body: dict  # the API body, without actualPhase (derived)
@@ -56,6 +59,7 @@ class Record:
     updated: float
     deleted_at: float | None = None
     encoded: tuple[dict, str] | None = field(default=None, compare=False, repr=False)
+    saved: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -65,6 +69,16 @@ class Record:
         return {"kind": self.kind, "body": self.body, "phases": self.phases,
                 "since": self.since, "created": self.created, "updated": self.updated,
                 "deletedAt": self.deleted_at}
+
+    def saved_text(self) -> str:
+        """`to_json()` as JSON text, made again only when the record changed."""
+        scalars = (self.kind, self.since, self.created, self.updated, self.deleted_at)
+        cached = self.saved
+        if (cached is None or cached[0] is not self.body or cached[1] is not self.phases
+                or cached[2] != scalars):
+            cached = self.saved = (self.body, self.phases, scalars,
+                                   json.dumps(self.to_json(), sort_keys=True))
+        return cached[3]
 
     @classmethod
     def from_json(cls, d: dict) -> "Record":
@@ -171,11 +185,6 @@ class Store:
             self._names.pop(key, None)
         self._names_of = len(self.live)
 
-    def snapshot(self) -> dict:
-        return {"version": FORMAT_VERSION,
-                "workloads": [r.to_json() for r in self.live.values()],
-                "deleted": [r.to_json() for r in self.deleted.values()]}
-
     def clear(self) -> None:
         self.live.clear()
         self.deleted.clear()
@@ -205,7 +214,13 @@ class Store:
             return
         path = self.data_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.snapshot(), indent=1, sort_keys=True)
+        # {"version": 1, "workloads": [Record.to_json()...], "deleted": [...]},
+        # one workload a line.
+        text = "".join((f'{{"version": {FORMAT_VERSION},\n"workloads": [\n',
+                        ",\n".join(r.saved_text() for r in self.live.values()),
+                        '\n],\n"deleted": [\n',
+                        ",\n".join(r.saved_text() for r in self.deleted.values()),
+                        "\n]}\n"))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -314,6 +314,27 @@ def test_data_file_survives_a_restart(make_sim, tmp_path, clock):
     assert [w["id"] for w in deleted] == [gone]
 
 
+def test_the_data_file_keeps_every_kind_of_write(make_sim, tmp_path, clock):
+    path = tmp_path / "data.json"
+    first = make_sim(data_path=path, phase_seconds=10)
+    iid = first.create_di("i")["workloadId"]
+    did = first.create_distributed("d")["workloadId"]
+    gone = first.create_distributed("gone")["workloadId"]
+    first.get("/_sim/workloads")  # the store's JSON made before the writes below
+    first.patch(f"{DI}/{iid}", json={"spec": {"replicas": 4}})
+    first.post(f"{D}/{did}/suspend")
+    first.patch(f"/_sim/workloads/{did}", json={"spec": {"numWorkers": 7}})
+    first.delete(f"{D}/{gone}")
+    clock.advance(5)
+    assert make_sim(data_path=path, phase_seconds=10).get("/_sim/workloads").json() == \
+        first.get("/_sim/workloads").json()
+    clock.advance(10)
+    first.get("/_sim/workloads")  # settles the deletion, which is written too
+    assert make_sim(data_path=path, phase_seconds=10).get("/_sim/workloads").json() == \
+        first.get("/_sim/workloads").json()
+    assert [w["workloadId"] for w in first.get("/_sim/workloads").json()["deleted"]] == [gone]
+
+
 def test_unreadable_data_file_is_a_clear_error(tmp_path):
     path = tmp_path / "data.json"
     path.write_text("{broken")
