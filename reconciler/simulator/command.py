@@ -96,5 +96,7 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
     logging.getLogger("uvicorn.error").addFilter(_DropFilter())
     click.echo(f"runai-sim: serving on http://{host}:{port} "
                f"(client id {client_id!r}; admin surface at /_sim/)", err=True)
+    # No proxy-header rewriting: nothing sits in front of a simulator, and it is a
+    # layer of work on every request.
     uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
-                access_log=not quiet)
+                access_log=not quiet, proxy_headers=False)

@@ -19,7 +19,6 @@ not the encoding of every workload.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
 import os
@@ -238,7 +237,3 @@ class Store:
 
 class SimulatorDataError(Exception):
     """The --data file exists but cannot be used."""
-
-
-def copy_body(body: dict) -> dict:
-    return copy.deepcopy(body)
