@@ -87,6 +87,12 @@ _FILTER = re.compile(
     r"totalRunningTimeSeconds|priority|priorityClassName|guaranteedRuntimeEndsAt|"
     r"aiApplicationId|aiApplicationName)(==|!=|<=|>=|=@|!@|=\^|=\$)(.+)$")
 _SECRET_KEY = re.compile(r"secret|password|token", re.IGNORECASE)
+# List item fields that are a record's own values, as list_item() copies them.
+_RECORD_FIELDS: dict[str, Callable[[Record], Any]] = {
+    "type": lambda r: r.kind, "name": lambda r: r.body.get("name"),
+    "projectId": lambda r: r.body.get("projectId"), "clusterId": lambda r: r.body.get("clusterId"),
+    "createdAt": lambda r: r.body.get("createdAt"), "submittedBy": lambda r: r.body.get("createdBy"),
+}
 # What starlette's JSONResponse writes, for responses put together from cached parts.
 _dumps = functools.partial(json.dumps, ensure_ascii=False, allow_nan=False, indent=None,
                            separators=(",", ":"))
@@ -352,7 +358,12 @@ class Simulator:
                                         "<field><op><value>, op one of == != <= >= =@ !@ =^ =$")
                 filters.append(m.groups())
         source = self.store.deleted if deleted == "true" else self.store.live
-        items = [self.list_item(r) for r in sorted(source.values(), key=lambda r: r.created)]
+        records = sorted(source.values(), key=lambda r: r.created)
+        # Filters on what a record holds as is need no list item built to be checked.
+        direct = [(_RECORD_FIELDS[f], op, v) for f, op, v in filters if f in _RECORD_FIELDS]
+        if direct:
+            records = [r for r in records if all(_match(get(r), op, v) for get, op, v in direct)]
+        items = [self.list_item(r) for r in records]
         items = [i for i in items if all(_match(i.get(f), op, v) for f, op, v in filters)]
         sort_by = q.get("sortBy")
         if sort_by:

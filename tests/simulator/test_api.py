@@ -369,6 +369,24 @@ def test_list_filters(sim):
     assert b and c
 
 
+def test_list_filters_on_who_and_when(sim, clock):
+    sim.create_distributed("old")
+    clock.advance(86400)
+    sim.token = None  # a day later: a new token
+    sim.create_di("new")
+
+    def names(filter_by):
+        r = sim.get("/api/v1/workloads", params={"filterBy": filter_by})
+        assert r.status_code == 200, r.text
+        return {w["name"] for w in r.json()["workloads"]}
+
+    assert names("submittedBy==runai-sim") == {"old", "new"}
+    assert names("submittedBy!=runai-sim") == set()
+    assert names("createdAt=^2023-11-14") == {"old"}
+    assert names("createdAt>=2023-11-15") == {"new"}
+    assert names("createdAt>=2023-11-15,type==distributed") == set()
+
+
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 501}, {"limit": "x"},
                                     {"offset": -1}, {"filterBy": "id==1"},
                                     {"filterBy": "name~x"}, {"deleted": "maybe"}])
