@@ -76,7 +76,19 @@ def targets_note(targets) -> str:
 
 def encode(value: Any) -> str:
     """A value as it appears in text: JSON, on one line, keys sorted."""
+    t = type(value)
+    if t is str:  # most leaves: json.dumps' own string encoder, without its set-up
+        return _encode_str(value)
+    if t is bool:
+        return "true" if value else "false"
+    if t is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+_encode_str = json.encoder.encode_basestring  # what dumps(ensure_ascii=False) uses
 
 
 def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -172,6 +184,8 @@ def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
     if _ENV_FIELD in text:
         return encode(mask_at(path, value, sensitive))
     if _ENV_FIELD in path:
+        if path.endswith("]") and type(value) is dict and not is_masked(path + ".value"):
+            return text  # one variable: only its `value` can be masked
         masked = _variables_masked(path, value)
         return text if masked is value else encode(masked)
     return text

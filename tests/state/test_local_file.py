@@ -51,6 +51,22 @@ def test_file_is_sorted_indented_json_ending_in_a_newline(path):
     assert doc["version"] == 1 and doc["serial"] == 1
 
 
+@pytest.mark.parametrize("value", ["déjà vu ✓", 0.1, 1e-07, -2.5e300, 2**70, None, [], {}])
+def test_file_bytes_are_jsons_indented_form_whatever_the_values(path, value):
+    # orjson writes the file; it must give json.dumps' bytes (2**70 is beyond orjson)
+    store = LocalFileStore(path)
+    state = store.read()
+    res = resource("a")
+    res.applied["spec"]["odd"] = value
+    state.set(res)
+    store.write(state)
+    text = path.read_text(encoding="utf-8")
+    expected = json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    if not isinstance(value, float):  # floats may spell the exponent otherwise (1e-7)
+        assert text == expected
+    assert LocalFileStore(path).read().resources["DistributedTraining/7/a"].applied["spec"]["odd"] == value
+
+
 def test_no_temp_files_are_left_behind(path):
     written(path, "a")
     LocalFileStore(path).write(State.from_json(json.loads(path.read_text())))
