@@ -27,16 +27,16 @@ import socket
 import ssl
 import time
 import urllib.parse
-from json import dumps as _json_dumps
 from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
+import orjson
 
 from reconciler import __version__
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
-from reconciler.api.transport import AiohttpTransport
+from reconciler.api.transport import AiohttpTransport, Answer
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
@@ -105,7 +105,8 @@ class RunaiClient:
         # serves the other transports (the in-process simulator, proxies, tests).
         self._direct = transport if isinstance(transport, AiohttpTransport) else None
         self._timeout = timeout
-        self._headers = {"Accept": "application/json", "User-Agent": _USER_AGENT}
+        self._headers = {"Accept": "application/json", "Accept-Encoding": "identity",
+                         "User-Agent": _USER_AGENT}
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport, limits=limits,
@@ -344,7 +345,7 @@ class RunaiClient:
 
     async def _request(self, method: str, path: str, *, json: Any = None,
                        params: Mapping[str, Any] | None = None,
-                       headers: dict[str, str]) -> httpx.Response:
+                       headers: dict[str, str]) -> httpx.Response | Answer:
         ticket = await self.concurrency.acquire()
         throttled = False
         try:
@@ -358,8 +359,7 @@ class RunaiClient:
                 headers = {**self._headers, **headers}
                 body = None
                 if json is not None:
-                    body = _json_dumps(json, ensure_ascii=False, separators=(",", ":"),
-                                       allow_nan=False).encode()
+                    body = orjson.dumps(json)
                     headers["Content-Type"] = "application/json"
                 t = self._timeout
                 resp = await self._direct.send(method, url, headers, body, connect=t, read=t,
@@ -369,7 +369,7 @@ class RunaiClient:
         finally:
             self.concurrency.release(ticket, throttled=throttled)
 
-    def _json(self, resp: httpx.Response, method: str, path: str) -> dict:
+    def _json(self, resp: httpx.Response | Answer, method: str, path: str) -> dict:
         try:
             data = resp.json()
         except ValueError:
@@ -382,7 +382,7 @@ class RunaiClient:
                 status=resp.status_code, method=method, path=path)
         return data
 
-    def _error(self, resp: httpx.Response, method: str, path: str, auth: bool,
+    def _error(self, resp: httpx.Response | Answer, method: str, path: str, auth: bool,
                **extra: Any) -> errors.ApiError:
         status = resp.status_code
         api_message, details, issues = _parse_error_body(resp)
@@ -436,7 +436,7 @@ def _item(kind: Kind, workload_id: str) -> str:
     return f"{kind.api_path}/{workload_id}"
 
 
-def _parse_error_body(resp: httpx.Response) -> tuple[str, str | None, list[dict]]:
+def _parse_error_body(resp: httpx.Response | Answer) -> tuple[str, str | None, list[dict]]:
     """(message, details, compliance issues) from an `Error` / `SubmissionErrorV2` body."""
     try:
         data = resp.json()

@@ -10,6 +10,9 @@ import socket
 import httpx
 import pytest
 
+from reconciler import kinds
+from reconciler.api import errors as api_errors
+from reconciler.api.client import RunaiClient
 from reconciler.api.transport import AiohttpTransport
 from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
 
@@ -84,3 +87,27 @@ def test_connection_refused_is_httpx_connect_error():
 def test_size_must_be_positive():
     with pytest.raises(ValueError):
         AiohttpTransport(size=0)
+
+
+def test_the_client_over_the_network_reads_an_html_error_page_as_one_clear_error():
+    """The client sends straight to the transport (no httpx.AsyncClient): an error page
+    that is not JSON, from a proxy in front of the API, still reads as status + text."""
+    page = b"<html>upstream unavailable</html>"
+    reply = (b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: "
+             + str(len(page)).encode() + b"\r\n\r\n" + page)
+
+    async def run() -> str:
+        server = await _one_shot_server([reply])
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with RunaiClient(f"http://127.0.0.1:{port}", token="a-long-secret-token", max_attempts=1) as client:
+                with pytest.raises(api_errors.ApiError) as ei:
+                    await client.get(kinds.get("DistributedTraining"),
+                                     "0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01")
+                return str(ei.value)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    message = asyncio.run(run())
+    assert "403 Forbidden" in message and "upstream unavailable" in message
