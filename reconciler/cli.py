@@ -187,8 +187,15 @@ async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, des
         from reconciler import refresh  # with httpx: a tenth of --no-refresh's start-up
 
         only = set(targets) if targets else None
-        live = await refresh.read_live(client, specs.wait(), state, parallelism=cfg.parallelism,
-                                       only=only)
+        # While the specs load on the other core: the token, and aiohttp's import.
+        warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
+        try:
+            live = await refresh.read_live(client, specs.wait(), state,
+                                           parallelism=cfg.parallelism, only=only)
+        finally:
+            if warm is not None:  # its failure, if any, the requests have met and said
+                warm.cancel()
+                await asyncio.gather(warm, return_exceptions=True)
     desired = await specs.wait()
     the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
                                  destroy=destroy)

@@ -146,6 +146,14 @@ class RunaiClient:
         return cls(url, token=token, client_id=client_id, client_secret=client_secret,
                    transport=transport, verify=verify, **options)
 
+    async def connect(self) -> None:
+        """Get a token and open the connection pool now, ahead of the first request (the
+        CLI does this while the specs load). A failure here is raised again, and
+        reported, by the first request."""
+        await self._auth.token()
+        if self._direct is not None:
+            self._direct.open()
+
     async def __aenter__(self) -> "RunaiClient":
         return self
 

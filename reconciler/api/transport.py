@@ -36,6 +36,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session: Any = None  # made in the running loop, on the first request
         self.opened = 0  # connections opened so far (tests, benchmarks)
 
+    def open(self) -> None:
+        """Make the session (and import aiohttp) if not yet done; in the running loop."""
+        if self._session is None:
+            self._session = self._start()
+
     def _start(self) -> Any:
         import aiohttp  # a third of a second: only when a request is sent over the network
 
@@ -75,8 +80,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         needs. `handle_async_request` wraps it for an `httpx.AsyncClient`."""
         import aiohttp
 
-        if self._session is None:
-            self._session = self._start()
+        self.open()
         limits = aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect,
                                        sock_read=read)
         try:

@@ -85,10 +85,11 @@ def encode(value: Any) -> str:
         return int.__repr__(value)
     if value is None:
         return "null"
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return _encode_any(value)
 
 
 _encode_str = json.encoder.encode_basestring  # what dumps(ensure_ascii=False) uses
+_encode_any = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
 
 
 def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
