@@ -33,6 +33,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from reconciler import kinds as kinds_mod
 from reconciler import plans
 
@@ -64,6 +66,14 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     `ignore` holds dotted paths (lifecycle.ignoreChanges): a change at or under one
     is dropped. Sorted by path.
     """
+    if desired is not None and applied is not None and live is not None and _quiet(
+            kind, desired, applied, live):
+        return []  # unchanged and no drift, found without walking: most of a fleet
+    return _walk(kind, desired, applied, live, ignore)
+
+
+def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
+          live: dict | None, ignore: Sequence[str]) -> list[plans.FieldChange]:
     walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
     d_root = desired or {}
     l_root = applied or {}
@@ -83,6 +93,43 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
         out = [c for c in out if not _under_any(c.path, ignore)]
     out.sort(key=lambda c: c.path)
     return out
+
+
+def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict) -> bool:
+    """True only when the walk would report nothing: D is L exactly (the specs did not
+    change) and live agrees with L on every path L sets. A third of the walk's cost; False
+    sends the workload through the walk, which says what differs."""
+    for key in body_keys(kind):
+        d, l = desired.get(key), applied.get(key)
+        if key in _STRING_IDS:
+            d, l = _str_id(d), _str_id(l)
+        if not (d == l and _identical(d, l)):
+            return False
+        if key not in WRITE_ONLY_KEYS:
+            r = live.get(key)
+            if not _agrees(key, l, _str_id(r) if key in _STRING_IDS else r):
+                return False
+    return True
+
+
+def _agrees(field: str, l: Any, r: Any) -> bool:
+    """No drift at or under this node: what `_Walker.node` concludes when D is L."""
+    if l is r or (l == r and _identical(l, r)):
+        return True
+    if _absent(l):
+        return True  # a server default or server-owned value
+    lm = _as_map(field, l)
+    if lm is None:
+        return not _absent(r) and _eq(r, l, field)
+    if _absent(r):
+        return False
+    rm = _as_map(field, r, lenient=True)
+    if rm is not None and not _same_shape(rm, lm):
+        rm = None
+    for k, lv in lm.items():
+        if not _agrees(_child_field(field, lm, k), lv, rm.get(k) if rm is not None else None):
+            return False
+    return True
 
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:
@@ -223,16 +270,33 @@ def _absent(v: Any) -> bool:
 def _identical(a: Any, b: Any) -> bool:
     """Equal with the same types all the way down (Python's == also has True == 1).
 
-    A strict, cheap test: when it holds, the walk below would find no change."""
+    A strict, cheap test: when it holds, the walk below would find no change. Objects
+    and arrays compare by their JSON text, keys sorted (orjson: a fifth of the time of
+    walking them here), which tells `true` from `1` and `1` from `1.0` as the walk does."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict or t is list:
+        try:
+            return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+                b, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # not JSON data (say an integer beyond 64 bits)
+            return _identical_walk(a, b)
+    return a == b
+
+
+def _identical_walk(a: Any, b: Any) -> bool:
     if a is b:
         return True
     t = type(a)
     if t is not type(b):
         return False
     if t is dict:
-        return a.keys() == b.keys() and all(_identical(x, b[k]) for k, x in a.items())
+        return a.keys() == b.keys() and all(_identical_walk(x, b[k]) for k, x in a.items())
     if t is list:
-        return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_identical_walk(x, y) for x, y in zip(a, b))
     return a == b
 
 

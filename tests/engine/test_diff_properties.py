@@ -173,6 +173,33 @@ def test_fields_only_in_live_never_cause_changes(kb, extra, ro, injected):
             e for e in injected if e["name"] not in known)
     assert diff.diff_workload(kind, body, body, live) == []
     assert diff.diff_workload(kind, body, None, live) == []
+    # the quick path takes it (and the full walk agrees)
+    assert diff._quiet(kind, body, body, live) and diff._walk(kind, body, body, live, ()) == []
+
+
+@FAST
+@given(bodies, bodies, bodies, st.randoms(use_true_random=False))
+def test_the_quick_path_says_unchanged_only_when_the_walk_finds_nothing(kb1, kb2, kb3, rnd):
+    """D, L, R drawn apart, or L and R made from D by permuting lists, turning integers
+    into floats or booleans into integers: `_quiet` never hides a change the walk sees."""
+    kind = kb1[0]
+    d = kb1[1]
+    pool = [d, _permute_keyed(d, rnd), _as_floats(d), _bools_as_ints(d)]
+    pool += [b for k, b in (kb2, kb3) if k is kind]
+    applied, live = rnd.choice(pool), rnd.choice(pool)
+    walked = diff._walk(kind, d, applied, live, ())
+    if diff._quiet(kind, d, applied, live):
+        assert walked == []
+    if applied is d and live is d:
+        assert diff._quiet(kind, d, applied, live)
+
+
+def _bools_as_ints(body):
+    if isinstance(body, dict):
+        return {k: _bools_as_ints(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_bools_as_ints(v) for v in body]
+    return int(body) if isinstance(body, bool) else body
 
 
 @FAST
