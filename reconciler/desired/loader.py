@@ -4,7 +4,9 @@ Reads the files (`sources`), picks each document's model by `kind` (`models.MODE
 validates it, checks the `lifecycle` paths against the model and refuses duplicate
 addresses. Every problem in every file is collected and raised at once as one
 `SpecError`, each line naming the file, the YAML line, the field path and the bad value.
-Callers: the CLI (`validate`, `plan`, `apply`) and tests.
+`list_files`, `load_share` and `cross_file_problems` are the same steps one by one, for
+`background`, which loads the shares of a big folder in several processes.
+Callers: the CLI (`validate`, `plan`, `apply`), `background` and tests.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import re
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -55,22 +58,63 @@ def _collector_paused():
 
 
 def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
-    files, problems = sources.find_files(directory)
-    workloads: list[DesiredWorkload] = []
-    for path, display in files:
-        docs, file_problems = sources.read_documents(path, display)
-        found: list[Problem] = list(file_problems)
-        for doc in docs:
-            workload, doc_problems = _load_document(doc)
-            found.extend(doc_problems)
-            if workload is not None:
-                workloads.append(workload)
-        found.sort(key=lambda p: (p.line is None, p.line or 0))
-        problems.extend(found)
-    problems.extend(_duplicates(workloads))
+    files, problems = list_files(directory)
+    workloads, file_problems = load_share(files)
+    problems.extend(file_problems)
+    problems.extend(cross_file_problems(workload_keys(workloads)))
     if problems:
         raise SpecError([str(p) for p in problems])
     return workloads
+
+
+# A share of the files loads on its own (`load_share`) and the checks across files run on
+# the shares' results (`cross_file_problems`): `background` splits a folder between
+# processes this way. load_specs is exactly list_files + load_share(all) + the checks.
+
+def list_files(directory: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Problem]]:
+    """The spec files to load, in order, as (path, display name); and the problems of
+    listing them (which come before any file's problems)."""
+    return sources.find_files(directory)
+
+
+def load_share(files: list[tuple[Path, str]]) -> tuple[list[DesiredWorkload], list[Problem]]:
+    """The valid workloads of `files` and the problems of each file, in file order (a
+    file's problems by line). Blind to the other files: no check across files."""
+    with _collector_paused():
+        workloads: list[DesiredWorkload] = []
+        problems: list[Problem] = []
+        for path, display in files:
+            docs, file_problems = sources.read_documents(path, display)
+            found: list[Problem] = list(file_problems)
+            for doc in docs:
+                workload, doc_problems = _load_document(doc)
+                found.extend(doc_problems)
+                if workload is not None:
+                    workloads.append(workload)
+            found.sort(key=lambda p: (p.line is None, p.line or 0))
+            problems.extend(found)
+        return workloads, problems
+
+
+def workload_keys(workloads: list[DesiredWorkload]) -> list[tuple[str, str, int | None]]:
+    """(address, source, line) of each workload: the input of cross_file_problems."""
+    return [(w.address, w.source, w.line) for w in workloads]
+
+
+def cross_file_problems(keys: list[tuple[str, str, int | None]]) -> list[Problem]:
+    """The problems that span files, given every valid workload's key in file order:
+    an address defined twice, naming both places."""
+    first: dict[str, tuple[str, int | None]] = {}
+    problems = []
+    for address, source, line in keys:
+        if address in first:
+            other, other_line = first[address]
+            where = other if other_line is None else f"{other}:{other_line}"
+            problems.append(Problem(source, line, "",
+                                    f"duplicate address {address}: already defined at {where}"))
+        else:
+            first[address] = (source, line)
+    return problems
 
 
 def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Problem]]:
@@ -128,20 +172,6 @@ def _drop_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_nulls(v) for v in value]
     return value
-
-
-def _duplicates(workloads: list[DesiredWorkload]) -> list[Problem]:
-    first: dict[str, DesiredWorkload] = {}
-    problems = []
-    for w in workloads:
-        if w.address in first:
-            other = first[w.address]
-            where = other.source if other.line is None else f"{other.source}:{other.line}"
-            problems.append(Problem(w.source, w.line, "",
-                                    f"duplicate address {w.address}: already defined at {where}"))
-        else:
-            first[w.address] = w
-    return problems
 
 
 def _unknown_kind(kind: Any) -> str:
