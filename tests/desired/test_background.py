@@ -55,10 +55,10 @@ def bad_specs(specdir) -> pathlib.Path:
 
 
 def _blocking_loader(monkeypatch) -> None:
-    """The child (forked after this) loads forever, so that it is surely still running."""
-    def forever(directory):
+    """The children (forked after this) load forever, so that they are surely running."""
+    def forever(files):
         signal.pause()
-    monkeypatch.setattr(loader, "load_specs", forever)
+    monkeypatch.setattr(loader, "load_share", forever)
 
 
 def _gone(pid: int) -> bool:
@@ -159,13 +159,13 @@ def test_cancel_after_the_result_keeps_the_result(generated):
 
 def test_wait_lets_other_tasks_run_while_the_child_loads(monkeypatch, generated):
     root, expected = generated
-    real = loader.load_specs
+    real = loader.load_share
 
-    def slow(directory):
+    def slow(files):
         time.sleep(0.3)
-        return real(directory)
+        return real(files)
 
-    monkeypatch.setattr(loader, "load_specs", slow)  # in the child, forked after this
+    monkeypatch.setattr(loader, "load_share", slow)  # in the children, forked after this
 
     async def main():
         ticks = 0
@@ -212,13 +212,13 @@ def test_a_killed_child_is_a_clear_error_not_a_hang(monkeypatch, generated, wait
 
 @pytest.mark.timeout(30)
 def test_an_unexpected_failure_in_the_child_comes_back_without_output(monkeypatch, capfd, generated):
-    def broken(directory):
+    def broken(files):
         print("noise on stdout")
         print("noise on stderr", file=sys.stderr)
         os.write(2, b"noise on fd 2\n")
         raise RuntimeError("the loader broke")
 
-    monkeypatch.setattr(loader, "load_specs", broken)
+    monkeypatch.setattr(loader, "load_share", broken)
     with pytest.raises(ReconcileError, match="could not load the specs: RuntimeError: the loader broke") as err:
         start_loading(generated[0], background=True).result()
     assert "Traceback" in err.value.child_traceback
@@ -236,7 +236,7 @@ def test_the_child_ignores_ctrl_c(capfd, generated):
 def test_values_marshal_cannot_carry_still_come_back(monkeypatch, tmp_path):
     odd = [DesiredWorkload(kind="TrainingWorkload", name="a", project_id="1", cluster_id="c",
                            body={"spec": {"when": datetime.date(2024, 1, 2), "tags": {1, 2}}})]
-    monkeypatch.setattr(loader, "load_specs", lambda directory: odd)
+    monkeypatch.setattr(loader, "load_share", lambda files: (odd, []))
     assert start_loading(tmp_path, background=True).result() == odd
 
 
@@ -253,14 +253,14 @@ def test_the_parent_imports_no_models_prints_once_and_leaves_no_orphan(tmp_path,
         assert len(workloads) == {GENERATED}, len(workloads)
         assert "pydantic" not in sys.modules and "yaml" not in sys.modules, "models imported"
         import reconciler.desired.loader as loader
-        loader.load_specs = lambda directory: signal.pause()
-        left = start_loading({str(generated[0])!r}, background=True)
-        print("child", left.pid)
+        loader.load_share = lambda files: signal.pause()
+        left = start_loading({str(generated[0])!r}, background=True, processes=2)
+        print("children", *left.pids)
     """)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
     assert run.stdout.count("parent output, once") == 1
-    pid = int(run.stdout.split("child ")[1])
-    assert _gone(pid)
+    pids = [int(p) for p in run.stdout.split("children ")[1].split()]
+    assert len(pids) == 2 and all(_gone(pid) for pid in pids)
