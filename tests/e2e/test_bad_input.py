@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import CLUSTER
+from .conftest import CLUSTER, ROOT
 
 pytestmark = pytest.mark.http
 
@@ -128,3 +128,33 @@ def test_corrupt_state_is_refused_and_kept(ws, sim_server):
     assert res.exit_code == 1 and "state.json" in res.stderr
     assert ws.state_path.read_text() == '{"version": 1, "lineage": '
     assert sim_server.writes() == []
+
+
+def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_server):
+    """From 100 spec files on, the specs load on the other core while the workloads the
+    state knows are read: a bad spec then still exits 1 naming it, after those reads, with
+    no write to the API and the state untouched."""
+    specgen = _specgen()
+    specgen.write_specs(ws.specs, 120)
+    assert ws.apply().exit_code == 0
+    before = ws.state_path.read_bytes()
+    sim_server.clear_requests()
+    bad = sorted(ws.specs.rglob("*.yaml"))[57]
+    bad.write_text(bad.read_text().replace("spec:\n", "spec:\n  imagePullPolcy: Always\n", 1))
+    for command in ("plan", "apply"):
+        res = ws.cli(command, str(ws.specs), *(["--auto-approve"] if command == "apply" else []))
+        assert res.exit_code == 1
+        assert bad.name in res.output and "imagePullPolcy" in res.output
+        assert "Traceback" not in res.output
+    assert sim_server.writes() == []
+    assert any(r["method"] == "GET" for r in sim_server.requests())  # the overlap was taken
+    assert ws.state_path.read_bytes() == before
+
+
+def _specgen():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("specgen", ROOT / "benchmarks" / "specgen.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
