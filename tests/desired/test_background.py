@@ -264,3 +264,147 @@ def test_the_parent_imports_no_models_prints_once_and_leaves_no_orphan(tmp_path,
     assert run.stdout.count("parent output, once") == 1
     pids = [int(p) for p in run.stdout.split("children ")[1].split()]
     assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+
+
+# --- several children, each loading a share of the files ------------------------------
+
+@pytest.mark.parametrize("processes", [2, 3])
+def test_shares_loaded_by_several_children_join_into_the_same_workloads_in_order(generated, processes):
+    root, expected = generated
+    pending = start_loading(root, background=True, processes=processes)
+    pids = pending.pids
+    assert len(pids) == processes and len(set(pids)) == processes
+    assert pending.result() == expected
+    assert all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("processes", [1, 2, 3, 6])
+def test_bad_specs_split_between_children_give_the_same_problems_in_the_same_order(
+        specdir, processes):
+    """Field errors in several shares, a syntax error, and duplicate addresses both
+    inside one share and across shares: the same SpecError as load_specs."""
+    ddp = (EXAMPLES / "training" / "bert-ddp.yaml").read_text()
+    specdir.write("a-good.yaml", ddp)
+    specdir.write("b-bad.yaml", "kind: DistributedTraining\nname: Bad_Name\nprojectId: 7\n")
+    specdir.write("c-copy.yaml", ddp)
+    specdir.write("d-broken.yaml", "kind: [unclosed\n")
+    specdir.write("e-copy-twice.yaml", ddp + "\n---\n" + ddp)
+    specdir.write("f-bad.yaml", "kind: Training\n")
+    with pytest.raises(SpecError) as expected:
+        load_specs(specdir.root)
+    duplicates = [p for p in expected.value.problems if "duplicate address" in p]
+    assert len(duplicates) == 3 and expected.value.problems[-3:] == duplicates
+    with pytest.raises(SpecError) as got:
+        start_loading(specdir.root, background=True, processes=processes).result()
+    assert got.value.problems == expected.value.problems
+
+
+def test_a_duplicate_across_shares_alone_is_found(specdir):
+    ddp = (EXAMPLES / "training" / "bert-ddp.yaml").read_text()
+    specdir.write("a.yaml", ddp)
+    specdir.write("b.yaml", ddp)
+    with pytest.raises(SpecError) as expected:
+        load_specs(specdir.root)
+    with pytest.raises(SpecError) as got:
+        asyncio.run(start_loading(specdir.root, background=True, processes=2).wait())
+    assert got.value.problems == expected.value.problems
+    assert len(got.value.problems) == 1 and "a.yaml" in got.value.problems[0]
+
+
+def test_only_the_first_child_lists_the_files_and_the_others_load_from_its_list(
+        monkeypatch, tmp_path, generated):
+    """Every child loads from one listing, even if the folder changes meanwhile."""
+    root, expected = generated
+    calls = tmp_path / "calls"
+    real = sources.find_files
+
+    def find_files(directory):
+        with calls.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(directory)
+
+    monkeypatch.setattr(sources, "find_files", find_files)
+    assert start_loading(root, background=True, processes=3).result() == expected
+    assert len(calls.read_text().split()) == 1
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("waiting", ["result", "wait"])
+def test_a_killed_helper_is_an_error_and_the_other_child_is_stopped(monkeypatch, generated, waiting):
+    before = _open_fds()
+    _blocking_loader(monkeypatch)
+    pending = start_loading(generated[0], background=True, processes=2)
+    leader, helper = pending.pids
+    os.kill(helper, signal.SIGKILL)
+    with pytest.raises(ReconcileError, match=r"the loader process was killed \(SIGKILL\)"):
+        pending.result() if waiting == "result" else asyncio.run(pending.wait())
+    assert _gone(leader) and _gone(helper)
+    assert _open_fds() == before
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("failing", ["first", "last"])
+def test_one_child_failing_while_the_other_succeeds_is_an_error(monkeypatch, generated, failing):
+    root, _ = generated
+    real = loader.load_share
+    files, _ = sources.find_files(root)
+    target = files[0][1] if failing == "first" else files[-1][1]
+
+    def fails_on_one_share(share):
+        if any(display == target for _, display in share):
+            raise OSError("disk on fire")
+        return real(share)
+
+    monkeypatch.setattr(loader, "load_share", fails_on_one_share)
+    pending = start_loading(root, background=True, processes=2)
+    pids = pending.pids
+    with pytest.raises(ReconcileError, match="could not load the specs: OSError: disk on fire"):
+        pending.result()
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_cancel_stops_every_child_and_leaves_no_process_or_pipe(monkeypatch, generated):
+    before = _open_fds()
+    _blocking_loader(monkeypatch)
+    pending = start_loading(generated[0], background=True, processes=3)
+    pids = pending.pids
+    assert len(pids) == 3 and not any(_gone(pid) for pid in pids)
+    pending.cancel()
+    assert all(_gone(pid) for pid in pids)
+    assert _open_fds() == before
+    with pytest.raises(ReconcileError, match="cancelled"):
+        pending.result()
+
+
+def test_every_child_ignores_ctrl_c(capfd, generated):
+    root, expected = generated
+    pending = start_loading(root, background=True, processes=2)
+    for pid in pending.pids:
+        os.kill(pid, signal.SIGINT)
+    assert pending.result() == expected
+    assert capfd.readouterr() == ("", "")
+
+
+def test_wait_with_several_children_leaves_no_pipe(generated):
+    root, expected = generated
+    before = _open_fds()
+    assert asyncio.run(start_loading(root, background=True, processes=2).wait()) == expected
+    assert _open_fds() == before
+
+
+def test_the_children_are_one_per_cpu_when_each_gets_enough_files(monkeypatch, tmp_path):
+    per = background.FILES_PER_PROCESS
+    for i in range(2 * per - 1):
+        (tmp_path / f"w{i}.yaml").write_text("")
+    monkeypatch.setattr(background, "_cpus", lambda: 8)
+    assert background._processes_for(tmp_path) == 1
+    (tmp_path / "last.yaml").write_text("")
+    assert background._processes_for(tmp_path) == 2
+    monkeypatch.setattr(background, "_cpus", lambda: 1)
+    assert background._processes_for(tmp_path) == 1
+    monkeypatch.setattr(background, "_cpus", lambda: 2)
+    for i in range(10 * per):
+        (tmp_path / f"more{i}.yaml").write_text("")
+    assert background._processes_for(tmp_path) == 2
+    monkeypatch.setattr(background, "_cpus", lambda: 64)
+    assert background._processes_for(tmp_path) == background.MAX_PROCESSES
