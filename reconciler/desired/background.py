@@ -564,6 +564,10 @@ def _lead(directory: str, count: int, helpers: list[socket.socket], out) -> None
     lost = False
     for sock in helpers:
         try:
+            # The helpers read the listing once they have imported the models: let it
+            # wait in the socket rather than block the leader (best effort, as the
+            # system allows: the default holds ~2,000 files' listing).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, max(len(listing) * 2, 1 << 16))
             sock.sendall(listing)
             sock.shutdown(socket.SHUT_WR)
         except OSError:
@@ -589,13 +593,13 @@ def _lead(directory: str, count: int, helpers: list[socket.socket], out) -> None
 def _help(index: int, count: int, leader: socket.socket, out) -> None:
     from pathlib import Path
 
+    from reconciler.desired import loader  # meanwhile the leader lists the files
+
     listing = _receive(leader)
     if listing is None:
         _send(out, [_frame(_PEER_LOST, b"")])
         return
     files = [(Path(path), display) for path, display in listing]
-    from reconciler.desired import loader
-
     workloads, problems = loader.load_share(_share(files, index, count))
     try:
         leader.sendall(marshal.dumps(loader.workload_keys(workloads)))
