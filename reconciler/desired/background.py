@@ -231,40 +231,37 @@ class PendingSpecs:
 
         context = multiprocessing.get_context("fork")
         pending = cls()
-        created: list[int] = []  # every fd made here, which a child must not keep
         pairs = []
         for _ in range(count - 1):
             a, b = socket.socketpair()
-            pair = (a.detach(), b.detach())
-            created.extend(pair)
-            pairs.append(pair)
+            pairs.append((a.detach(), b.detach()))
         # SIGINT stays pending in the parent while the children are forked, so that it
         # never reaches a child before the child ignores it.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for index in range(count):
-                read_fd, write_fd = os.pipe()
-                created += (read_fd, write_fd)
                 peers = [a for a, _ in pairs] if index == 0 else [pairs[index - 1][1]]
-                own = [write_fd, *peers]
+                read_fd, write_fd = os.pipe()
+                # The fds made here that the child must not keep: the others' pipes
+                # and socket ends (a kept end would hide a peer's death from its reader).
+                foreign = [c.fd for c in pending._children] + [read_fd] + [
+                    fd for pair in pairs for fd in pair if fd not in peers]
                 process = context.Process(
                     target=_child,
-                    args=(os.fspath(directory), index, count, write_fd, peers,
-                          [fd for fd in created if fd not in own]),
+                    args=(os.fspath(directory), index, count, write_fd, peers, foreign),
                     name=f"runai-reconcile spec loader {index + 1}/{count}", daemon=True)
                 try:
                     process.start()
+                except BaseException:
+                    os.close(read_fd)
+                    raise
                 finally:
                     os.close(write_fd)
-                    created.remove(write_fd)
                 os.set_blocking(read_fd, False)
                 pending._children.append(_Child(process, read_fd))
         except BaseException:
             for child in pending._children:
                 child.close(kill=True)
-            for fd in created:
-                if all(fd != child.fd for child in pending._children):
-                    os.close(fd)
             raise
         finally:
             for a, b in pairs:

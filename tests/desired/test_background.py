@@ -408,3 +408,24 @@ def test_the_children_are_one_per_cpu_when_each_gets_enough_files(monkeypatch, t
     assert background._processes_for(tmp_path) == 2
     monkeypatch.setattr(background, "_cpus", lambda: 64)
     assert background._processes_for(tmp_path) == background.MAX_PROCESSES
+
+
+def test_a_failed_fork_stops_the_children_already_started_and_leaves_no_pipe(monkeypatch, generated):
+    import multiprocessing.process
+
+    before = _open_fds()
+    started = []
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        if started:
+            raise OSError("fork: resource temporarily unavailable")
+        real_start(self)
+        started.append(self.pid)
+
+    _blocking_loader(monkeypatch)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    with pytest.raises(OSError, match="fork"):
+        start_loading(generated[0], background=True, processes=3)
+    assert len(started) == 1 and _gone(started[0])
+    assert _open_fds() == before
