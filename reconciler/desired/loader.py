@@ -4,8 +4,8 @@ Reads the files (`sources`), picks each document's model by `kind` (`models.MODE
 validates it, checks the `lifecycle` paths against the model and refuses duplicate
 addresses. Every problem in every file is collected and raised at once as one
 `SpecError`, each line naming the file, the YAML line, the field path and the bad value.
-`list_files`, `load_share` and `cross_file_problems` are the same steps one by one, for
-`background`, which loads the shares of a big folder in several processes.
+`load_share` and `cross_file_problems` are the same steps one by one (after
+`sources.find_files`), for `background`, which loads a big folder in several processes.
 Callers: the CLI (`validate`, `plan`, `apply`), `background` and tests.
 """
 
@@ -58,7 +58,7 @@ def _collector_paused():
 
 
 def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
-    files, problems = list_files(directory)
+    files, problems = sources.find_files(directory)
     workloads, file_problems = load_share(files)
     problems.extend(file_problems)
     problems.extend(cross_file_problems(workload_keys(workloads)))
@@ -69,13 +69,7 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
 
 # A share of the files loads on its own (`load_share`) and the checks across files run on
 # the shares' results (`cross_file_problems`): `background` splits a folder between
-# processes this way. load_specs is exactly list_files + load_share(all) + the checks.
-
-def list_files(directory: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Problem]]:
-    """The spec files to load, in order, as (path, display name); and the problems of
-    listing them (which come before any file's problems)."""
-    return sources.find_files(directory)
-
+# processes this way. load_specs is exactly find_files + load_share(all) + the checks.
 
 def load_share(files: list[tuple[Path, str]]) -> tuple[list[DesiredWorkload], list[Problem]]:
     """The valid workloads of `files` and the problems of each file, in file order (a
