@@ -23,7 +23,7 @@ from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
 DEFAULT_SPECS = "specs"
-DEFAULT_PARALLELISM = 32
+DEFAULT_PARALLELISM = 64
 SIM_DIR = ".runai-sim"
 
 

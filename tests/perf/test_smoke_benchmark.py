@@ -20,9 +20,14 @@ def test_smoke_benchmark(tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert bench.main(["--smoke", "--json", str(out)]) == 0
     rows = {r["step"]: r for r in json.loads(out.read_text())}
+    # P = 32 as the targets say, and the CLI's default when it differs
     assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
-                         "plan --no-refresh"}
+                         "plan --no-refresh"} | (
+        {bench.DEFAULT_STEP} if bench.DEFAULT_PARALLELISM != 32 else set())
     assert rows["plan (unchanged)"]["requests"] == 101  # 100 GETs and a token
+    if bench.DEFAULT_STEP in rows:
+        assert rows[bench.DEFAULT_STEP]["requests"] == 101
+        assert rows[bench.DEFAULT_STEP]["parallelism"] == bench.DEFAULT_PARALLELISM
     assert rows["plan --no-refresh"]["requests"] == 0
     assert rows["plan (new fleet)"]["requests"] <= 100 + 10
     # Generous: the bound at N=100, 20 ms, P=32 is 0.06 s; start-up alone is ~0.5 s.
