@@ -183,22 +183,38 @@ async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, des
     `specs` is a PendingSpecs: the GETs of the workloads the state knows start while
     the specs still load."""
     live = {}
+    ready: dict = {}  # address -> its change, made as its live body came in
     if do_refresh:
         from reconciler import refresh  # with httpx: a tenth of --no-refresh's start-up
 
         only = set(targets) if targets else None
+        loaded: dict = {}
+
+        async def specs_then_index():
+            workloads = await specs.wait()
+            loaded.update((d.address, d) for d in workloads)
+            return workloads
+
+        def plan_early(addr: str, body: dict | None) -> None:
+            # Once the specs are in, each workload read after is planned as it arrives,
+            # while the other reads are on the network.
+            if loaded and not destroy and addr in loaded:
+                ready[addr] = planner.plan_address(addr, loaded[addr], state.resources.get(addr),
+                                                   body, force_replace=addr in replace)
+
         # While the specs load on the other core: the token, and aiohttp's import.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
         try:
-            live = await refresh.read_live(client, specs.wait(), state,
-                                           parallelism=cfg.parallelism, only=only)
+            live = await refresh.read_live(client, specs_then_index(), state,
+                                           parallelism=cfg.parallelism, only=only,
+                                           on_live=plan_early)
         finally:
             if warm is not None:  # its failure, if any, the requests have met and said
                 warm.cancel()
                 await asyncio.gather(warm, return_exceptions=True)
     desired = await specs.wait()
     the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
-                                 destroy=destroy)
+                                 destroy=destroy, ready=ready)
     return the_plan, live, desired
 
 

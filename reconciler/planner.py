@@ -33,9 +33,13 @@ _NOT_REFRESHED = object()
 
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
-              destroy: bool = False) -> plans.Plan:
+              destroy: bool = False,
+              ready: Mapping[str, plans.ResourceChange] | None = None) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
-    (a protected workload would be deleted or replaced, an unknown --target or --replace)."""
+    (a protected workload would be deleted or replaced, an unknown --target or --replace).
+
+    `ready` holds changes already made by `plan_address` for some addresses (the CLI plans
+    each workload as its live body arrives): they are taken as they are."""
     by_addr: dict[str, DesiredWorkload] = {}
     for dw in desired:
         if dw.address in by_addr:
@@ -71,6 +75,8 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         lv = live.get(addr, _NOT_REFRESHED)
         if destroy:
             rc = _plan_destroy(addr, dw, rs, lv)
+        elif ready and addr in ready:
+            rc = ready[addr]
         else:
             rc = _plan_one(addr, dw, rs, lv, addr in replace_set)
         changes.append(rc)
@@ -89,6 +95,13 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 
 
 # --- one address --------------------------------------------------------------------
+
+def plan_address(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None,
+                 live_body: dict | None, *, force_replace: bool = False) -> plans.ResourceChange:
+    """The change `make_plan` makes for `addr` once refreshed (not under --destroy), given
+    its spec, state record and live body (None: not found)."""
+    return _plan_one(addr, dw, rs, live_body, force_replace)
+
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
               force_replace: bool) -> plans.ResourceChange:

@@ -435,3 +435,32 @@ def test_state_of_an_unknown_kind_is_a_plan_error():
     st.resources["Workspace/7/ws"] = rstate(dt_body("ws"), "Workspace")
     with pytest.raises(errors.PlanError, match="Workspace/7/ws"):
         planner.make_plan([], st, {})
+
+
+def test_changes_made_address_by_address_are_the_plans_own():
+    """The CLI plans each workload as its live body arrives (plan_address) and hands those
+    to make_plan(ready=...): the plan is the one made in one go, for every kind of case."""
+    def named(body, name):
+        return edit(body, lambda b: b.update(name=name))
+
+    same, changed, drifted, new, gone = (named(B, "same"), named(B, "changed"), I,
+                                         named(B, "new"), named(B, "gone"))
+    specs = [desired(same), desired(set_path(changed, "spec.image", "img:2")), desired(drifted),
+             desired(new), desired(gone)]
+    removed = named(B, "removed")
+    state = state_of(*(rstate(b) for b in (same, changed, gone, removed)), rstate(drifted))
+    live = {addr(same): live_of(same), addr(changed): live_of(changed),
+            addr(drifted): live_of(set_path(drifted, "spec.replicas", 7)),
+            addr(gone): None, addr(removed): live_of(removed)}
+    by_addr = {d.address: d for d in specs}
+    seen = set()
+    for replace in ([], [addr(same)]):
+        whole = planner.make_plan(specs, state, live, replace=replace)
+        ready = {a: planner.plan_address(a, by_addr[a], state.resources.get(a), body,
+                                         force_replace=a in replace)
+                 for a, body in live.items() if a in by_addr}
+        early = planner.make_plan(specs, state, live, replace=replace, ready=ready)
+        assert [(c.address, c.action, c.reason, c.changes) for c in early.changes] == \
+            [(c.address, c.action, c.reason, c.changes) for c in whole.changes]
+        seen |= {c.action for c in whole.changes}
+    assert seen == {Action.NOOP, Action.CREATE, Action.DELETE, Action.UPDATE, Action.REPLACE}
