@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from reconciler import __version__, errors, kinds, planner
+from reconciler import __version__, diff, errors, kinds, planner
 from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
@@ -184,6 +184,7 @@ async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, des
     the specs still load."""
     live = {}
     ready: dict = {}  # address -> its change, made as its live body came in
+    matches: dict = {}  # address -> whether live matches the state, found meanwhile
     if do_refresh:
         from reconciler import refresh  # with httpx: a tenth of --no-refresh's start-up
 
@@ -196,11 +197,16 @@ async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, des
             return workloads
 
         def plan_early(addr: str, body: dict | None) -> None:
-            # Once the specs are in, each workload read after is planned as it arrives,
-            # while the other reads are on the network.
-            if loaded and not destroy and addr in loaded:
-                ready[addr] = planner.plan_address(addr, loaded[addr], state.resources.get(addr),
-                                                   body, force_replace=addr in replace)
+            # Each workload is planned as its live body arrives, while the other reads
+            # are on the network: in full once the specs are in, else the part that
+            # needs no spec (does live still match what was applied?).
+            res = state.resources.get(addr)
+            if loaded:
+                if not destroy and addr in loaded:
+                    ready[addr] = planner.plan_address(addr, loaded[addr], res, body,
+                                                       force_replace=addr in replace)
+            elif res is not None and body is not None and res.kind in kinds.KINDS:
+                matches[addr] = diff.live_matches(kinds.get(res.kind), res.applied, body)
 
         # While the specs load on the other core: the token, and aiohttp's import.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
@@ -214,7 +220,7 @@ async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, des
                 await asyncio.gather(warm, return_exceptions=True)
     desired = await specs.wait()
     the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
-                                 destroy=destroy, ready=ready)
+                                 destroy=destroy, ready=ready, live_matches=matches)
     return the_plan, live, desired
 
 

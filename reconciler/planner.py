@@ -34,12 +34,14 @@ _NOT_REFRESHED = object()
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
               destroy: bool = False,
-              ready: Mapping[str, plans.ResourceChange] | None = None) -> plans.Plan:
+              ready: Mapping[str, plans.ResourceChange] | None = None,
+              live_matches: Mapping[str, bool] | None = None) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
     (a protected workload would be deleted or replaced, an unknown --target or --replace).
 
     `ready` holds changes already made by `plan_address` for some addresses (the CLI plans
-    each workload as its live body arrives): they are taken as they are."""
+    each workload as its live body arrives): they are taken as they are. `live_matches`
+    holds `diff.live_matches` answers already known for live bodies of `live`."""
     by_addr: dict[str, DesiredWorkload] = {}
     for dw in desired:
         if dw.address in by_addr:
@@ -78,7 +80,8 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         elif ready and addr in ready:
             rc = ready[addr]
         else:
-            rc = _plan_one(addr, dw, rs, lv, addr in replace_set)
+            rc = _plan_one(addr, dw, rs, lv, addr in replace_set,
+                           (live_matches or {}).get(addr))
         changes.append(rc)
 
     _check_prevent_destroy(changes, by_addr, state)
@@ -104,7 +107,7 @@ def plan_address(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None
 
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
-              force_replace: bool) -> plans.ResourceChange:
+              force_replace: bool, live_matches: bool | None = None) -> plans.ResourceChange:
     refreshed = lv is not _NOT_REFRESHED
     live_body: dict | None = lv if refreshed else None
     kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
@@ -131,7 +134,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
 
     applied = rs.applied if rs is not None else None
     fcs = diff.diff_workload(kind, dw.body, applied, live_body,
-                             ignore=dw.lifecycle.ignore_changes)
+                             ignore=dw.lifecycle.ignore_changes,
+                             live_matches_applied=live_matches)
     user_changed = any(not c.drift for c in fcs)
 
     if force_replace:
