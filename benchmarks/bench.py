@@ -187,18 +187,21 @@ def format_row(r: Row) -> str:
 def checks(rows: list[Row]) -> list[str]:
     """The issue's targets, each as a line `| N | target | figure | met? |`.
 
-    Start-up (loading the specs, reading the state, planning, rendering) is the same
-    N's `plan --no-refresh` wall time: apply is held to 2 x bound + start-up."""
+    An apply's start-up is all it does before its first write: load the specs, read the
+    state, look the new names up (a list call per project), plan and print the plan. That
+    is exactly the same N's `plan (new fleet)` run, so apply is held to 2 x bound + that
+    row's wall time (the check prints both)."""
     out = []
     by = {(r.n, r.step): r for r in rows}
     for n in sorted({r.n for r in rows}):
-        plan, apply_, cpu = (by.get((n, s)) for s in ("plan (unchanged)", "apply (N creates)",
-                                                      "plan --no-refresh"))
+        plan, apply_, cpu, fresh = (by.get((n, s)) for s in (
+            "plan (unchanged)", "apply (N creates)", "plan --no-refresh", "plan (new fleet)"))
         if plan and plan.bound_s:
             out.append(_check(n, "plan (unchanged) ≤ 2 × bound", plan.wall_s, 2 * plan.bound_s))
-        if apply_ and apply_.bound_s and cpu:
-            out.append(_check(n, "apply ≤ 2 × bound + start-up (no-refresh wall)", apply_.wall_s,
-                              2 * apply_.bound_s + cpu.wall_s))
+        if apply_ and apply_.bound_s and fresh:
+            out.append(_check(
+                n, f"apply ≤ 2 × bound + start-up (plan (new fleet): {fresh.wall_s:.2f} s)",
+                apply_.wall_s, 2 * apply_.bound_s + fresh.wall_s))
         if n == 1000 and cpu:
             out.append(_check(n, "plan --no-refresh < 3 s", cpu.wall_s, 3.0))
         default = by.get((n, DEFAULT_STEP)) or (
