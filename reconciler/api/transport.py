@@ -1,18 +1,19 @@
-"""The API client's network transport: httpx's interface over aiohttp's connection pool.
+"""The API client's network transport: aiohttp's connection pool, under httpx's names.
 
 Caller: `reconciler.api.client.RunaiClient` (when no transport is given and no proxy
-applies). The client is written against httpx (requests, responses, exceptions, and the
-in-process simulator through `httpx.ASGITransport`); this transport only changes what
-moves the bytes. httpx's own transport (httpcore, h11 and anyio, all pure Python) cost
-1.9 ms of CPU per request in a 1,000-workload refresh, more than the whole request
-should: the refresh was CPU-bound at 32 in flight. aiohttp parses HTTP in C and keeps
-up to `size` connections alive per host (last in, first out); measured the same way,
-requests cost about half as much CPU (docs/performance.md).
+applies), which hands each request to `send` and reads the `Answer`. The client is
+written against httpx (exceptions, and `httpx.AsyncClient` over the in-process simulator
+or a proxy); this transport only changes what moves the bytes. httpx's own stack
+(httpcore, h11 and anyio, all pure Python) cost 1.9 ms of client CPU per request in a
+1,000-workload refresh; aiohttp parses HTTP in C and keeps up to `size` connections
+alive: with the client calling `send` directly, 0.75-0.85 ms (docs/performance.md).
+`handle_async_request` makes it an `httpx.AsyncBaseTransport` as well.
 
-aiohttp's failures are translated to httpx's exceptions, the cause kept (`__cause__`)
-so that the client can tell a name that does not resolve or a certificate that does
-not verify (permanent) from a refused or dropped connection (retried). Bodies are passed
-through undecoded, as httpx's own transport does: httpx decodes them.
+aiohttp's failures are raised as httpx's exceptions chained to what they wrap (a
+socket.gaierror, an ssl.SSLCertVerificationError), so that the client can tell a name
+that does not resolve or a certificate that does not verify (permanent) from a refused
+or dropped connection (retried). Bodies are passed through undecoded: the client asks
+for none to be compressed, and httpx decodes what comes through `handle_async_request`.
 """
 
 from __future__ import annotations
