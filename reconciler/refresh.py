@@ -57,11 +57,12 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
             if on_live is not None:
                 on_live(addr, live[addr])
 
-    known = sorted(a for a, res in state.resources.items()
-                   if res.workload_id and (only is None or a in only))
-    reads = [asyncio.ensure_future(get(a, kinds.get(state.resources[a].kind),
-                                       state.resources[a].workload_id)) for a in known]
+    reads: list[asyncio.Future] = []
     try:
+        known = sorted(a for a, res in state.resources.items()
+                       if res.workload_id and (only is None or a in only))
+        reads += [asyncio.ensure_future(get(a, kinds.get(state.resources[a].kind),
+                                            state.resources[a].workload_id)) for a in known]
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired}
@@ -77,6 +78,8 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                   for a in unknown if a in found]
         await asyncio.gather(*reads)
     except BaseException:
+        if inspect.iscoroutine(desired):
+            desired.close()  # not awaited yet (closing a finished one does nothing)
         for task in reads:
             task.cancel()
         await asyncio.gather(*reads, return_exceptions=True)
