@@ -1,4 +1,9 @@
-"""The async httpx client for the Run:ai control plane: one method per endpoint.
+"""The async client for the Run:ai control plane: one method per endpoint.
+
+Over the network requests go straight to `transport.AiohttpTransport` (aiohttp's pool);
+any other transport (the simulator's ASGI app for `--sim` and tests, httpx's own when a
+proxy is set) goes through an `httpx.AsyncClient`. Responses are read by httpx's names
+and failures are httpx's exceptions either way.
 
 Callers: the executor (create, patch, delete, suspend, resume), the planner's refresh
 (get, iter_workloads) and the CLI (`RunaiClient.from_env`, or a client over the
