@@ -157,7 +157,7 @@ class RunaiClient:
         reported, by the first request."""
         await self._auth.token()
         if self._direct is not None:
-            self._direct.open()
+            self._direct.open(self.base_url)
 
     async def __aenter__(self) -> "RunaiClient":
         return self

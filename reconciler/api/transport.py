@@ -37,12 +37,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session: Any = None  # made in the running loop, on the first request
         self.opened = 0  # connections opened so far (tests, benchmarks)
 
-    def open(self) -> None:
-        """Make the session (and import aiohttp) if not yet done; in the running loop."""
+    def open(self, url: str) -> None:
+        """Make the session (and import aiohttp) if not yet done; in the running loop.
+        `url` (or any URL of the same scheme) tells whether TLS will be needed."""
         if self._session is None:
-            self._session = self._start()
+            self._session = self._start(url.startswith("https:"))
 
-    def _start(self) -> Any:
+    def _start(self, https: bool) -> Any:
         import aiohttp  # a third of a second: only when a request is sent over the network
 
         async def opened(*_: Any) -> None:
@@ -50,7 +51,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
         trace = aiohttp.TraceConfig()
         trace.on_connection_create_end.append(opened)
-        tls = True if self._verify else False  # True: aiohttp's verifying default context
+        # The CA certificates httpx trusts (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), as
+        # before this transport; built only for https (a few tens of ms).
+        tls: Any = False
+        if self._verify:
+            tls = httpx.create_ssl_context(verify=True) if https else True
         connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=self.size, ssl=tls,
                                          keepalive_timeout=self._keepalive_expiry)
         # httpx sets every header (User-Agent, Accept-Encoding, ...): aiohttp adds none,
@@ -81,7 +86,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         needs. `handle_async_request` wraps it for an `httpx.AsyncClient`."""
         import aiohttp
 
-        self.open()
+        self.open(url)
         limits = aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect,
                                        sock_read=read)
         try:
