@@ -83,6 +83,18 @@ def test_a_certificate_that_does_not_verify_is_one_clear_line(ws, self_signed_ht
     assert not ws.state_path.exists()
 
 
+def test_a_certificate_trusted_through_ssl_cert_file_is_accepted(ws, self_signed_https, tmp_path):
+    """SSL_CERT_FILE names the CA certificates to trust, as with httpx before: the TLS
+    handshake passes, and what fails is the HTTP answer of this stand-in server."""
+    write_fleet(ws, 3)
+    broken_env(ws, self_signed_https.replace("127.0.0.1", "localhost"))
+    ws.env["SSL_CERT_FILE"] = str(tmp_path / "cert.pem")
+    res = ws.apply()
+    assert res.exit_code == 1
+    [line] = error_lines(res.stderr)
+    assert "501" in line and "TLS" not in line and "certificate" not in line
+
+
 def test_a_5xx_storm_mid_apply_fails_what_it_hits_reports_each_and_keeps_what_was_done(ws, sim_server):
     names = write_fleet(ws, 10)
     sim_server.admin.put("/_sim/faults", json={"latencyMs": 150}).raise_for_status()
