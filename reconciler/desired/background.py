@@ -7,23 +7,29 @@
 
 A big folder is split between K children (one per CPU, at most `MAX_PROCESSES`, at least
 `FILES_PER_PROCESS` files each), each loading a contiguous share of the files with
-`loader.load_share`. The first child, the leader, lists the files (`sources.find_files`,
-the one place that decides which files are specs) and sends the listing to the others
-through a socket pair each, so that every child loads from the same list; each of the
-others sends back the (address, source, line) of its workloads, and the leader runs the
+`loader.load_share`. The parent forks one child, the leader; the leader lists the files
+(`sources.find_files`, the one place that decides which files are specs), imports the
+models, and only then forks the K - 1 helpers (a zygote): they inherit the listing and
+the built models and go straight to loading their share. Each helper sends the (address,
+source, line) of its workloads to the leader through a pipe, and the leader runs the
 checks across files (`loader.cross_file_problems`) on all of them. The parent joins the
 shares in order: the result is exactly `load_specs(directory)`'s, SpecError included.
 The parent never imports the pydantic models or yaml.
 
-Each child sends its result through its own pipe as length-prefixed frames: chunks of
-workloads (`marshal` of plain dicts, pickle only if a value is not plain data), or its
-share's problems as text; the leader then the problems across files; then an end mark.
-Or a failure's text. A child that dies before its end mark is an error in the parent,
-never a hang, and so is a failure of any one child: the first one settles the outcome and
-the other children are killed. A child that lost a peer (the peer died) says so and
-leaves the verdict to the peer's own end. The children ignore SIGINT (the parent
-decides), write nothing to stdout or stderr, are daemons (multiprocessing ends them at
-exit) and are reaped by `cancel()` or once the result is read.
+Every child writes to the parent through its own pipe, made by the parent before the
+leader is forked (the leader hands each helper its write end), as length-prefixed
+frames: chunks of workloads (`marshal` of plain dicts, pickle only if a value is not
+plain data), or its share's problems as text; the leader first the helpers' pids, then
+the problems across files; then an end mark. Or a failure's text. A child that dies
+before its end mark is an error in the parent, never a hang, and so is a failure of any
+one child: the first one settles the outcome and the loaders are stopped. The leader
+reaps its helpers and reports on its pipe how each one that died ended; when a helper
+dies, the leader kills the others, reaps them and ends (its pipe's end is when the
+parent knows why). The parent stops the loaders by SIGTERM to the leader, which kills
+and reaps its helpers; a leader killed outright takes its helpers with it
+(PR_SET_PDEATHSIG). The children ignore SIGINT (the parent decides), write nothing to
+stdout or stderr, the leader is a daemon (multiprocessing ends it at exit) and is reaped
+by `cancel()` or once the result is read.
 
 Loading runs in-process (the PendingSpecs is already done) without fork (not Linux),
 with one CPU, with other threads running (forking them is unsafe), or for fewer than
@@ -38,7 +44,6 @@ import os
 import pickle
 import select
 import signal
-import socket
 import struct
 import sys
 import threading
@@ -58,8 +63,8 @@ __all__ = ["BACKGROUND_MIN_FILES", "FILES_PER_PROCESS", "MAX_PROCESSES", "Pendin
 # 100 files 0.75 -> 0.79 s, 200 files 1.07 -> 1.02 s.
 BACKGROUND_MIN_FILES = 100
 CHILD_NICENESS = 10  # added to the children's nice value (lower priority than the CLI)
-# One more child for every this many files. Each child imports the models (~0.45 CPU-s)
-# and the parent decodes ~0.06 CPU-s per 1,000 workloads whatever the split. Measured on
+# One more child for every this many files. Measured when each child imported the models
+# (~0.45 CPU-s; the helpers now inherit them from the leader) and the parent decodes ~0.06 CPU-s per 1,000 workloads whatever the split. Measured on
 # 2 cores shared with other work (load 1.2-1.6), start_loading().result(), medians of 9,
 # 1 child -> 2 children: 100 files 0.60 -> 0.57 s, 200 files 0.76 -> 0.65 s, 400 files
 # 1.10 -> 0.80 s, 1,000 files 2.00 -> 1.43 s (medians of 7). With the parent itself
@@ -74,6 +79,7 @@ _CHUNK = 100  # workloads per frame: the parent decodes one frame per event-loop
 _HEADER = struct.Struct("!cI")  # tag, payload length
 _WORKLOADS, _WORKLOADS_PICKLED, _PROBLEMS = b"W", b"P", b"S"
 _CHECKS, _END, _PEER_LOST, _FAILED = b"D", b"E", b"L", b"F"
+_PIDS, _HELPER_ENDED = b"I", b"H"  # from the leader: its helpers' pids; how one ended
 
 
 def start_loading(directory: str | os.PathLike, *, background: bool | None = None,
@@ -96,11 +102,13 @@ def start_loading(directory: str | os.PathLike, *, background: bool | None = Non
 class _Child:
     """One child process, its pipe, and what it has sent so far."""
 
-    __slots__ = ("process", "fd", "buffer", "eof", "workloads", "problems", "checks",
-                 "ended", "peer_lost", "error")
+    __slots__ = ("process", "pid", "status", "fd", "buffer", "eof", "workloads", "problems",
+                 "checks", "ended", "peer_lost", "error")
 
     def __init__(self, process: Any, fd: int) -> None:
-        self.process: Any = process  # multiprocessing.Process until reaped
+        self.process: Any = process  # the leader's multiprocessing.Process until reaped
+        self.pid: int | None = process.pid if process is not None else None  # a helper's: from the leader
+        self.status: int | None = None  # a helper's wait status, from the leader, if it died
         self.fd: int | None = fd  # read end of its pipe until closed
         self.buffer = bytearray()
         self.eof = False
@@ -176,29 +184,33 @@ class _Child:
     def death(self) -> str:
         """Why the child stopped before its result, for the error message."""
         process = self.process
+        code = None
         if process is not None:
             process.join(timeout=5)
             code = process.exitcode
-            if code is not None and code < 0:
+        elif self.status is not None:
+            code = os.waitstatus_to_exitcode(self.status)
+        if code is not None:
+            if code < 0:
                 try:
                     name = signal.Signals(-code).name
                 except ValueError:
                     name = f"signal {-code}"
                 return f"the loader process was killed ({name})"
-            if code is not None:
-                return f"the loader process exited with status {code} before sending the specs"
+            return f"the loader process exited with status {code} before sending the specs"
         return "the loader process stopped before sending the specs"
 
     def close(self, kill: bool) -> None:
-        """Close the pipe and wait for the child, which exits right after its last frame
-        (killed first when `kill`)."""
+        """Close the pipe and, for the leader, wait for it: it exits once its last frame
+        is sent and its helpers are reaped (when `kill`, SIGTERM first: it kills and reaps
+        its helpers and dies)."""
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
         process = self.process
         if process is not None:
             if kill and process.exitcode is None:
-                process.kill()
+                process.terminate()
             process.join(timeout=5)
             if process.exitcode is None:
                 process.kill()
@@ -232,42 +244,29 @@ class PendingSpecs:
 
         context = multiprocessing.get_context("fork")
         pending = cls()
-        pairs = []
-        for _ in range(count - 1):
-            a, b = socket.socketpair()
-            pairs.append((a.detach(), b.detach()))
-        # SIGINT stays pending in the parent while the children are forked, so that it
-        # never reaches a child before the child ignores it.
+        pipes: list[tuple[int, int]] = []
+        # SIGINT stays pending in the parent while the leader is forked, so that it never
+        # reaches a loader before the loader ignores it.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            for index in range(count):
-                peers = [a for a, _ in pairs] if index == 0 else [pairs[index - 1][1]]
-                read_fd, write_fd = os.pipe()
-                # The fds made here that the child must not keep: the others' pipes
-                # and socket ends (a kept end would hide a peer's death from its reader).
-                foreign = [c.fd for c in pending._children] + [read_fd] + [
-                    fd for pair in pairs for fd in pair if fd not in peers]
-                process = context.Process(
-                    target=_child,
-                    args=(os.fspath(directory), index, count, write_fd, peers, foreign),
-                    name=f"runai-reconcile spec loader {index + 1}/{count}", daemon=True)
-                try:
-                    process.start()
-                except BaseException:
-                    os.close(read_fd)
-                    raise
-                finally:
-                    os.close(write_fd)
-                os.set_blocking(read_fd, False)
-                pending._children.append(_Child(process, read_fd))
+            for _ in range(count):
+                pipes.append(os.pipe())
+            read_fds = [r for r, _ in pipes]
+            process = context.Process(
+                target=_leader, args=(os.fspath(directory), count, [w for _, w in pipes], read_fds),
+                name=f"runai-reconcile spec loader 1/{count}", daemon=True)
+            process.start()
+            for fd in read_fds:
+                os.set_blocking(fd, False)
+            pending._children = [_Child(process if i == 0 else None, fd)
+                                 for i, fd in enumerate(read_fds)]
         except BaseException:
-            for child in pending._children:
-                child.close(kill=True)
+            for r, _ in pipes:
+                os.close(r)
             raise
         finally:
-            for a, b in pairs:
-                os.close(a)
-                os.close(b)
+            for _, w in pipes:
+                os.close(w)
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return pending
 
@@ -284,8 +283,21 @@ class PendingSpecs:
 
     @property
     def pids(self) -> list[int]:
-        """The process ids of the children not yet reaped."""
-        return [c.process.pid for c in self._children if c.process is not None]
+        """The process ids of the loaders not yet reaped, the leader's first. Blocks until
+        the leader has forked its helpers (after its import of the models) or stopped."""
+        children = self._children
+        if not children or children[0].process is None:
+            return []
+        leader = children[0]
+        while (len(children) > 1 and children[1].pid is None and not self.done()
+               and leader.fd is not None and not leader.eof):
+            poll = select.poll()
+            poll.register(leader.fd, select.POLLIN)
+            poll.poll()
+            while leader.read():
+                pass
+            self._decode()
+        return [c.pid for c in children if c.pid is not None]
 
     def done(self) -> bool:
         """Whether the outcome is known (result() would not block)."""
@@ -297,8 +309,8 @@ class PendingSpecs:
         Raises SpecError as load_specs would, or ReconcileError when a child failed.
         """
         while not self.done():
-            waiting = [c.fd for c in self._children
-                       if c.fd is not None and not c.eof and not c.finished()]
+            # Not only the unfinished: a helper's death is told at the leader's end.
+            waiting = [c.fd for c in self._children if c.fd is not None and not c.eof]
             if waiting:
                 poll = select.poll()  # not select.select: a busy caller's fds pass 1024
                 for fd in waiting:
@@ -399,7 +411,14 @@ class PendingSpecs:
                         break
                     frames -= 1
                 tag, payload = child.next_frame()  # type: ignore[misc]
-                child.take(tag, payload)
+                if tag == _PIDS:
+                    for helper, pid in zip(self._children[1:], marshal.loads(payload)):
+                        helper.pid = pid
+                elif tag == _HELPER_ENDED:
+                    index, status = marshal.loads(payload)
+                    self._children[index].status = status
+                else:
+                    child.take(tag, payload)
                 if child.error is not None:
                     self._error = child.error
         if not self.done():
@@ -408,10 +427,16 @@ class PendingSpecs:
 
     def _settle(self) -> None:
         """The outcome, once a child failed or died, or every child has ended."""
-        for child in self._children:
-            if child.died():
-                self._error = ReconcileError(f"could not load the specs: {child.death()}")
-                return
+        leader = self._children[0]
+        dead = [child for child in self._children if child.died()]
+        if dead:
+            if leader not in dead and not (leader.eof and leader.next_frame_size() is None):
+                return  # the leader tells how its helpers ended, then ends
+            # The leader kills the other helpers once one died: name the one that died.
+            told = [child for child in dead if child is leader or child.status is not None]
+            child = (told or dead)[0]
+            self._error = ReconcileError(f"could not load the specs: {child.death()}")
+            return
         if not all(child.ended for child in self._children):
             return
         if any(child.peer_lost for child in self._children):
@@ -437,7 +462,7 @@ class PendingSpecs:
         """Close the pipes and wait for the children: those still running when the
         outcome is a failure (or a cancel) are killed."""
         failed = self._workloads is None
-        for child in self._children:
+        for child in reversed(self._children):  # the helpers' pipes closed, then the leader
             child.close(kill=failed)
 
     async def _reaped(self) -> None:
@@ -529,10 +554,13 @@ def _count_spec_files(directory: str | os.PathLike, at_most: int) -> int:
 _kept_streams: list[Any] = []
 
 
-def _child(directory: str, index: int, count: int, write_fd: int, peers: list[int],
-           foreign: list[int]) -> None:
-    """Runs in a forked child: load its share, send the frames, return (multiprocessing
-    exits). Child 0 (the leader) lists the files for all and checks across files."""
+class _HelperLost(BaseException):
+    """In the leader: a helper died, or closed its pipe to the leader without its keys."""
+
+
+def _leader(directory: str, count: int, write_fds: list[int], read_fds: list[int]) -> None:
+    """Runs in the forked leader: list, import, fork the helpers, load its share, check
+    across files, reap the helpers; return (multiprocessing exits)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -543,11 +571,10 @@ def _child(directory: str, index: int, count: int, write_fd: int, peers: list[in
         os.nice(CHILD_NICENESS)
     except OSError:
         pass
-    for fd in foreign:
+    for fd in read_fds:
         os.close(fd)
-    sockets = [socket.socket(fileno=fd) for fd in peers]
     try:
-        out = open(write_fd, "wb")
+        out = open(write_fds[0], "wb")
     except OSError:
         return
     try:
@@ -556,73 +583,168 @@ def _child(directory: str, index: int, count: int, write_fd: int, peers: list[in
             signal.set_wakeup_fd(-1)  # the parent's event loop owns its wake-up pipe
         except ValueError:
             pass
-        if index == 0:
-            _lead(directory, count, sockets, out)
-        else:
-            _help(index, count, sockets[0], out)
+        _lead(directory, count, write_fds[1:], out)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         _send(out, [_failure_frame(exc)])
     finally:
-        for sock in sockets:
-            sock.close()
         try:
             out.close()
         except OSError:
             pass  # the parent has gone or cancelled
 
 
-def _lead(directory: str, count: int, helpers: list[socket.socket], out) -> None:
-    from reconciler.desired import sources
+def _lead(directory: str, count: int, helper_fds: list[int], out) -> None:
+    from reconciler.desired import loader, sources
 
     files, listed_problems = sources.find_files(directory)
-    listing = marshal.dumps([(os.fspath(path), display) for path, display in files])
-    lost = False
-    for sock in helpers:
+    prctl = _prctl()
+    pids: list[int] = []  # the helpers', in order
+    helpers: dict[int, int] = {}  # pid -> index, until reaped
+    statuses: dict[int, int] = {}  # index -> wait status, once reaped
+    killed: set[int] = set()  # indexes the leader killed
+    key_fds: list[int] = []  # read ends of the helpers' pipes to the leader
+    armed = True  # whether a helper's death interrupts the leader's work
+    masked = {signal.SIGCHLD, signal.SIGTERM}
+
+    def reap(block: bool) -> None:
+        for pid, index in list(helpers.items()):
+            try:
+                got, status = os.waitpid(pid, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                got, status = pid, 0
+            if got:
+                del helpers[pid]
+                statuses[index] = status
+
+    def on_child(signum, frame) -> None:
+        nonlocal armed
+        reap(block=False)
+        if armed and any(status != 0 for status in statuses.values()):
+            armed = False
+            raise _HelperLost
+
+    def on_term(signum, frame) -> None:
+        for pid in list(helpers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for pid in list(helpers):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def send(frames: list[bytes]) -> None:
+        # A helper's death must not cut a frame in two (SIGTERM may: the parent has
+        # given up on the frames).
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
-            # The helpers read the listing once they have imported the models: let it
-            # wait in the socket rather than block the leader (best effort, as the
-            # system allows: the default holds ~2,000 files' listing).
-            if len(listing) * 2 > sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, len(listing) * 2)
-            sock.sendall(listing)
-            sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            lost = True
-    from reconciler.desired import loader
+            _send(out, frames)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
-    workloads, problems = loader.load_share(_share(files, 0, count))
-    _send(out, _share_frames(workloads, listed_problems + problems))
-    keys = loader.workload_keys(workloads)
-    for sock in helpers:
-        theirs = _receive(sock)
-        if theirs is None:
-            lost = True
-        else:
-            keys += theirs
-    if lost:
-        _send(out, [_frame(_PEER_LOST, b"")])
-        return
-    checks = [str(p) for p in loader.cross_file_problems(keys)]
-    _send(out, [_frame(_CHECKS, marshal.dumps(checks)), _frame(_END, b"")])
-
-
-def _help(index: int, count: int, leader: socket.socket, out) -> None:
-    from pathlib import Path
-
-    from reconciler.desired import loader  # meanwhile the leader lists the files
-
-    listing = _receive(leader)
-    if listing is None:
-        _send(out, [_frame(_PEER_LOST, b"")])
-        return
-    files = [(Path(path), display) for path, display in listing]
-    workloads, problems = loader.load_share(_share(files, index, count))
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGCHLD, on_child)
+    lost = stop = False
     try:
-        leader.sendall(marshal.dumps(loader.workload_keys(workloads)))
-        leader.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass  # the leader has gone: the parent hears of it from the leader's pipe
-    _send(out, _share_frames(workloads, problems) + [_frame(_END, b"")])
+        leader = os.getpid()
+        for index, write_fd in enumerate(helper_fds, 1):
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, masked)
+            try:
+                key_read, key_write = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    _helper(leader, prctl, files, index, count, write_fd, key_write,
+                            [out.fileno(), key_read, *key_fds, *helper_fds[index:]])
+                pids.append(pid)
+                helpers[pid] = index
+                key_fds.append(key_read)
+                os.close(key_write)
+                os.close(write_fd)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        send([_frame(_PIDS, marshal.dumps(pids))])
+        workloads, problems = loader.load_share(_share(files, 0, count))
+        send(_share_frames(workloads, listed_problems + problems))
+        keys = loader.workload_keys(workloads)
+        for fd in key_fds:
+            theirs = _receive(fd)
+            if theirs is None:
+                raise _HelperLost
+            keys += theirs
+        checks = [str(p) for p in loader.cross_file_problems(keys)]
+        armed = False
+        send([_frame(_CHECKS, marshal.dumps(checks)), _frame(_END, b"")])
+    except _HelperLost:
+        armed = False
+        lost = stop = True
+    except BaseException:
+        armed = False
+        stop = True
+        raise
+    finally:
+        armed = False
+        # SIGTERM stays deliverable: the parent may give up while the helpers still
+        # send their frames (on_term kills and reaps them).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        if stop:
+            for pid, index in helpers.items():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(index)
+                except OSError:
+                    pass
+        reap(block=True)
+        for fd in key_fds:
+            os.close(fd)
+        for fd in helper_fds[len(key_fds):]:
+            os.close(fd)  # the pipes of helpers never forked
+        told = [_frame(_HELPER_ENDED, marshal.dumps((index, status)))
+                for index, status in sorted(statuses.items())
+                if status != 0 and index not in killed]
+        _send(out, told + ([_frame(_PEER_LOST, b"")] if lost else []))
+
+
+def _helper(leader: int, prctl: Any, files: list, index: int, count: int, write_fd: int,
+            key_fd: int, foreign: list[int]) -> None:
+    """Runs in a helper forked from the leader (the models already built): load its
+    share, send its keys to the leader and its frames to the parent, exit."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: die with the leader
+        if os.getppid() != leader:
+            os._exit(1)  # the leader died before the line above
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, signal.SIGTERM})
+        for fd in foreign:
+            os.close(fd)
+        out = open(write_fd, "wb")
+        try:
+            from reconciler.desired import loader
+
+            workloads, problems = loader.load_share(_share(files, index, count))
+            keys = marshal.dumps(loader.workload_keys(workloads))
+            with open(key_fd, "wb") as to_leader:
+                to_leader.write(keys)
+            _send(out, _share_frames(workloads, problems) + [_frame(_END, b"")])
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+            _send(out, [_failure_frame(exc)])
+    finally:
+        os._exit(0)
+
+
+def _prctl() -> Any:
+    """libc's prctl, or None where it cannot be had."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
 
 
 def _share(files: list, index: int, count: int) -> list:
@@ -630,13 +752,13 @@ def _share(files: list, index: int, count: int) -> list:
     return files[index * n // count:(index + 1) * n // count]
 
 
-def _receive(sock: socket.socket) -> Any:
-    """Everything the peer sends until it shuts its side, unmarshalled; None when the
-    peer stopped before sending it all."""
+def _receive(fd: int) -> Any:
+    """Everything the helper writes to its pipe until it closes it, unmarshalled; None
+    when it stopped before writing it all."""
     chunks = []
     try:
         while True:
-            data = sock.recv(1 << 20)
+            data = os.read(fd, 1 << 20)
             if not data:
                 break
             chunks.append(data)

@@ -410,22 +410,86 @@ def test_the_children_are_one_per_cpu_when_each_gets_enough_files(monkeypatch, t
     assert background._processes_for(tmp_path) == background.MAX_PROCESSES
 
 
-def test_a_failed_fork_stops_the_children_already_started_and_leaves_no_pipe(monkeypatch, generated):
+def test_a_failed_fork_of_the_leader_leaves_no_pipe(monkeypatch, generated):
     import multiprocessing.process
 
     before = _open_fds()
-    started = []
-    real_start = multiprocessing.process.BaseProcess.start
 
     def start(self):
-        if started:
-            raise OSError("fork: resource temporarily unavailable")
-        real_start(self)
-        started.append(self.pid)
+        raise OSError("fork: resource temporarily unavailable")
 
-    _blocking_loader(monkeypatch)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
     with pytest.raises(OSError, match="fork"):
         start_loading(generated[0], background=True, processes=3)
-    assert len(started) == 1 and _gone(started[0])
+    assert _open_fds() == before
+
+
+@pytest.mark.timeout(30)
+def test_a_failed_fork_of_a_helper_is_an_error_and_stops_the_loaders_started(
+        monkeypatch, tmp_path, generated):
+    """The leader forks the helpers: when its second fork fails, the first helper and the
+    leader are stopped and reaped, and the parent hears of the failure."""
+    before = _open_fds()
+    forks = tmp_path / "forks"
+    forks.write_text("")
+    real_fork = os.fork
+
+    def fork():
+        if len(forks.read_text().split()) >= 2:  # the leader and one helper forked
+            raise OSError("fork: resource temporarily unavailable")
+        pid = real_fork()
+        if pid:
+            with forks.open("a") as f:
+                f.write(f"{pid}\n")
+        return pid
+
+    _blocking_loader(monkeypatch)
+    monkeypatch.setattr(os, "fork", fork)
+    pending = start_loading(generated[0], background=True, processes=3)
+    with pytest.raises(ReconcileError, match="could not load the specs: OSError: fork"):
+        pending.result()
+    pids = [int(p) for p in forks.read_text().split()]
+    assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+    assert _open_fds() == before
+
+
+def _parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _stopped(pid: int) -> bool:
+    """Gone, or dead and waiting for whoever adopted it to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_the_helpers_are_forked_from_the_leader(generated):
+    """A zygote: the helpers inherit the models the leader built instead of importing
+    them again."""
+    root, expected = generated
+    pending = start_loading(root, background=True, processes=3)
+    leader, *helpers = pending.pids
+    assert [_parent_of(pid) for pid in helpers] == [leader, leader]
+    assert pending.result() == expected
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_a_killed_leader_is_an_error_and_takes_its_helpers_with_it(monkeypatch, generated):
+    before = _open_fds()
+    _blocking_loader(monkeypatch)
+    pending = start_loading(generated[0], background=True, processes=3)
+    leader, *helpers = pending.pids
+    os.kill(leader, signal.SIGKILL)
+    with pytest.raises(ReconcileError, match=r"the loader process was killed \(SIGKILL\)"):
+        pending.result()
+    deadline = time.monotonic() + 10
+    while not all(_stopped(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _gone(leader) and all(_stopped(pid) for pid in helpers)
     assert _open_fds() == before
