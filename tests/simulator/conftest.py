@@ -179,3 +179,15 @@ def conforms(openapi):
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
 
     return check
+
+
+def schema_scalars(node, path: str = "") -> dict:
+    """Every scalar of a `simulator.schema` description by its path (`spec.ports[].container`)."""
+    from reconciler.simulator import schema
+
+    if isinstance(node, schema.Obj):
+        return {p: v for key, sub in node.properties.items()
+                for p, v in schema_scalars(sub, f"{path}.{key}").items()}
+    if isinstance(node, schema.Arr):
+        return schema_scalars(node.items, path + "[]")
+    return {path: node}

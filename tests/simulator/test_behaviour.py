@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from reconciler.cli import main
 from reconciler.simulator import Faults, SimulatorDataError, create_app
 from reconciler.simulator import schema as sim_schema
-from tests.simulator.conftest import CLUSTER
+from tests.simulator.conftest import CLUSTER, schema_scalars
 
 D = "/api/v1/workloads/distributed"
 DI = "/api/v1/workloads/distributed-inferences"
@@ -368,17 +368,6 @@ def _openapi_leaves(schema, components, path, out):
                      schema.get("maxLength"))
 
 
-def _sim_leaves(node, path, out):
-    if isinstance(node, sim_schema.Obj):
-        for key, sub in node.properties.items():
-            _sim_leaves(sub, f"{path}.{key}", out)
-    elif isinstance(node, sim_schema.Arr):
-        _sim_leaves(node.items, path + "[]", out)
-    else:
-        out[path] = (node.type, node.enum, node.minimum, node.maximum, node.pattern or ".*",
-                     node.min_length, node.max_length)
-
-
 @pytest.mark.parametrize("file, name, ours", [
     ("distributed.yml", "DistributedCreationRequest", sim_schema.DISTRIBUTED_CREATE),
     ("distributed-inferences.yml", "DistributedInferenceCreationRequest", sim_schema.DI_CREATE),
@@ -386,9 +375,10 @@ def _sim_leaves(node, path, out):
 ])
 def test_schema_description_matches_the_openapi(openapi, file, name, ours):
     components = openapi[file]["components"]["schemas"]
-    theirs, mine = {}, {}
+    theirs: dict = {}
     _openapi_leaves(components[name], components, "", theirs)
-    _sim_leaves(ours, "", mine)
+    mine = {p: (n.type, n.enum, n.minimum, n.maximum, n.pattern or ".*", n.min_length,
+                n.max_length) for p, n in schema_scalars(ours).items()}
     assert sorted(set(theirs) ^ set(mine)) == []
     assert {p: v for p, v in theirs.items() if mine[p] != v} == {}
 

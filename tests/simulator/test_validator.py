@@ -11,22 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.simulator import schema
-
-
-def _scalars(node, path: str, out: dict) -> dict:
-    if isinstance(node, schema.Obj):
-        for key, sub in node.properties.items():
-            _scalars(sub, f"{path}.{key}", out)
-    elif isinstance(node, schema.Arr):
-        _scalars(node.items, path + "[]", out)
-    else:
-        out[path] = node
-    return out
+from tests.simulator.conftest import schema_scalars
 
 
 SCALARS = {}
 for _root in (schema.DISTRIBUTED_CREATE, schema.DI_CREATE, schema.DI_UPDATE):
-    _scalars(_root, "", SCALARS)
+    SCALARS.update(schema_scalars(_root))
 ENUM_VALUES = sorted({v for s in SCALARS.values() if s.enum for v in s.enum})
 PROBES = st.one_of(
     st.none(), st.booleans(), st.integers(-70000, 70000), st.integers(),
