@@ -260,21 +260,11 @@ class LocalFileStore(_Store):
 
     def read_backup(self) -> State | None:
         """The state as it was before this store's first write (None when there is none)."""
-        try:
-            raw = self.backup_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StateError(f"cannot read {self.backup_path}: {exc.strerror}") from exc
-        return loads(raw, str(self.backup_path))
+        raw = _read_or_none(self.backup_path, f"{self.backup_path}")
+        return None if raw is None else loads(raw, str(self.backup_path))
 
     def _load(self) -> bytes | None:
-        try:
-            return self.path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StateError(f"cannot read the state file {self.path}: {exc.strerror}") from exc
+        return _read_or_none(self.path, f"the state file {self.path}")
 
     def _save(self, data: bytes, backup: bytes | None) -> None:
         try:
@@ -288,12 +278,7 @@ class LocalFileStore(_Store):
                 "the previous version is unchanged") from exc
 
     def _load_journal(self) -> bytes | None:
-        try:
-            return self.journal_path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StateError(f"cannot read the journal {self.journal_path}: {exc.strerror}") from exc
+        return _read_or_none(self.journal_path, f"the journal {self.journal_path}")
 
     def _append_journal(self, data: bytes) -> None:
         try:
@@ -334,6 +319,16 @@ class LocalFileStore(_Store):
 
     def force_unlock(self, lock_id: str) -> LockInfo:
         return FileLock(self.lock_path).break_stale(lock_id)
+
+
+def _read_or_none(path: Path, what: str) -> bytes | None:
+    """The file's bytes, None when it does not exist; StateError naming `what` otherwise."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read {what}: {exc.strerror}") from exc
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

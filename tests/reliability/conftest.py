@@ -42,6 +42,20 @@ def spawn(ws: Workspace, *args: str) -> subprocess.Popen:
         stdin=subprocess.DEVNULL, cwd=ws.root)
 
 
+def posts(sim) -> int:
+    """Creates the simulator has received so far (the fleets here are trainings)."""
+    return sum(1 for r in sim.requests() if r["method"] == "POST"
+               and r["route"].endswith("/distributed"))
+
+
+def wait_for_posts(sim, proc: subprocess.Popen, n: int, timeout: float = 30) -> None:
+    """Until `proc` has sent `n` creates; fails if it exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while posts(sim) < n:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+
+
 def live_names(sim) -> collections.Counter:
     """How many live (not being deleted) workloads hold each name in project 7."""
     workloads = sim.admin.get("/_sim/workloads").json()["workloads"]

@@ -11,18 +11,14 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import convergence, live_names, spawn, write_fleet
+from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
+                                        write_fleet)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 
 
 def faults(sim, **settings) -> None:
     sim.admin.put("/_sim/faults", json=settings).raise_for_status()
-
-
-def posts(sim) -> int:
-    return sum(1 for r in sim.requests() if r["method"] == "POST"
-               and r["route"].endswith("/distributed"))
 
 
 def test_a_hundred_workloads_converge_in_one_run_under_errors_and_commit_failures(ws, sim_server, figures):
@@ -92,10 +88,7 @@ def test_ctrl_c_finishes_what_is_in_flight_records_it_and_exits_130(ws, sim_serv
     names = write_fleet(ws, 30)
     start = time.monotonic()
     proc = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
-    deadline = time.monotonic() + 30
-    while posts(sim_server) < 3:
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+    wait_for_posts(sim_server, proc, 3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -124,10 +117,7 @@ def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(w
     names = write_fleet(ws, 20)
     start = time.monotonic()
     first = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
-    deadline = time.monotonic() + 30
-    while posts(sim_server) < 1:
-        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
-        time.sleep(0.02)
+    wait_for_posts(sim_server, first, 1)
     second = spawn(ws, "apply", str(ws.specs), "--auto-approve")
     waiter = spawn(ws, "--lock-timeout", "60", "apply", str(ws.specs), "--auto-approve")
     out2, err2 = second.communicate(timeout=60)

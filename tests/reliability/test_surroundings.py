@@ -17,7 +17,8 @@ import time
 import pytest
 
 from reconciler.state import LocalFileStore
-from tests.reliability.conftest import convergence, live_names, spawn, write_fleet
+from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
+                                        write_fleet)
 from tests.simserve import free_port
 
 pytestmark = pytest.mark.http
@@ -99,10 +100,7 @@ def test_a_5xx_storm_mid_apply_fails_what_it_hits_reports_each_and_keeps_what_wa
     names = write_fleet(ws, 10)
     sim_server.admin.put("/_sim/faults", json={"latencyMs": 150}).raise_for_status()
     proc = spawn(ws, "--parallelism", "1", "apply", str(ws.specs), "--auto-approve")
-    deadline = time.monotonic() + 30
-    while sum(1 for r in sim_server.requests() if r["method"] == "POST") < 3:
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+    wait_for_posts(sim_server, proc, 3)
     sim_server.admin.put("/_sim/faults", json={"errorRate": 1.0, "retryAfterSeconds": 0,
                                                "latencyMs": 0}).raise_for_status()
     out, err = proc.communicate(timeout=60)
