@@ -148,12 +148,6 @@ def _store(cfg: Config):
     return LocalFileStore(cfg.state_path, lock_timeout=cfg.lock_timeout)
 
 
-def _load(directory: str):
-    from reconciler.desired import load_specs
-
-    return load_specs(directory)
-
-
 @contextlib.contextmanager
 def _loading(directory: str):
     """The specs loading on the other core (`desired.start_loading`) while the caller
@@ -265,7 +259,8 @@ target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
 @specs_dir
 def validate(directory: str) -> None:
     """Check the spec files offline (no API, no state)."""
-    desired = _load(directory)
+    with _loading(directory) as specs:  # both cores for a big folder
+        desired = specs.result()
     click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
 
 
