@@ -1,18 +1,45 @@
-"""Fixtures shared by every test area. Area fixtures live in tests/<area>/conftest.py."""
+"""Fixtures shared by every test area. Area fixtures live in tests/<area>/conftest.py.
+
+In CI (`CI` set, as `.ci/run` runs) no test may skip: a test that needs ../shared or a
+server and skips there would hide exactly what it is for, so the run fails, naming it."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_API = ROOT.parent / "shared" / "runai-api"
+IN_CI = bool(os.environ.get("CI"))
 
 
 @pytest.fixture(scope="session")
 def shared_api_dir() -> pathlib.Path:
     """../shared/runai-api: NVIDIA's OpenAPI files (tests may read them; the package may not)."""
     if not SHARED_API.is_dir():
+        if IN_CI:
+            pytest.fail("../shared/runai-api is not beside the project, and CI must have it")
         pytest.skip("../shared/runai-api is not beside the project")
     return SHARED_API
+
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if IN_CI and _skipped and exitstatus == 0:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"CI: {len(_skipped)} test(s) skipped, and none may in CI:",
+                                red=True)
+            for nodeid in _skipped[:50]:
+                reporter.write_line(f"  {nodeid}")
+        session.exitstatus = 1
