@@ -1,6 +1,7 @@
 """The create-body schemas of the simulated kinds, and the validator that checks them.
 
-Callers: `reconciler.simulator.app` (create and PATCH handlers). The shapes are written
+Callers: `reconciler.simulator.kinds` (each kind's entry names its bodies) and
+`reconciler.simulator.app` (create and PATCH handlers). The shapes are written
 out by hand from NVIDIA's OpenAPI files (the installed package must not need them); the
 simulator's tests walk those files and check that this description has the same fields,
 types, enums, ranges and patterns. Like the real control plane, unknown fields are
@@ -294,6 +295,7 @@ _META = {
     "templateId": _s(fmt="uuid"),
 }
 _REQUIRED_META = ("name", "projectId", "clusterId")
+META = tuple(_META)  # the create-body keys every kind shares; a record keeps the rest
 
 DISTRIBUTED_CREATE = Obj({
     **_META, "spec": DISTRIBUTED_SPEC, "masterSpecSameAsWorker": _B, "masterSpec": MASTER_SPEC,
@@ -328,6 +330,13 @@ DI_SPEC = Obj({
 DI_CREATE = Obj({**_META, "spec": DI_SPEC}, required=_REQUIRED_META, nullable=False)
 
 DI_UPDATE = Obj({"spec": Obj({"replicas": _i(0, 1000)})}, nullable=False)
+
+
+def at(node: Any, path: str) -> Any:
+    """The description of the dotted `path` under `node` (an `Obj`); KeyError if none."""
+    for key in path.split("."):
+        node = node.properties[key]
+    return node
 
 
 # --- the validator -----------------------------------------------------------------
@@ -457,5 +466,5 @@ def distributed_inference_rules(body: dict) -> list[Issue]:
     return issues
 
 
-__all__ = ["Issue", "validate", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
+__all__ = ["Issue", "validate", "at", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
            "distributed_rules", "distributed_inference_rules"]
