@@ -31,7 +31,7 @@ Choices where the API spec is silent:
 - Names are unique per project among live workloads of every kind (a Deleting workload
   still holds its name): a second create answers 409 with the `Error` shape.
 - The list endpoint's `type` is the kind's `type` in the table ("distributed",
-  "distributed-inference").
+  "distributed-inference", "training"): the spec enumerates none.
 - Suspend/resume/PATCH of a workload being deleted answer 409; repeating a delete,
   suspend or resume that is already in effect answers 202 and changes nothing.
 - Commit-then-fail ("the write happens, the client sees an error"): the write is done

@@ -95,18 +95,29 @@ def _storage(storage: dict, workload_name: str, rand: random.Random) -> None:
                 _put(info, "volumeMode", "Filesystem")
 
 
-def fill_distributed(body: dict, rand: random.Random) -> None:
-    """Fill the defaults of a DistributedWorkload body in place."""
+def _training_spec(body: dict, rand: random.Random, own: dict) -> None:
+    """The defaults of a training's `spec`, with `own` (the kind's own defaults) filled
+    after the two every training has."""
     spec = body.get("spec")
     if spec is None:
         spec = body["spec"] = {}
     _put(spec, "backoffLimit", 6)
     _put(spec, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
-    _put(spec, "slotsPerWorker", 1)
-    _put(spec, "sshAuthMountPath", "/root/.ssh")
+    for key, value in own.items():
+        _put(spec, key, value)
     _put(spec, "priorityClass", "train")
     _put(spec, "preemptibility", "preemptible")
     _container(spec, body["name"], rand, training=True)
+
+
+def fill_training(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a Training body in place."""
+    _training_spec(body, rand, {})
+
+
+def fill_distributed(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a DistributedWorkload body in place."""
+    _training_spec(body, rand, {"slotsPerWorker": 1, "sshAuthMountPath": "/root/.ssh"})
     master = body.get("masterSpec")
     if isinstance(master, dict):
         _put(master, "backoffLimit", 6)

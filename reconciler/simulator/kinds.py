@@ -90,7 +90,15 @@ DISTRIBUTED_INFERENCE = Kind(
     response="DistributedInference",
 )
 
-KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE)
+TRAINING = Kind(
+    type="training", path="/api/v1/workloads/trainings",
+    create=schema.TRAINING_CREATE, rules=schema.training_rules,
+    invalid=SUBMISSION_ERROR, fill=defaults.fill_training, suspends=True,
+    category="Train",
+    openapi="trainings.yml", request="TrainingCreationRequest", response="Training1",
+)
 
-__all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "SUBMISSION_ERROR",
-           "PLAIN_ERROR"]
+KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING)
+
+__all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING",
+           "SUBMISSION_ERROR", "PLAIN_ERROR"]

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from reconciler.simulator import SimulatorDataError, create_app
-from reconciler.simulator.kinds import DISTRIBUTED, DISTRIBUTED_INFERENCE, KINDS, Kind
+from reconciler.simulator.kinds import DISTRIBUTED, DISTRIBUTED_INFERENCE, KINDS, TRAINING, Kind
 from tests.simulator.conftest import CLUSTER, ROOT
 
 # A valid create body per kind (a kind added to the table needs one here) and, for kinds
@@ -24,6 +24,7 @@ SAMPLES = {
     "distributed": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3",
                              "distributedFramework": "PyTorch", "numWorkers": 2}},
     "distributed-inference": {"spec": {"leader": {"image": "vllm/vllm-openai:v0.6"}}},
+    "training": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "completions": 1}},
 }
 PATCHES = {"distributed-inference": ({"spec": {"replicas": 3}}, 3)}
 
@@ -133,6 +134,68 @@ def test_a_table_with_two_kinds_on_one_path_is_refused():
         create_app(kinds=(*KINDS, dataclasses.replace(COPY, path=DISTRIBUTED.path)))
     with pytest.raises(ValueError, match="not in the PATCH body"):
         dataclasses.replace(DISTRIBUTED_INFERENCE, updatable=("spec.workers",))
+
+
+# --- Training (CONTRACT.md §1, §5, §7) -----------------------------------------------
+
+
+def test_training_is_served_with_suspend_and_without_patch(any_sim, conforms):
+    body = any_sim.post(TRAINING.path, json=_body(TRAINING, "t")).json()
+    wid = body["workloadId"]
+    conforms("trainings.yml", "Training1", body)
+    assert any_sim.patch(f"{TRAINING.path}/{wid}", json={}).status_code == 405
+    r = any_sim.post(f"{TRAINING.path}/{wid}/suspend")
+    assert r.status_code == 202
+    conforms("trainings.yml", "HttpResponse", r.json())
+    got = any_sim.get(f"{TRAINING.path}/{wid}").json()
+    conforms("trainings.yml", "Training1", got)
+    assert got["desiredPhase"] == "Stopped"
+    item = any_sim.get("/api/v1/workloads", params={"filterBy": "type==training"}).json()
+    assert [(w["id"], w["type"], w["category"], w["phase"]) for w in item["workloads"]] == [
+        (wid, "training", "Train", "Stopped")]
+    assert "distributedFramework" not in item["workloads"][0]
+    assert any_sim.get(f"{DISTRIBUTED.path}/{wid}").status_code == 404
+
+
+def test_training_defaults_fill_only_unsent_fields(sim, conforms):
+    r = sim.post(TRAINING.path, json={
+        "name": "t", "projectId": "7", "clusterId": CLUSTER,
+        "spec": {"image": "repo/img:latest", "backoffLimit": 2, "parallelism": 2,
+                 "security": {"runAsNonRoot": True}, "ports": [{"container": 80}],
+                 "storage": {"nfs": [{"path": "/n", "server": "s"}]},
+                 "probes": {"readiness": {"handler": {"httpGet": {"port": 8080}}}}}})
+    assert r.status_code == 202, r.text
+    conforms("trainings.yml", "Training1", r.json())
+    spec = r.json()["spec"]
+    assert spec["backoffLimit"] == 2 and spec["parallelism"] == 2  # sent: untouched
+    assert spec["autoDeletionTimeAfterCompletionSeconds"] == 2592000
+    assert spec["imagePullPolicy"] == "Always"
+    assert (spec["priorityClass"], spec["preemptibility"]) == ("train", "preemptible")
+    assert spec["security"] == {"runAsNonRoot": True, "uidGidSource": "fromTheImage",
+                                "hostIpc": False, "hostNetwork": False}
+    assert spec["ports"] == [{"container": 80, "exclude": False}]
+    assert spec["storage"]["nfs"] == [{"path": "/n", "server": "s", "readOnly": True,
+                                       "exclude": False}]
+    assert spec["probes"]["readiness"]["handler"]["httpGet"] == {"port": 8080, "path": "/",
+                                                                 "scheme": "HTTP"}
+    assert "slotsPerWorker" not in spec and "sshAuthMountPath" not in spec  # D only
+    assert "restartPolicy" not in spec  # empty: the framework's default
+    assert sim.get(f"{TRAINING.path}/{r.json()['workloadId']}").json()["spec"] == spec
+
+
+@pytest.mark.parametrize("spec, field, rule", [
+    ({"completions": 1}, "spec.image", "required"),
+    ({"image": "i", "completions": "one"}, "spec.completions", None),
+    ({"image": "i", "numWorkers": 2}, "spec.numWorkers", None),  # distributed only
+    ({"image": "i", "restartPolicy": "Sometimes"}, "spec.restartPolicy", "options"),
+])
+def test_invalid_training_create_is_400_naming_the_field(any_sim, conforms, spec, field, rule):
+    r = any_sim.post(TRAINING.path, json={"name": "bad", "projectId": "7", "clusterId": CLUSTER,
+                                          "spec": spec})
+    assert r.status_code == 400, r.text
+    conforms("trainings.yml", "SubmissionErrorV2", r.json())
+    assert [(i["field"], i.get("rule")) for i in r.json()["complianceIssues"]] == [(field, rule)]
+    assert any_sim.get("/api/v1/workloads").json()["workloads"] == []
 
 
 # --- the data file -----------------------------------------------------------------
