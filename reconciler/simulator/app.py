@@ -646,9 +646,9 @@ def _route_of(routes: list[Route], path: str) -> str:
 
 class _ApiMiddleware:
     """For /api/ requests: inject latency and errors, settle deletions, log the request,
-    and call the route's endpoint directly. Starlette's router and its exception layers
-    cost more CPU than most endpoints; they still answer what no API route takes (404,
-    405, HEAD)."""
+    and call the route's endpoint directly, past Starlette's router and exception
+    layers (docs/performance.md, "The simulator"); those still answer what no API route
+    takes (404, 405, HEAD)."""
 
     def __init__(self, app, sim: Simulator, routes: list[Route]):
         self.app, self.sim, self.routes = app, sim, routes
