@@ -2,7 +2,8 @@
 
 Callers: tests (in process through `httpx.ASGITransport`), the CLI's `--sim` mode, and
 `runai-reconcile sim serve` (uvicorn). Clients get a token with POST /api/v1/token
-using `DEFAULT_CLIENT_ID` / `DEFAULT_CLIENT_SECRET`; see `app` for routes and choices.
+using `DEFAULT_CLIENT_ID` / `DEFAULT_CLIENT_SECRET`; see `app` for routes and choices, and
+`kinds` for the workload kinds it serves (and how to add one).
 
     app = create_app(data_path=None, phase_seconds=0.0, faults=Faults(error_rate=0.1),
                      clock=time.time, seed=7)

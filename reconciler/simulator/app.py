@@ -5,17 +5,22 @@ Callers: `create_app` is used by tests (through httpx's ASGI transport), by the 
 
 API routes (bearer JWT required, except the token route):
 
-    POST   /api/v1/token                                      client_credentials, app_token
-    GET    /api/v1/workloads                                  filterBy, limit, offset, deleted, sortBy, sortOrder
-    GET    /api/v1/workloads/{id}                             WorkloadDetailed
-    POST   /api/v1/workloads/distributed                      202 DistributedWorkload
-    GET    /api/v1/workloads/distributed/{id}
-    DELETE /api/v1/workloads/distributed/{id}                 202 HttpResponse
-    POST   /api/v1/workloads/distributed/{id}/suspend|resume  202 HttpResponse
-    POST   /api/v1/workloads/distributed-inferences           202 DistributedInference
-    GET    /api/v1/workloads/distributed-inferences/{id}
-    PATCH  /api/v1/workloads/distributed-inferences/{id}      202, body {"spec": {"replicas": N}}
-    DELETE /api/v1/workloads/distributed-inferences/{id}      202 HttpResponse
+    POST   /api/v1/token                          client_credentials, app_token
+    GET    /api/v1/workloads                      filterBy, limit, offset, deleted, sortBy, sortOrder
+    GET    /api/v1/workloads/{id}                 WorkloadDetailed
+    and for each kind of `kinds.KINDS`, under its path P:
+    POST   P                                      202, the workload
+    GET    P/{id}                                 200, the workload
+    DELETE P/{id}                                 202 HttpResponse
+    PATCH  P/{id}                                 202, the workload (kinds with an update body)
+    POST   P/{id}/suspend|resume                  202 HttpResponse (kinds that suspend)
+
+Every kind's routes and handlers read its entry in `kinds.KINDS`; nothing here names a
+kind. To add a kind to the simulator: write its create body (and PATCH body, if any)
+in `schema.py` with any cross-field rules, its `fill_*` defaults in `defaults.py`, and
+one `kinds.Kind` entry in `kinds.KINDS`. The tests then check its routes and answers
+against the OpenAPI file the entry names, once tests/simulator/test_kinds.py has a
+sample body for it (and a PATCH body, if it has PATCH).
 
 Admin routes (no auth, never faulted): GET|DELETE /_sim/requests, GET|DELETE
 /_sim/workloads, GET|PATCH|DELETE /_sim/workloads/{id} (PATCH: JSON merge patch,
@@ -25,7 +30,8 @@ POST /_sim/workloads/{id}/phase, GET|PUT /_sim/faults.
 Choices where the API spec is silent:
 - Names are unique per project among live workloads of every kind (a Deleting workload
   still holds its name): a second create answers 409 with the `Error` shape.
-- The list endpoint's `type` is "distributed" or "distributed-inference".
+- The list endpoint's `type` is the kind's `type` in the table ("distributed",
+  "distributed-inference", "training"): the spec enumerates none.
 - Suspend/resume/PATCH of a workload being deleted answer 409; repeating a delete,
   suspend or resume that is already in effect answers 202 and changes nothing.
 - Commit-then-fail ("the write happens, the client sees an error"): the write is done
@@ -52,7 +58,7 @@ import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
 from starlette.applications import Starlette
@@ -62,16 +68,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from reconciler.simulator import defaults, schema
+from reconciler.simulator import schema
+from reconciler.simulator.kinds import KINDS, Kind
 from reconciler.simulator.store import (CREATE_PHASES, DELETE_PHASES, RESUME_PHASES,
                                         SUSPEND_PHASES, UPDATE_PHASES, Record, Store, iso)
 from reconciler.simulator.tokens import Signer, TokenError
 
 DEFAULT_CLIENT_ID = "runai-sim"
 DEFAULT_CLIENT_SECRET = "runai-sim-secret"
-
-DISTRIBUTED = "distributed"
-DISTRIBUTED_INFERENCE = "distributed-inference"
 
 PHASES = ("Creating", "Initializing", "Resuming", "Pending", "Deleting", "Running",
           "Updating", "Stopped", "Stopping", "Degraded", "Failed", "Completed",
@@ -201,8 +205,9 @@ class Simulator:
     """State and handlers of one simulated control plane (`app.state.sim`)."""
 
     def __init__(self, *, data_path, client_id, client_secret, phase_seconds, faults, clock,
-                 seed, sleep):
+                 seed, sleep, kinds):
         self.client_id, self.client_secret = client_id, client_secret
+        self.kinds: dict[str, Kind] = {k.type: k for k in kinds}
         self.faults = faults if faults is not None else Faults()
         self.clock = clock
         self.sleep = sleep
@@ -210,7 +215,8 @@ class Simulator:
         self.fault_rand = random.Random(None if seed is None else seed + 1)
         self.signer = Signer(client_secret)
         self.store = Store(clock=clock, phase_seconds=phase_seconds,
-                           data_path=pathlib.Path(data_path) if data_path is not None else None)
+                           data_path=pathlib.Path(data_path) if data_path is not None else None,
+                           kinds=frozenset(self.kinds))
         self.store.load()
         self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
         self.api_routes: list[Route] = []  # set by create_app; names the log's routes
@@ -289,6 +295,7 @@ class Simulator:
                         media_type="application/json")
 
     def list_item(self, rec: Record) -> dict:
+        kind = self.kinds[rec.kind]
         b = rec.body
         spec = b.get("spec") or {}
         phase = self.store.phase(rec)
@@ -306,11 +313,12 @@ class Simulator:
             "departmentId": b.get("departmentId", DEPARTMENT_ID),
             "namespace": f"runai-project-{b['projectId']}", "createdAt": b["createdAt"],
             "phase": phase, "conditions": [], "k8sPhase": _k8s_phase(phase),
-            "category": spec.get("category") or ("Train" if rec.kind == DISTRIBUTED else "Deploy"),
+            "category": spec.get("category") or kind.category,
             "preemptible": spec.get("preemptibility") == "preemptible",
         }
-        if rec.kind == DISTRIBUTED and spec.get("distributedFramework"):
-            item["distributedFramework"] = spec["distributedFramework"]
+        for key in kind.list_fields:
+            if spec.get(key):
+                item[key] = spec[key]
         return item
 
     # --- token --------------------------------------------------------------------
@@ -385,17 +393,13 @@ class Simulator:
 
     # --- kinds --------------------------------------------------------------------
 
-    async def create(self, request: Request, kind: str) -> Response:
+    async def create(self, request: Request, kind: Kind) -> Response:
         claims = self._auth(request)
-        distributed = kind == DISTRIBUTED
-        body = await self._json(request, submission=distributed)
-        issues = schema.validate(schema.DISTRIBUTED_CREATE if distributed else schema.DI_CREATE,
-                                 body)
-        if not issues:
-            issues = (schema.distributed_rules(body) if distributed
-                      else schema.distributed_inference_rules(body))
+        listed = kind.issues_in_errors
+        body = await self._json(request, submission=listed)
+        issues = schema.validate(kind.create, body) or kind.rules(body)
         if issues:
-            raise ApiError(400, _issues_message(issues), issues if distributed else None)
+            raise ApiError(400, _issues_message(issues), issues if listed else None)
         requested = body["name"]
         name = requested
         if body.get("useGivenNameAsPrefix"):
@@ -412,38 +416,33 @@ class Simulator:
             "clusterId": body["clusterId"], "createdBy": str(claims.get("sub", "")),
             "createdAt": iso(now), "desiredPhase": "Running",
         }
-        for key in ("spec", "masterSpecSameAsWorker", "masterSpec"):
+        for key in kind.body_keys:
             if body.get(key) is not None:
                 stored[key] = body[key]  # parsed for this request alone: the record's own
-        if distributed:
-            defaults.fill_distributed(stored, self.rand)
-        else:
-            defaults.fill_distributed_inference(
-                stored, self.rand,
-                lambda b: f"https://{b['name']}-{b['projectId']}.inference.runai-sim.local")
-        rec = Record(kind=kind, body=stored, phases=list(CREATE_PHASES), since=now,
+        kind.fill(stored, self.rand)
+        rec = Record(kind=kind.type, body=stored, phases=list(CREATE_PHASES), since=now,
                      created=now, updated=now)
         self.store.add(rec)
         self.store.save()
         return self._commit(self.respond(rec, CREATE_PHASES[0], 202))
 
-    async def get(self, request: Request, kind: str) -> Response:
+    async def get(self, request: Request, kind: Kind) -> Response:
         self._auth(request)
-        rec = self._get_live(request.path_params["workloadId"], kind)
+        rec = self._get_live(request.path_params["workloadId"], kind.type)
         return self.respond(rec)
 
-    async def delete(self, request: Request, kind: str) -> Response:
+    async def delete(self, request: Request, kind: Kind) -> Response:
         self._auth(request)
-        rec = self._get_live(request.path_params["workloadId"], kind)
+        rec = self._get_live(request.path_params["workloadId"], kind.type)
         if rec.body["desiredPhase"] != "Deleted":
             rec.body = {**rec.body, "desiredPhase": "Deleted"}
             self.store.transition(rec, DELETE_PHASES)
             self.store.save()
         return self._commit(_accepted())
 
-    async def suspend_resume(self, request: Request, kind: str, suspend: bool) -> Response:
+    async def suspend_resume(self, request: Request, kind: Kind, suspend: bool) -> Response:
         self._auth(request)
-        rec = self._get_live(request.path_params["workloadId"], kind)
+        rec = self._get_live(request.path_params["workloadId"], kind.type)
         if rec.body["desiredPhase"] == "Deleted":
             raise ApiError(409, f"Workload {rec.id} is being deleted")
         target = "Stopped" if suspend else "Running"
@@ -453,24 +452,29 @@ class Simulator:
             self.store.save()
         return self._commit(_accepted())
 
-    async def patch(self, request: Request, kind: str) -> Response:
+    async def patch(self, request: Request, kind: Kind) -> Response:
         self._auth(request)
-        rec = self._get_live(request.path_params["workloadId"], kind)
+        rec = self._get_live(request.path_params["workloadId"], kind.type)
         body = await self._json(request, submission=False)
-        issues = schema.validate(schema.DI_UPDATE, body)
+        issues = schema.validate(kind.update, body)
         if issues:
             raise ApiError(400, _issues_message(issues).replace("workload request",
                                                                  "update request"))
         if rec.body["desiredPhase"] == "Deleted":
             raise ApiError(409, f"Workload {rec.id} is being deleted")
-        replicas = (body.get("spec") or {}).get("replicas")
-        if replicas is not None:
-            rec.body = {**rec.body, "spec": {**(rec.body.get("spec") or {}),
-                                             "replicas": int(replicas)}}
+        changed = False
+        for path in kind.updatable:
+            value = _get_path(body, path)
+            if value is not None:
+                node = schema.at(kind.update, path)
+                if isinstance(node, schema.Scalar) and node.type == "integer":
+                    value = int(value)  # the validator takes 4.0 for an integer
+                rec.body = _with_path(rec.body, path, value)
+                changed = True
+        if changed:
             self.store.transition(rec, UPDATE_PHASES)
             self.store.save()
-        return self._commit(self.respond(rec, rec.phases[0] if replicas is not None else None,
-                                         202))
+        return self._commit(self.respond(rec, rec.phases[0] if changed else None, 202))
 
     # --- admin ----------------------------------------------------------------------
 
@@ -551,6 +555,20 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
+def _get_path(body: dict, path: str) -> Any:
+    """The value at the dotted `path` of a validated body, None when absent."""
+    for key in path.split("."):
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
+
+
+def _with_path(body: dict, path: str, value: Any) -> dict:
+    """A copy of `body` with `value` at the dotted `path`; only the dicts on the way are
+    copied (a record's body is replaced, never changed in place)."""
+    key, _, rest = path.partition(".")
+    return {**body, key: _with_path(body.get(key) or {}, rest, value) if rest else value}
+
+
 def _accepted() -> JSONResponse:
     return JSONResponse({"code": 202, "message": "Request has been accepted."}, status_code=202)
 
@@ -628,9 +646,9 @@ def _route_of(routes: list[Route], path: str) -> str:
 
 class _ApiMiddleware:
     """For /api/ requests: inject latency and errors, settle deletions, log the request,
-    and call the route's endpoint directly. Starlette's router and its exception layers
-    cost more CPU than most endpoints; they still answer what no API route takes (404,
-    405, HEAD)."""
+    and call the route's endpoint directly, past Starlette's router and exception
+    layers (docs/performance.md, "The simulator"); those still answer what no API route
+    takes (404, 405, HEAD)."""
 
     def __init__(self, app, sim: Simulator, routes: list[Route]):
         self.app, self.sim, self.routes = app, sim, routes
@@ -739,16 +757,20 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
                client_id: str = DEFAULT_CLIENT_ID, client_secret: str = DEFAULT_CLIENT_SECRET,
                phase_seconds: float = 0.0, faults: Faults | None = None,
                clock: Callable[[], float] = time.time, seed: int | None = None,
-               sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> Starlette:
+               sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+               kinds: Sequence[Kind] = KINDS) -> Starlette:
     """A simulated control plane. `app.state.sim` is its `Simulator` (state, faults, log).
+    `kinds` are the workload kinds it serves (tests may pass a table of their own).
 
     Raises `store.SimulatorDataError` when `data_path` exists but cannot be read.
     """
+    if len({k.type for k in kinds}) != len(kinds) or len({k.path for k in kinds}) != len(kinds):
+        raise ValueError("each kind needs a type and a path of its own")
     sim = Simulator(data_path=data_path, client_id=client_id, client_secret=client_secret,
                     phase_seconds=phase_seconds, faults=faults, clock=clock, seed=seed,
-                    sleep=sleep)
+                    sleep=sleep, kinds=kinds)
 
-    def kind_routes(prefix: str, kind: str, *, suspendable: bool, patchable: bool):
+    def kind_routes(kind: Kind) -> list[Route]:
         async def create(r):
             return await sim.create(r, kind)
 
@@ -765,10 +787,11 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
         async def resume(r):
             return await sim.suspend_resume(r, kind, False)
 
-        methods = ["GET", "DELETE"] + (["PATCH"] if patchable else [])
+        prefix = kind.path
+        methods = ["GET", "DELETE"] + (["PATCH"] if kind.update is not None else [])
         routes = [Route(prefix, create, methods=["POST"]),
                   Route(prefix + "/{workloadId}", one, methods=methods)]
-        if suspendable:
+        if kind.suspends:
             routes += [Route(prefix + "/{workloadId}/suspend", suspend, methods=["POST"]),
                        Route(prefix + "/{workloadId}/resume", resume, methods=["POST"])]
         return routes
@@ -776,10 +799,7 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
     api_routes = [
         Route("/api/v1/token", sim.token, methods=["POST"]),
         Route("/api/v1/workloads", sim.list_workloads, methods=["GET"]),
-        *kind_routes("/api/v1/workloads/distributed", DISTRIBUTED,
-                     suspendable=True, patchable=False),
-        *kind_routes("/api/v1/workloads/distributed-inferences", DISTRIBUTED_INFERENCE,
-                     suspendable=False, patchable=True),
+        *(route for kind in kinds for route in kind_routes(kind)),
         Route("/api/v1/workloads/{workloadId}", sim.get_any, methods=["GET"]),
     ]
     admin_routes = [

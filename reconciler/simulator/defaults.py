@@ -1,11 +1,11 @@
 """Server-side defaults that the simulated control plane fills into created workloads.
 
-Callers: `reconciler.simulator.app` (create handlers). A real control plane returns
-specs with documented defaults (CONTRACT.md §5) filled in for fields the client did
-not send, plus a few generated values (PVC claim names, ports, exposed URLs). A
-reconciler that diffs live against desired naively sees these as perpetual drift, so
-the fake does the same. A field the client sent, even with another value, is never
-touched; `null` counts as not sent.
+Callers: `reconciler.simulator.kinds` names one `fill_*(body, rand)` per kind; the
+create handler calls it. A real control plane returns specs with documented defaults
+(CONTRACT.md §5) filled in for fields the client did not send, plus a few generated
+values (PVC claim names, ports, exposed URLs). A reconciler that diffs live against
+desired naively sees these as perpetual drift, so the fake does the same. A field the
+client sent, even with another value, is never touched; `null` counts as not sent.
 
 Also filled, as a real cluster's workload types do: `priorityClass` and
 `preemptibility` per kind (trainings "train"/"preemptible", inferences
@@ -15,7 +15,6 @@ Also filled, as a real cluster's workload types do: `priorityClass` and
 from __future__ import annotations
 
 import random
-from typing import Callable
 
 AUTO_DELETION_SECONDS = 2592000  # 30 days
 
@@ -96,18 +95,29 @@ def _storage(storage: dict, workload_name: str, rand: random.Random) -> None:
                 _put(info, "volumeMode", "Filesystem")
 
 
-def fill_distributed(body: dict, rand: random.Random) -> None:
-    """Fill the defaults of a DistributedWorkload body in place."""
+def _training_spec(body: dict, rand: random.Random, own: dict) -> None:
+    """The defaults of a training's `spec`, with `own` (the kind's own defaults) filled
+    after the two every training has."""
     spec = body.get("spec")
     if spec is None:
         spec = body["spec"] = {}
     _put(spec, "backoffLimit", 6)
     _put(spec, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
-    _put(spec, "slotsPerWorker", 1)
-    _put(spec, "sshAuthMountPath", "/root/.ssh")
+    for key, value in own.items():
+        _put(spec, key, value)
     _put(spec, "priorityClass", "train")
     _put(spec, "preemptibility", "preemptible")
     _container(spec, body["name"], rand, training=True)
+
+
+def fill_training(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a Training body in place."""
+    _training_spec(body, rand, {})
+
+
+def fill_distributed(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a DistributedWorkload body in place."""
+    _training_spec(body, rand, {"slotsPerWorker": 1, "sshAuthMountPath": "/root/.ssh"})
     master = body.get("masterSpec")
     if isinstance(master, dict):
         _put(master, "backoffLimit", 6)
@@ -115,8 +125,11 @@ def fill_distributed(body: dict, rand: random.Random) -> None:
         _container(master, body["name"], rand, training=True)
 
 
-def fill_distributed_inference(body: dict, rand: random.Random,
-                               exposed_url: Callable[[dict], str]) -> None:
+def _exposed_url(body: dict) -> str:
+    return f"https://{body['name']}-{body['projectId']}.inference.runai-sim.local"
+
+
+def fill_distributed_inference(body: dict, rand: random.Random) -> None:
     """Fill the defaults of a DistributedInference body in place."""
     spec = body.get("spec")
     if spec is None:
@@ -133,7 +146,7 @@ def fill_distributed_inference(body: dict, rand: random.Random,
         _put(serving, "authorizationType", "public")
         _put(serving, "exposeExternally", True)
         if serving["exposeExternally"]:
-            _put(serving, "exposedUrl", exposed_url(body))
+            _put(serving, "exposedUrl", _exposed_url(body))
     for role in ("leader", "worker"):
         if isinstance(spec.get(role), dict):
             _container(spec[role], body["name"], rand, training=False)

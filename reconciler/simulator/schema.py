@@ -1,6 +1,7 @@
 """The create-body schemas of the simulated kinds, and the validator that checks them.
 
-Callers: `reconciler.simulator.app` (create and PATCH handlers). The shapes are written
+Callers: `reconciler.simulator.kinds` (each kind's entry names its bodies) and
+`reconciler.simulator.app` (create and PATCH handlers). The shapes are written
 out by hand from NVIDIA's OpenAPI files (the installed package must not need them); the
 simulator's tests walk those files and check that this description has the same fields,
 types, enums, ranges and patterns. Like the real control plane, unknown fields are
@@ -258,8 +259,8 @@ TOLERATIONS = Arr(Obj({
 
 PREEMPTIBILITY = _s(min_length=1, enum=("preemptible", "non-preemptible"))
 
-# Keys of a training container: the body of MasterSpec, and DistributedSpecSpec minus
-# the distributed-only keys.
+# Keys of a training container: the body of MasterSpec, TrainingSpecSpec minus
+# completions and parallelism, and DistributedSpecSpec minus the distributed-only keys.
 _TRAINING_CONTAINER = {
     "annotations": ANNOTATIONS, "args": _STR1,
     "autoDeletionTimeAfterCompletionSeconds": _i(), "backoffLimit": _i(),
@@ -285,6 +286,7 @@ DISTRIBUTED_SPEC = Obj({
     "numWorkers": _i(1), "slotsPerWorker": _i(1), "sshAuthMountPath": _STR,
 })
 MASTER_SPEC = Obj(dict(_TRAINING_CONTAINER))
+TRAINING_SPEC = Obj({**_TRAINING_CONTAINER, "completions": _i(), "parallelism": _i()})
 
 _META = {
     "name": _s(ANY, 1, nullable=False),
@@ -294,10 +296,14 @@ _META = {
     "templateId": _s(fmt="uuid"),
 }
 _REQUIRED_META = ("name", "projectId", "clusterId")
+META = tuple(_META)  # the create-body keys every kind shares; a record keeps the rest
 
 DISTRIBUTED_CREATE = Obj({
     **_META, "spec": DISTRIBUTED_SPEC, "masterSpecSameAsWorker": _B, "masterSpec": MASTER_SPEC,
 }, required=_REQUIRED_META, nullable=False)
+
+TRAINING_CREATE = Obj({**_META, "spec": TRAINING_SPEC}, required=_REQUIRED_META,
+                      nullable=False)
 
 DI_CONTAINER = Obj({
     "annotations": ANNOTATIONS, "args": _STR1, "command": _STR1, "compute": COMPUTE,
@@ -328,6 +334,13 @@ DI_SPEC = Obj({
 DI_CREATE = Obj({**_META, "spec": DI_SPEC}, required=_REQUIRED_META, nullable=False)
 
 DI_UPDATE = Obj({"spec": Obj({"replicas": _i(0, 1000)})}, nullable=False)
+
+
+def at(node: Any, path: str) -> Any:
+    """The description of the dotted `path` under `node` (an `Obj`); KeyError if none."""
+    for key in path.split("."):
+        node = node.properties[key]
+    return node
 
 
 # --- the validator -----------------------------------------------------------------
@@ -428,11 +441,14 @@ def _check_scalar(s: Scalar, v: Any, path: str, out: list[Issue]) -> None:
 # --- cross-field rules the server enforces -----------------------------------------
 
 
+def training_rules(body: dict) -> list[Issue]:
+    if not body.get("templateId") and not (body.get("spec") or {}).get("image"):
+        return [Issue("spec.image", "the image name is mandatory", "required")]
+    return []
+
+
 def distributed_rules(body: dict) -> list[Issue]:
-    issues = []
-    spec = body.get("spec") or {}
-    if not body.get("templateId") and not spec.get("image"):
-        issues.append(Issue("spec.image", "the image name is mandatory", "required"))
+    issues = training_rules(body)
     if body.get("masterSpecSameAsWorker") is True and body.get("masterSpec") is not None:
         issues.append(Issue("masterSpec",
                             "must not be specified when masterSpecSameAsWorker is true"))
@@ -457,5 +473,6 @@ def distributed_inference_rules(body: dict) -> list[Issue]:
     return issues
 
 
-__all__ = ["Issue", "validate", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
-           "distributed_rules", "distributed_inference_rules"]
+__all__ = ["Issue", "validate", "at", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
+           "TRAINING_CREATE", "distributed_rules", "distributed_inference_rules",
+           "training_rules"]

@@ -25,7 +25,7 @@ import os
 import pathlib
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 GONE = "__gone__"
 
@@ -50,7 +50,7 @@ class Record:
     reused while they are still the record's (`encoded` for API responses, `saved` for
     the data file), so neither a GET nor a save serialises every body again."""
 
-    kind: str  # a key of app.KIND_TYPES: "distributed" | "distributed-inference"
+    kind: str  # its kind's `type` in the simulator's table: "distributed", ...
     body: dict  # the API body, without actualPhase (derived)
     phases: list[str]
     since: float  # when the first of `phases` began
@@ -91,6 +91,7 @@ class Store:
     clock: Callable[[], float]
     phase_seconds: float = 0.0
     data_path: pathlib.Path | None = None
+    kinds: Collection[str] | None = None  # the record kinds a data file may hold; None: any
     live: dict[str, Record] = field(default_factory=dict)
     deleted: dict[str, Record] = field(default_factory=dict)
     _ending: set[str] = field(default_factory=set)  # live ids whose phases end in GONE
@@ -201,6 +202,9 @@ class Store:
                 raise ValueError(f"unsupported format version {data.get('version')!r}")
             live = [Record.from_json(d) for d in data["workloads"]]
             deleted = [Record.from_json(d) for d in data["deleted"]]
+            unknown = sorted({r.kind for r in live + deleted} - set(self.kinds or ()))
+            if self.kinds is not None and unknown:
+                raise ValueError(f"unknown workload kind(s) {', '.join(map(repr, unknown))}")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SimulatorDataError(
                 f"cannot read simulator data {self.data_path}: {exc}") from exc

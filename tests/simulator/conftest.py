@@ -16,6 +16,7 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+from reconciler.simulator.kinds import KINDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
@@ -157,7 +158,7 @@ def any_sim(request):
 
 # --- OpenAPI validation ------------------------------------------------------------
 
-API_FILES = ("distributed.yml", "distributed-inferences.yml", "workloads.yml", "tokens.yml")
+API_FILES = (*dict.fromkeys(k.openapi for k in KINDS), "workloads.yml", "tokens.yml")
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from reconciler.cli import main
 from reconciler.simulator import Faults, SimulatorDataError, create_app
-from reconciler.simulator import schema as sim_schema
+from reconciler.simulator.kinds import KINDS
 from tests.simulator.conftest import CLUSTER, schema_scalars
 
 D = "/api/v1/workloads/distributed"
@@ -369,9 +369,8 @@ def _openapi_leaves(schema, components, path, out):
 
 
 @pytest.mark.parametrize("file, name, ours", [
-    ("distributed.yml", "DistributedCreationRequest", sim_schema.DISTRIBUTED_CREATE),
-    ("distributed-inferences.yml", "DistributedInferenceCreationRequest", sim_schema.DI_CREATE),
-    ("distributed-inferences.yml", "UpdateRequest", sim_schema.DI_UPDATE),
+    *((k.openapi, k.request, k.create) for k in KINDS),
+    *((k.openapi, k.update_request, k.update) for k in KINDS if k.update is not None),
 ])
 def test_schema_description_matches_the_openapi(openapi, file, name, ours):
     components = openapi[file]["components"]["schemas"]

@@ -11,12 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.simulator import schema
+from reconciler.simulator.kinds import KINDS
 from tests.simulator.conftest import schema_scalars
 
 
 SCALARS = {}
-for _root in (schema.DISTRIBUTED_CREATE, schema.DI_CREATE, schema.DI_UPDATE):
-    SCALARS.update(schema_scalars(_root))
+for _kind in KINDS:
+    SCALARS.update(schema_scalars(_kind.create))
+    if _kind.update is not None:
+        SCALARS.update(schema_scalars(_kind.update))
 ENUM_VALUES = sorted({v for s in SCALARS.values() if s.enum for v in s.enum})
 PROBES = st.one_of(
     st.none(), st.booleans(), st.integers(-70000, 70000), st.integers(),
