@@ -16,6 +16,7 @@ import errno
 import fcntl
 import getpass
 import json
+import logging
 import os
 import socket
 import time
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from reconciler.errors import StateError
+
+log = logging.getLogger(__name__)
 
 POLL_INTERVAL = 0.1  # seconds between attempts while waiting for --lock-timeout
 
@@ -55,12 +58,28 @@ class LockInfo:
             return None
 
 
-def _who() -> str:
+def identity() -> tuple[str, str, int]:
+    """(user, host, pid) of this process, as a lock holder names itself."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no passwd entry, no LOGNAME (containers)
         user = f"uid {os.getuid()}"
-    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+    return user, socket.gethostname(), os.getpid()
+
+
+def who(user: str, host: str, pid: int) -> str:
+    return f"{user}@{host} pid {pid}"
+
+
+def _who() -> str:
+    return who(*identity())
+
+
+def waiting_note(holder: LockInfo | None, where: str, timeout: float) -> None:
+    """Say once, on stderr through logging, that this command waits for the lock."""
+    by = "another process" if holder is None else f"{holder.who} ({holder.operation})"
+    log.warning("state %s is locked by %s; waiting up to %g s for it (--lock-timeout)",
+                where, by, timeout)
 
 
 def locked_error(holder: LockInfo | None, where: str) -> StateError:
@@ -93,6 +112,7 @@ class FileLock:
         except OSError as exc:
             raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc
         deadline = self._clock() + self.timeout
+        said = False
         try:
             while True:
                 try:
@@ -104,6 +124,9 @@ class FileLock:
                 remaining = deadline - self._clock()
                 if remaining <= 0:
                     raise locked_error(self._read_holder(), str(self.path))
+                if not said:
+                    waiting_note(self._read_holder(), str(self.path), self.timeout)
+                    said = True
                 self._sleep(min(POLL_INTERVAL, remaining))
             info = LockInfo.new(operation)
             data = (json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n").encode()

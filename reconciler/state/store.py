@@ -20,7 +20,8 @@ first write in `<path>.backup` (Terraform's rule: the backup is the state before
 command ran, not one write ago). `MemoryStore` has the same semantics without a disk,
 for tests; `peer()` gives a second handle on the same storage, like a second process.
 
-A shared backend for teams can follow by implementing the same methods.
+`postgres.PostgresStore` is the shared backend for teams, over the same methods; the
+`open_store` factory picks the store from `--state`.
 Callers: the CLI (opens the store, holds the lock around plan/apply/state rm), the
 planner's caller (reads) and the executor (journals each action, compacts at the end).
 """
@@ -125,14 +126,17 @@ class _Store:
     def _drop_journal(self) -> None:
         raise NotImplementedError
 
+    def _load_both(self) -> tuple[bytes | None, bytes | None]:
+        """The state's bytes and the journal's, as of one moment."""
+        with self._mutex:
+            return self._load(), self._load_journal()
+
     def read(self) -> State:
         return self.read_with_pending()[0]
 
     def read_with_pending(self) -> tuple[State, list[journal.Intent]]:
         """The state with the journal replayed, and the journal's intents still open."""
-        with self._mutex:
-            raw = self._load()
-            jraw = self._load_journal()
+        raw, jraw = self._load_both()
         if raw is None:
             state = State()
             if jraw and b"\n" in jraw:  # a first run died before its state file was written
