@@ -354,6 +354,8 @@ class PostgresStore(_Store):
 
     def _holder(self) -> tuple[LockInfo | None, int | None]:
         """The holder recorded in the name's row, and its backend pid."""
+        if self._state_id(create=False) is None:
+            return None, None
         with self._errors("read the lock holder"):
             row = self._db().execute(sql.SQL("SELECT " + _LOCK_COLUMNS +
                                              " FROM {s}.states WHERE id = %s").format(s=self._s),
@@ -427,8 +429,6 @@ class PostgresStore(_Store):
         """Clear the holder record `lock_id` when its session is gone; StateError when the id
         does not match or the holder's session is alive."""
         with self._mutex:
-            if self._state_id(create=False) is None:
-                raise StateError(f"state {self.where} is not locked; nothing to unlock")
             holder, backend = self._holder()
             if holder is None:
                 raise StateError(f"state {self.where} is not locked; nothing to unlock")
