@@ -52,9 +52,11 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 CONNECT_TIMEOUT = 10  # seconds, unless the URL or PGCONNECT_TIMEOUT says otherwise
 # The server drops a holder cut off from the network after about idle + interval * count
-# seconds (TCP keepalive of its session), which releases the lock.
-KEEPALIVE = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10",
-             "tcp_keepalives_count": "3"}
+# seconds (TCP keepalive of its session), which releases the lock; an idle session (an
+# apply waiting on the API) is never ended for its idleness while it holds the lock.
+SESSION_SETTINGS = {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10",
+                    "tcp_keepalives_count": "3"}
+SESSION_SETTINGS_14 = {"idle_session_timeout": "0"}  # PostgreSQL 14 and later
 
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_COLUMNS = ("lock_id, lock_operation, lock_user, lock_host, lock_pid, lock_since, "
@@ -187,16 +189,22 @@ class PostgresStore(_Store):
         return conn
 
     def _check_schema(self, conn: psycopg.Connection) -> None:
+        wanted = dict(SESSION_SETTINGS)
+        if conn.info.server_version >= 140000:
+            wanted.update(SESSION_SETTINGS_14)
         settings = sql.SQL(", ").join(
             sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
-            for k, v in KEEPALIVE.items())
+            for k, v in wanted.items())
         row = conn.execute(sql.SQL(
             "SELECT pg_backend_pid(), (SELECT value FROM {s}.meta WHERE key = 'schema_version'), "
             "{t}::regclass::oid::bigint, {settings}").format(
                 s=self._s, t=sql.Literal(f"{self.schema}.states"), settings=settings)).fetchone()
         self._backend_pid, version, oid = row[0], row[1], row[2]
         self._key1 = oid - 2**32 if oid >= 2**31 else oid  # an oid, as a signed int4
-        if version is None or int(version) > SCHEMA_VERSION:
+        if version is None:
+            raise StateError(f"the state schema {self.schema} in {self.where.split(' ')[0]} "
+                             "has no schema_version in its meta table; is it runai-reconcile's?")
+        if int(version) > SCHEMA_VERSION:
             raise StateError(
                 f"the state schema {self.schema} in {self.where.split(' ')[0]} has layout "
                 f"version {version}, not one this runai-reconcile knows (up to {SCHEMA_VERSION}); "

@@ -170,15 +170,19 @@ def test_kill_9_of_the_holder_the_next_apply_proceeds_recovers_and_converges(pg,
     faults(sim_server, latencyMs=0, jitterMs=0)
     store = pg.store()
     try:
-        assert store.has_journal()  # what the dead run did is in the database
+        _, pending = store.read_with_pending()  # what the dead run did is in the database
         holder, _ = store._holder()
         assert holder is not None and f"pid {proc.pid}" in holder.who  # a stale record
     finally:
         store.close()
+    assert pending, "the kill found no create in flight"
 
     code, out, err = pg.apply()  # no force-unlock, no --lock-timeout
     assert code == 0, err
     assert "locked" not in err
+    for intent in pending:  # each create in flight was looked up by name
+        assert f"{intent.address}: found workload" in err or \
+            f"{intent.address}: the interrupted run had not created it" in err
     pg.converged(sim_server, names)
     code, out, err = pg.run("plan", str(pg.ws.specs), "--detailed-exitcode")
     assert code == 0, out + err
