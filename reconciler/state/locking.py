@@ -23,11 +23,13 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from reconciler.errors import StateError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 POLL_INTERVAL = 0.1  # seconds between attempts while waiting for --lock-timeout
 
@@ -75,11 +77,27 @@ def _who() -> str:
     return who(*identity())
 
 
-def waiting_note(holder: LockInfo | None, where: str, timeout: float) -> None:
-    """Say once, on stderr through logging, that this command waits for the lock."""
-    by = "another process" if holder is None else f"{holder.who} ({holder.operation})"
-    log.warning("state %s is locked by %s; waiting up to %g s for it (--lock-timeout)",
-                where, by, timeout)
+def take_or_wait(attempt: Callable[[], T | None], holder: Callable[[], LockInfo | None],
+                 where: str, timeout: float, clock: Callable[[], float],
+                 sleep: Callable[[float], None]) -> T:
+    """`attempt()` until it returns something, for up to `timeout` seconds: the wait is said
+    once on stderr (through logging), and the error at the end names the `holder()`."""
+    deadline = clock() + max(0.0, timeout)
+    said = False
+    while True:
+        got = attempt()
+        if got is not None:
+            return got
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise locked_error(holder(), where)
+        if not said:
+            who = holder()
+            by = "another process" if who is None else f"{who.who} ({who.operation})"
+            log.warning("state %s is locked by %s; waiting up to %g s for it (--lock-timeout)",
+                        where, by, timeout)
+            said = True
+        sleep(min(POLL_INTERVAL, remaining))
 
 
 def locked_error(holder: LockInfo | None, where: str) -> StateError:
@@ -111,23 +129,19 @@ class FileLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc
-        deadline = self._clock() + self.timeout
-        said = False
+
+        def attempt() -> bool | None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
+                return None
+
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    raise locked_error(self._read_holder(), str(self.path))
-                if not said:
-                    waiting_note(self._read_holder(), str(self.path), self.timeout)
-                    said = True
-                self._sleep(min(POLL_INTERVAL, remaining))
+            take_or_wait(attempt, self._read_holder, str(self.path), self.timeout,
+                         self._clock, self._sleep)
             info = LockInfo.new(operation)
             data = (json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n").encode()
             os.ftruncate(fd, 0)

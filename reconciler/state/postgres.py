@@ -42,8 +42,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.errors import StateError
 from reconciler.state.backends import DEFAULT_SCHEMA
-from reconciler.state.locking import POLL_INTERVAL, LockInfo, identity, locked_error, who
-from reconciler.state.locking import waiting_note
+from reconciler.state.locking import LockInfo, identity, take_or_wait, who
 from reconciler.state.model import State
 from reconciler.state.store import _Store, loads
 
@@ -395,17 +394,8 @@ class PostgresStore(_Store):
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
         with self._mutex:
             self._state_id(create=True)
-            deadline = self._clock() + max(0.0, self.lock_timeout)
-            said = False
-            while not self._try_lock():
-                holder, _ = self._holder()
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    raise locked_error(holder, self.where)
-                if not said:
-                    waiting_note(holder, self.where, self.lock_timeout)
-                    said = True
-                self._sleep(min(POLL_INTERVAL, remaining))
+            take_or_wait(lambda: self._try_lock() or None, lambda: self._holder()[0], self.where,
+                         self.lock_timeout, self._clock, self._sleep)
             info = LockInfo.new(operation)
             user, host, pid = identity()
             try:

@@ -41,7 +41,7 @@ import orjson
 
 from reconciler.errors import StateError
 from reconciler.state import journal
-from reconciler.state.locking import FileLock, LockInfo, locked_error, POLL_INTERVAL
+from reconciler.state.locking import FileLock, LockInfo, take_or_wait
 from reconciler.state.model import State
 
 
@@ -428,18 +428,16 @@ class MemoryStore(_Store):
             return holder
 
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
-        deadline = self._clock() + max(0.0, self.lock_timeout)
-        while True:
+        def attempt() -> LockInfo | None:
             with self._backing.mutex:
-                holder = self._backing.holder
-                if holder is None:
-                    info = LockInfo.new(operation)
-                    self._backing.holder = info
-                    return info, info
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise locked_error(holder, self.where)
-            self._sleep(min(POLL_INTERVAL, remaining))
+                if self._backing.holder is not None:
+                    return None
+                self._backing.holder = LockInfo.new(operation)
+                return self._backing.holder
+
+        info = take_or_wait(attempt, lambda: self._backing.holder, self.where,
+                            self.lock_timeout, self._clock, self._sleep)
+        return info, info
 
     def _release(self, handle: object) -> None:
         with self._backing.mutex:

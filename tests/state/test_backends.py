@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
@@ -65,15 +64,3 @@ def test_a_postgresql_url_without_psycopg_installed_is_one_clear_line(tmp_path):
     assert proc.stderr.strip() == ("Error: a PostgreSQL --state needs psycopg: pip install "
                                    "'runai-reconcile[postgres]'")
     assert "hunter2" not in proc.stdout + proc.stderr
-
-
-def test_the_file_lock_says_when_it_waits(tmp_path, clock, caplog):
-    holder = LocalFileStore(tmp_path / "s.json")
-    waiter = LocalFileStore(tmp_path / "s.json", lock_timeout=2, clock=clock, sleep=clock.sleep)
-    with holder.lock("apply") as info, caplog.at_level(logging.WARNING):
-        with pytest.raises(StateError, match="locked by"):
-            with waiter.lock("plan"):
-                pass
-    [record] = caplog.records
-    assert record.getMessage() == (f"state {tmp_path / 's.json.lock'} is locked by {info.who} "
-                                   "(apply); waiting up to 2 s for it (--lock-timeout)")

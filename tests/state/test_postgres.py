@@ -3,7 +3,6 @@ entry, a lock per state name that dies with its session, the holder on record.""
 
 from __future__ import annotations
 
-import logging
 import signal
 import subprocess
 import sys
@@ -117,18 +116,6 @@ def test_a_journal_of_another_lineage_is_refused(pg_store):
         pg_store().append([journal.close(2)], State().lineage)
 
 
-def test_a_write_of_a_stale_serial_is_refused_even_between_two_transactions(pg_store):
-    alice, bob = pg_store(), pg_store()
-    base = alice.read()
-    alice.write(base)
-    a, b = alice.read(), bob.read()
-    a.set(resource("a"))
-    b.set(resource("b"))
-    alice.write(a)
-    with pytest.raises(StateError, match="changed by someone else"):
-        bob.write(b)
-
-
 def test_locks_are_per_state_name_and_per_schema(pg_store, pg_schema, pg_url):
     other_schema = f"rr_other_{uuid.uuid4().hex[:8]}"
     try:
@@ -190,18 +177,6 @@ def test_a_holder_killed_with_sigkill_releases_the_lock_and_its_record_is_replac
         except StateError:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-
-
-def test_a_lock_wait_is_said_once_and_gives_up_at_the_timeout(pg_store, clock, caplog):
-    holder, waiter = pg_store(), pg_store(lock_timeout=3)
-    with holder.lock("apply") as info, caplog.at_level(logging.WARNING):
-        with pytest.raises(StateError, match="locked by"):
-            with waiter.lock("apply"):
-                pass
-    [record] = caplog.records
-    assert record.getMessage() == (f"state {waiter.where} is locked by {info.who} (apply); "
-                                   "waiting up to 3 s for it (--lock-timeout)")
-    assert sum(clock.slept) == pytest.approx(3)
 
 
 def test_a_session_that_changed_under_the_lock_writes_nothing(pg_store):
