@@ -415,6 +415,8 @@ class PostgresStore(_Store):
     def _release(self, handle: object) -> None:
         assert isinstance(handle, LockInfo)
         with self._mutex:
+            if self._conn is None or self._conn.closed:
+                return  # the session is gone, and the lock with it
             try:
                 self._db().execute(sql.SQL(
                     "UPDATE {s}.states SET " + ", ".join(

@@ -11,12 +11,13 @@ import sys
 import time
 import uuid
 
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reconciler.state.postgres import PostgresStore
 from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401
-from tests.reliability.conftest import live_names, wait_for_posts, write_fleet
+from tests.reliability.conftest import live_names, posts, wait_for_posts, write_fleet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.http]
 
@@ -244,3 +245,25 @@ def test_a_server_that_cannot_be_used_is_one_line_naming_host_and_database_exit_
             "no such database": 'database "no_such_db" does not exist'}[case] in line
     assert secret not in out + err and "Traceback" not in err
     assert make_conninfo(url)  # the URL itself was well formed
+
+
+def test_a_session_lost_mid_apply_starts_no_new_action_exits_1_and_the_next_apply_recovers(
+        pg, sim_server):
+    faults(sim_server, latencyMs=150)
+    names = write_fleet(pg.ws, 30)
+    proc = pg.spawn("--parallelism", "3", "apply", str(pg.ws.specs), "--auto-approve")
+    wait_for_posts(sim_server, proc, 4)
+    with psycopg.connect(pg.url, autocommit=True) as conn:  # as a server restart would
+        conn.execute("SELECT pg_terminate_backend(lock_backend_pid) FROM runai_reconcile.states "
+                     "WHERE name = %s", (pg.name,))
+    at_cut = posts(sim_server)
+    code, out, err = pg.wait(proc)
+    faults(sim_server, latencyMs=0)
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(
+        "Error: PostgreSQL state backend (host ") and "the connection is lost" in err
+    assert "WARNING" not in err
+    assert posts(sim_server) <= at_cut + 3  # only those in flight at the cut
+    code, out, err = pg.apply()
+    assert code == 0, err
+    pg.converged(sim_server, names)
