@@ -96,6 +96,14 @@ def test_apply_then_plan_shows_no_changes_and_the_state_lives_in_the_database(pg
     assert out.split() == [f"DistributedTraining/7/{n}" for n in names]
     assert not pg.ws.state_path.exists()  # no state file was written
     pg.converged(sim_server, names)
+    saved = str(pg.ws.root / "noop.plan")
+    assert pg.run("plan", str(pg.ws.specs), "--out", saved)[0] == 0
+    serial = pg.store().read().serial
+    code, _, err = pg.run("apply", saved)  # a saved plan moves the serial: never twice
+    assert code == 0, err
+    assert pg.store().read().serial > serial
+    code, _, err = pg.run("apply", saved)
+    assert code == 1 and "is stale" in err
 
 
 def test_the_state_url_can_come_from_the_environment(pg, sim_server):
