@@ -44,12 +44,12 @@ start() {
   chmod 700 "$dir"
   as_owner "'$bin/initdb' -D '$dir/data' -U postgres --pwfile='$dir/pwfile' --auth-local=trust \
     --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 >'$dir/initdb.log' 2>&1" \
-    || { cat "$dir/initdb.log" >&2; exit 1; }
+    || { cat "$dir/initdb.log" >&2; rm -rf "$dir"; exit 1; }
   rm -f "$dir/pwfile"
   # fsync off: a throwaway cluster for tests (a client's kill -9 is tested, not the server's)
   as_owner "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -w -t 60 start \
     -o \"-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$dir' -c fsync=off\" \
-    >/dev/null" || { cat "$dir/server.log" >&2; exit 1; }
+    >/dev/null" || { cat "$dir/server.log" >&2; rm -rf "$dir"; exit 1; }
   echo "export RUNAI_RECONCILE_TEST_PG=postgresql://postgres:$password@127.0.0.1:$port/postgres"
   echo "export RUNAI_RECONCILE_TEST_PG_DIR=$dir"
 }
