@@ -4,9 +4,10 @@
 dies, so a `kill -9` never leaves a stale lock: the next locker simply gets it and
 overwrites the dead holder's info) and writes a `LockInfo` into the same file so that a
 second writer's error names the holder. `break_stale` is `force-unlock` for the local
-file: it clears lock info whose holder is gone, and refuses while the holder lives. Waiting polls on an injected
-clock so tests run instantly. Callers: `store.LocalFileStore.lock`; `LockInfo` also
-serves `store.MemoryStore`.
+file: it clears lock info whose holder is gone, and refuses while the holder lives.
+`take_or_wait` is every store's wait for `--lock-timeout`: it polls on an injected clock
+(so tests run instantly) and says once that it waits. Callers: `store.LocalFileStore`;
+`LockInfo` and `take_or_wait` also serve `store.MemoryStore` and `postgres.PostgresStore`.
 """
 
 from __future__ import annotations
