@@ -118,6 +118,24 @@ def _reason(exc: BaseException, secrets: tuple[str, ...]) -> str:
     return text
 
 
+_STORES: "weakref.WeakSet[PostgresStore]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (a spec loader) must never speak on, nor close, its parent's session:
+    # libpq's goodbye at the child's exit would end it and drop the parent's lock. The
+    # child's copy of the socket is pointed at /dev/null; it connects anew if it must.
+    for store in list(_STORES):
+        conn, store._conn = store._conn, None
+        if conn is not None and not conn.closed:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, conn.fileno())
+            os.close(null)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class PostgresStore(_Store):
     """A named state in a PostgreSQL database (see the module's docstring)."""
 
@@ -149,6 +167,7 @@ class PostgresStore(_Store):
         self._loaded_serial: int | None = None
         self._backup_serial: int | None = None
         self._connect_lock = threading.Lock()
+        _STORES.add(self)
 
     # --- connection ----------------------------------------------------------------
 

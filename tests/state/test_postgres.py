@@ -203,3 +203,32 @@ def test_a_lost_connection_is_one_clear_error_and_the_lock_goes_with_it(pg_store
             store.write(state)
         with pg_store().lock("apply"):  # the session died, and its lock with it
             pass
+
+
+FORKER = """
+import os, sys
+from reconciler.state.postgres import PostgresStore
+store = PostgresStore(sys.argv[1], name=sys.argv[2], schema=sys.argv[3])
+with store.lock("apply") as info:
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # a forked child (a spec loader) that exits normally: finalizers run
+    os.waitpid(pid, 0)
+    print(info.id, flush=True)
+    sys.stdin.read()
+    store.write(store.read(), force=True)
+print("written", flush=True)
+"""
+
+
+def test_a_forked_child_leaves_its_parents_session_and_lock_alone(pg_store, pg_url, pg_schema):
+    name = f"fork-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([sys.executable, "-c", FORKER, pg_url, name, pg_schema],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    lock_id = proc.stdout.readline().strip()
+    with pytest.raises(StateError, match=f"lock id {lock_id}"):  # still held after the child
+        with pg_store(name=name).lock("plan"):
+            pass
+    out, _ = proc.communicate("go\n", timeout=30)
+    assert proc.returncode == 0 and out.strip() == "written"
+    assert pg_store(name=name).read().serial == 1
