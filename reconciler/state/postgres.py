@@ -8,7 +8,7 @@ layout (docs/state-backends.md), created on first use in `schema`:
 
     meta      (key, value)                 'schema_version' -> SCHEMA_VERSION
     states    (id, name, created_at, lock_id, lock_operation, lock_user, lock_host,
-               lock_pid, lock_since, lock_backend_pid)       one row per state name
+               lock_pid, lock_since, lock_backend_pid, lock_backend_start)  a row per name
     versions  (state_id, serial, lineage, body jsonb, written_at, written_by, operation)
     journal   (state_id, n, entry jsonb, written_at)        one row per journal entry
 
@@ -59,7 +59,7 @@ SESSION_SETTINGS_14 = {"idle_session_timeout": "0"}  # PostgreSQL 14 and later
 
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_COLUMNS = ("lock_id, lock_operation, lock_user, lock_host, lock_pid, lock_since, "
-                 "lock_backend_pid")
+                 "lock_backend_pid, lock_backend_start")
 
 _DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
@@ -71,7 +71,7 @@ CREATE TABLE IF NOT EXISTS {s}.states (
     name text NOT NULL UNIQUE,
     created_at timestamptz NOT NULL DEFAULT now(),
     lock_id text, lock_operation text, lock_user text, lock_host text, lock_pid integer,
-    lock_since timestamptz, lock_backend_pid integer);
+    lock_since timestamptz, lock_backend_pid integer, lock_backend_start timestamptz);
 CREATE TABLE IF NOT EXISTS {s}.versions (
     state_id bigint NOT NULL REFERENCES {s}.states (id),
     serial bigint NOT NULL,
@@ -162,6 +162,7 @@ class PostgresStore(_Store):
         self._s = sql.Identifier(schema)
         self._conn: psycopg.Connection | None = None
         self._backend_pid: int | None = None  # pg_backend_pid() of our session
+        self._backend_start: _dt.datetime | None = None  # with the pid: the session's identity
         self._key1: int | None = None  # the states table's oid, as the lock's first key
         self._id: int | None = None  # the name's row in states
         self._loaded_serial: int | None = None
@@ -215,9 +216,10 @@ class PostgresStore(_Store):
             for k, v in wanted.items())
         row = conn.execute(sql.SQL(
             "SELECT pg_backend_pid(), (SELECT value FROM {s}.meta WHERE key = 'schema_version'), "
-            "{t}::regclass::oid::bigint, {settings}").format(
+            "{t}::regclass::oid::bigint, (SELECT backend_start FROM pg_stat_activity "
+            "WHERE pid = pg_backend_pid()), {settings}").format(
                 s=self._s, t=sql.Literal(f"{self.schema}.states"), settings=settings)).fetchone()
-        self._backend_pid, version, oid = row[0], row[1], row[2]
+        self._backend_pid, version, oid, self._backend_start = row[:4]
         self._key1 = oid - 2**32 if oid >= 2**31 else oid  # an oid, as a signed int4
         if version is None:
             raise StateError(f"the state schema {self.schema} in {self.where.split(' ')[0]} "
@@ -265,9 +267,10 @@ class PostgresStore(_Store):
 
     def _moved(self) -> StateError:
         return StateError(
-            f"{self.where}: the connection moved to another PostgreSQL session (a pooler in "
-            "transaction mode, such as PgBouncer's pool_mode=transaction?); the state lock "
-            "needs session pooling or a direct connection. Nothing more was written.")
+            f"{self.where}: the connection moved to another PostgreSQL session, or shares one "
+            "with another client (a pooler in transaction mode, such as PgBouncer's "
+            "pool_mode=transaction?); the state lock needs session pooling or a direct "
+            "connection. Nothing more was written.")
 
     # --- the raw bytes _Store works over ------------------------------------------
 
@@ -390,7 +393,7 @@ class PostgresStore(_Store):
                                      (self._id,)).fetchone()
         if row is None or row[0] is None:
             return None, None
-        lock_id, operation, user, host, pid, since, backend = row
+        lock_id, operation, user, host, pid, since, backend, _ = row
         created = since.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
         return LockInfo(id=lock_id, operation=operation, who=who(user, host, pid),
                         created=created), backend
@@ -418,13 +421,21 @@ class PostgresStore(_Store):
             info = LockInfo.new(operation)
             user, host, pid = identity()
             try:
+                # A record naming this very session means another client shares it (a
+                # pooler): the advisory lock, re-entrant per session, said yes to both.
                 with self._errors("record the lock holder"):
-                    self._db().execute(sql.SQL(
+                    recorded = self._db().execute(sql.SQL(
                         "UPDATE {s}.states SET lock_id = %s, lock_operation = %s, lock_user = %s, "
                         "lock_host = %s, lock_pid = %s, lock_since = %s, "
-                        "lock_backend_pid = pg_backend_pid() WHERE id = %s").format(s=self._s),
+                        "lock_backend_pid = pg_backend_pid(), lock_backend_start = %s "
+                        "WHERE id = %s AND (lock_id IS NULL OR lock_backend_pid IS DISTINCT "
+                        "FROM pg_backend_pid() OR lock_backend_start IS DISTINCT FROM %s)").format(
+                            s=self._s),
                         (info.id, operation, user, host, pid,
-                         _dt.datetime.fromisoformat(info.created), self._id))
+                         _dt.datetime.fromisoformat(info.created), self._backend_start, self._id,
+                         self._backend_start)).rowcount
+                if recorded != 1:
+                    raise self._moved()
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
                     self._unlock()

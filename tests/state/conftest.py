@@ -38,15 +38,19 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def missing(what: str) -> None:
+    """Skip the test for want of `what`, except in CI (which provides it), where it fails."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI runs the PostgreSQL tests: {what}")
+    pytest.skip(what)
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     """$RUNAI_RECONCILE_TEST_PG; without it the test skips, except in CI, where it fails."""
     url = os.environ.get(PG_ENV)
     if not url:
-        msg = f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"'
-        if os.environ.get("CI"):
-            pytest.fail(f"CI runs the PostgreSQL tests: {msg}")
-        pytest.skip(msg)
+        missing(f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"')
     return url
 
 
@@ -70,9 +74,10 @@ def pg_store(pg_url, pg_schema, clock):
     default_name = f"test-{uuid.uuid4().hex[:8]}"
 
     def factory(*, lock_timeout: float = 0.0, name: str | None = None,
-                schema: str | None = None) -> PostgresStore:
-        store = PostgresStore(pg_url, name=name or default_name, schema=schema or pg_schema,
-                              lock_timeout=lock_timeout, clock=clock, sleep=clock.sleep)
+                schema: str | None = None, url: str | None = None) -> PostgresStore:
+        store = PostgresStore(url or pg_url, name=name or default_name,
+                              schema=schema or pg_schema, lock_timeout=lock_timeout,
+                              clock=clock, sleep=clock.sleep)
         opened.append(store)
         return store
 

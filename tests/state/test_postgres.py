@@ -3,20 +3,26 @@ entry, a lock per state name that dies with its session, the holder on record.""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.errors import StateError
 from reconciler.state import State, journal
 from reconciler.state.postgres import SCHEMA_VERSION, PostgresStore
 
-from .conftest import resource
+from .conftest import missing, resource
 
 pytestmark = pytest.mark.postgres
 
@@ -70,7 +76,7 @@ def test_every_write_is_a_new_row_naming_who_and_which_operation(pg_store, pg_sc
         (store.name,)).fetchall()
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [(1, state.lineage, "write", 1),
                                                         (2, state.lineage, "apply", 2)]
-    assert all(r[3].endswith(f" pid {__import__('os').getpid()}") for r in rows)
+    assert all(r[3].endswith(f" pid {os.getpid()}") for r in rows)
 
 
 def test_a_read_is_one_query(pg_store):
@@ -232,3 +238,78 @@ def test_a_forked_child_leaves_its_parents_session_and_lock_alone(pg_store, pg_u
     out, _ = proc.communicate("go\n", timeout=30)
     assert proc.returncode == 0 and out.strip() == "written"
     assert pg_store(name=name).read().serial == 1
+
+
+@pytest.fixture
+def pgbouncer(pg_url):
+    """`pgbouncer(mode)`: a PgBouncer in that pool mode in front of the test server; its URL."""
+    exe = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
+    if exe is None:
+        missing("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    server = conninfo_to_dict(pg_url)
+    folder = tempfile.mkdtemp(prefix="pgbouncer.")
+    started: list[subprocess.Popen] = []
+
+    def start(mode: str) -> str:
+        port = free_port()
+        ini = os.path.join(folder, f"{mode}.ini")
+        with open(ini, "w") as f:
+            f.write(f"[databases]\n* = host={server['host']} port={server['port']} "
+                    f"user={server['user']} password={server.get('password', '')}\n"
+                    f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n"
+                    f"auth_type = trust\nauth_file = {folder}/users.txt\npool_mode = {mode}\n"
+                    "unix_socket_dir =\nlogfile =\n")
+        with open(os.path.join(folder, "users.txt"), "w") as f:
+            f.write(f'"{server["user"]}" ""\n')
+        as_user = {"user": "postgres"} if os.geteuid() == 0 else {}  # it refuses root
+        if as_user:
+            shutil.chown(folder, "postgres")
+            for name in os.listdir(folder):
+                shutil.chown(os.path.join(folder, name), "postgres")
+        proc = subprocess.Popen([exe, ini], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                **as_user)
+        started.append(proc)
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, "pgbouncer did not start"
+            time.sleep(0.05)
+        return f"postgresql://{server['user']}@127.0.0.1:{port}/{server['dbname']}"
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(10)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_behind_pgbouncer_in_transaction_pooling_a_second_locker_is_refused(pgbouncer, pg_store):
+    # One server connection serves both clients: the advisory lock, re-entrant per session,
+    # would say yes to both; the holder record, naming that very session, says no.
+    url = pgbouncer("transaction")
+    first, second = pg_store(url=url), pg_store(url=url)
+    with first.lock("apply"):
+        with pytest.raises(StateError, match=r"session pooling or a direct connection"):
+            with second.lock("apply"):
+                pass
+
+
+def test_behind_pgbouncer_in_session_pooling_the_lock_works(pgbouncer, pg_store):
+    url = pgbouncer("session")
+    first, second = pg_store(url=url), pg_store(url=url)
+    with first.lock("apply") as info:
+        with pytest.raises(StateError, match=f"state is locked by .*lock id {info.id}"):
+            with second.lock("apply"):
+                pass
+        state = first.read()
+        state.set(resource())
+        first.write(state)
+    with second.lock("apply"):
+        assert second.read().serial == 1
