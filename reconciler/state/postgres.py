@@ -18,7 +18,9 @@ inserted and the journal emptied. The lock is a session advisory lock keyed by (
 `states` table's oid, the name's row id): one per name and schema, and it dies with the
 holder's database session, so a killed holder never leaves it behind; who holds it is
 in the name's `states` row for every other client to read. The session must stay one
-backend: a pooler in transaction mode is refused when it shows (a new backend pid).
+server session of its own: a pooler in transaction mode is refused when it shows (our
+statements reach a new backend, or the lock is granted to a session the holder record
+already names).
 Callers: `open_store` (the factory behind `--state`), tests.
 """
 
@@ -280,16 +282,16 @@ class PostgresStore(_Store):
             conn = self._db()
             with self._errors("read the state"):
                 row = conn.execute(sql.SQL(
-                    "SELECT st.id, v.serial, v.body::text, (SELECT array_agg(j.entry::text "
+                    "SELECT st.id, v.body::text, (SELECT array_agg(j.entry::text "
                     "ORDER BY j.n) FROM {s}.journal j WHERE j.state_id = st.id) "
-                    "FROM {s}.states st LEFT JOIN LATERAL (SELECT serial, body FROM "
+                    "FROM {s}.states st LEFT JOIN LATERAL (SELECT body FROM "
                     "{s}.versions WHERE state_id = st.id ORDER BY serial DESC LIMIT 1) v "
                     "ON true WHERE st.name = %s").format(s=self._s), (self.name,)).fetchone()
         if row is None:
             return None, None
         self._id = int(row[0])
-        raw = None if row[2] is None else row[2].encode()
-        return raw, _lines(row[3])
+        raw = None if row[1] is None else row[1].encode()
+        return raw, _lines(row[2])
 
     def _load(self) -> bytes | None:
         """The newest version's body (inside `write`'s transaction)."""
