@@ -32,6 +32,7 @@ class Config:
     url: str | None = None
     sim: bool = False
     state_path: str = DEFAULT_STATE
+    state_name: str = "default"
     parallelism: int = DEFAULT_PARALLELISM
     color: bool = False
     insecure: bool = False
@@ -101,7 +102,10 @@ def _api_error_types() -> tuple[type[BaseException], ...]:
 @click.option("--sim", is_flag=True,
               help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
 @click.option("--state", "state_path", default=DEFAULT_STATE, show_default=True,
-              type=click.Path(dir_okay=False), help="State file.")
+              envvar="RUNAI_RECONCILE_STATE", type=click.Path(dir_okay=False),
+              help="State file, or a postgresql:// URL (default: $RUNAI_RECONCILE_STATE).")
+@click.option("--state-name", default="default", show_default=True,
+              help="Which named state in a PostgreSQL --state.")
 @click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
               type=click.IntRange(1, 256), help="API requests in flight at once.")
 @click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
@@ -110,15 +114,16 @@ def _api_error_types() -> tuple[type[BaseException], ...]:
 @click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for the state lock.")
 @click.pass_context
-def main(ctx: click.Context, url, sim, state_path, parallelism, no_color, insecure, verbose,
-         lock_timeout) -> None:
+def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_color, insecure,
+         verbose, lock_timeout) -> None:
     """Terraform-style plan/apply for NVIDIA Run:ai workloads.
 
     Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
     RUNAI_CLIENT_ID + RUNAI_CLIENT_SECRET.
     """
     color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-    ctx.obj = Config(url=url, sim=sim, state_path=state_path, parallelism=parallelism,
+    ctx.obj = Config(url=url, sim=sim, state_path=state_path, state_name=state_name,
+                     parallelism=parallelism,
                      color=color, insecure=insecure, lock_timeout=lock_timeout)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
@@ -143,9 +148,9 @@ def _client(cfg: Config):
 
 
 def _store(cfg: Config):
-    from reconciler.state import LocalFileStore
+    from reconciler.state import open_store
 
-    return LocalFileStore(cfg.state_path, lock_timeout=cfg.lock_timeout)
+    return open_store(cfg.state_path, name=cfg.state_name, lock_timeout=cfg.lock_timeout)
 
 
 @contextlib.contextmanager
@@ -464,11 +469,11 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     with _loading(directory) as specs:
         store = _store(cfg)
         state = store.read()
-        if not state.resources and not os.path.exists(cfg.state_path) and not store.has_journal():
+        if not state.resources and not state.serial and not store.has_journal():
             # A scheduled check pointed at the wrong (or an empty) state volume must not
             # pass forever with "no drift".
             raise errors.ReconcileError(
-                f"no state file at {cfg.state_path}: nothing has been applied with it, so "
+                f"no state at {store.where}: nothing has been applied with it, so "
                 "nothing can drift. Point --state at the state your applies write.")
 
         async def run() -> tuple[dict, list]:

@@ -4,9 +4,10 @@
 dies, so a `kill -9` never leaves a stale lock: the next locker simply gets it and
 overwrites the dead holder's info) and writes a `LockInfo` into the same file so that a
 second writer's error names the holder. `break_stale` is `force-unlock` for the local
-file: it clears lock info whose holder is gone, and refuses while the holder lives. Waiting polls on an injected
-clock so tests run instantly. Callers: `store.LocalFileStore.lock`; `LockInfo` also
-serves `store.MemoryStore`.
+file: it clears lock info whose holder is gone, and refuses while the holder lives.
+`take_or_wait` is every store's wait for `--lock-timeout`: it polls on an injected clock
+(so tests run instantly) and says once that it waits. Callers: `store.LocalFileStore`;
+`LockInfo` and `take_or_wait` also serve `store.MemoryStore` and `postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -16,15 +17,20 @@ import errno
 import fcntl
 import getpass
 import json
+import logging
 import os
 import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from reconciler.errors import StateError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 POLL_INTERVAL = 0.1  # seconds between attempts while waiting for --lock-timeout
 
@@ -55,12 +61,44 @@ class LockInfo:
             return None
 
 
-def _who() -> str:
+def identity() -> tuple[str, str, int]:
+    """(user, host, pid) of this process, as a lock holder names itself."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no passwd entry, no LOGNAME (containers)
         user = f"uid {os.getuid()}"
-    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+    return user, socket.gethostname(), os.getpid()
+
+
+def who(user: str, host: str, pid: int) -> str:
+    return f"{user}@{host} pid {pid}"
+
+
+def _who() -> str:
+    return who(*identity())
+
+
+def take_or_wait(attempt: Callable[[], T | None], holder: Callable[[], LockInfo | None],
+                 where: str, timeout: float, clock: Callable[[], float],
+                 sleep: Callable[[float], None]) -> T:
+    """`attempt()` until it returns something, for up to `timeout` seconds: the wait is said
+    once on stderr (through logging), and the error at the end names the `holder()`."""
+    deadline = clock() + max(0.0, timeout)
+    said = False
+    while True:
+        got = attempt()
+        if got is not None:
+            return got
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise locked_error(holder(), where)
+        if not said:
+            who = holder()
+            by = "another process" if who is None else f"{who.who} ({who.operation})"
+            log.warning("state %s is locked by %s; waiting up to %g s for it (--lock-timeout)",
+                        where, by, timeout)
+            said = True
+        sleep(min(POLL_INTERVAL, remaining))
 
 
 def locked_error(holder: LockInfo | None, where: str) -> StateError:
@@ -92,19 +130,19 @@ class FileLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc
-        deadline = self._clock() + self.timeout
+
+        def attempt() -> bool | None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
+                return None
+
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                        raise StateError(f"cannot lock {self.path}: {exc.strerror}") from exc
-                remaining = deadline - self._clock()
-                if remaining <= 0:
-                    raise locked_error(self._read_holder(), str(self.path))
-                self._sleep(min(POLL_INTERVAL, remaining))
+            take_or_wait(attempt, self._read_holder, str(self.path), self.timeout,
+                         self._clock, self._sleep)
             info = LockInfo.new(operation)
             data = (json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n").encode()
             os.ftruncate(fd, 0)

@@ -20,7 +20,8 @@ first write in `<path>.backup` (Terraform's rule: the backup is the state before
 command ran, not one write ago). `MemoryStore` has the same semantics without a disk,
 for tests; `peer()` gives a second handle on the same storage, like a second process.
 
-A shared backend for teams can follow by implementing the same methods.
+`postgres.PostgresStore` is the shared backend for teams, over the same methods; the
+`open_store` factory picks the store from `--state`.
 Callers: the CLI (opens the store, holds the lock around plan/apply/state rm), the
 planner's caller (reads) and the executor (journals each action, compacts at the end).
 """
@@ -40,7 +41,7 @@ import orjson
 
 from reconciler.errors import StateError
 from reconciler.state import journal
-from reconciler.state.locking import FileLock, LockInfo, locked_error, POLL_INTERVAL
+from reconciler.state.locking import FileLock, LockInfo, take_or_wait
 from reconciler.state.model import State
 
 
@@ -125,14 +126,17 @@ class _Store:
     def _drop_journal(self) -> None:
         raise NotImplementedError
 
+    def _load_both(self) -> tuple[bytes | None, bytes | None]:
+        """The state's bytes and the journal's, as of one moment."""
+        with self._mutex:
+            return self._load(), self._load_journal()
+
     def read(self) -> State:
         return self.read_with_pending()[0]
 
     def read_with_pending(self) -> tuple[State, list[journal.Intent]]:
         """The state with the journal replayed, and the journal's intents still open."""
-        with self._mutex:
-            raw = self._load()
-            jraw = self._load_journal()
+        raw, jraw = self._load_both()
         if raw is None:
             state = State()
             if jraw and b"\n" in jraw:  # a first run died before its state file was written
@@ -424,18 +428,16 @@ class MemoryStore(_Store):
             return holder
 
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
-        deadline = self._clock() + max(0.0, self.lock_timeout)
-        while True:
+        def attempt() -> LockInfo | None:
             with self._backing.mutex:
-                holder = self._backing.holder
-                if holder is None:
-                    info = LockInfo.new(operation)
-                    self._backing.holder = info
-                    return info, info
-            remaining = deadline - self._clock()
-            if remaining <= 0:
-                raise locked_error(holder, self.where)
-            self._sleep(min(POLL_INTERVAL, remaining))
+                if self._backing.holder is not None:
+                    return None
+                self._backing.holder = LockInfo.new(operation)
+                return self._backing.holder
+
+        info = take_or_wait(attempt, lambda: self._backing.holder, self.where,
+                            self.lock_timeout, self._clock, self._sleep)
+        return info, info
 
     def _release(self, handle: object) -> None:
         with self._backing.mutex:

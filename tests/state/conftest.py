@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from dataclasses import dataclass, field
 
 import pytest
 
 from reconciler.state import LocalFileStore, MemoryStore, ResourceState
+
+PG_ENV = "RUNAI_RECONCILE_TEST_PG"  # a PostgreSQL URL the tests may create schemas in
 
 
 @dataclass
@@ -34,12 +38,63 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["file", "memory"])
+def missing(what: str) -> None:
+    """Skip the test for want of `what`, except in CI (which provides it), where it fails."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI runs the PostgreSQL tests: {what}")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """$RUNAI_RECONCILE_TEST_PG; without it the test skips, except in CI, where it fails."""
+    url = os.environ.get(PG_ENV)
+    if not url:
+        missing(f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"')
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_schema(pg_url) -> str:
+    """A schema of this test session's own, dropped at its end."""
+    import psycopg
+
+    schema = f"rr_test_{uuid.uuid4().hex[:12]}"
+    yield schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_store(pg_url, pg_schema, clock):
+    """A factory of PostgreSQL stores on one fresh state name; all closed at the end."""
+    from reconciler.state.postgres import PostgresStore
+
+    opened: list[PostgresStore] = []
+    default_name = f"test-{uuid.uuid4().hex[:8]}"
+
+    def factory(*, lock_timeout: float = 0.0, name: str | None = None,
+                schema: str | None = None, url: str | None = None) -> PostgresStore:
+        store = PostgresStore(url or pg_url, name=name or default_name,
+                              schema=schema or pg_schema, lock_timeout=lock_timeout,
+                              clock=clock, sleep=clock.sleep)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture(params=["file", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
 def open_store(request, tmp_path, clock):
     """A factory of handles on one stored state, each like a separate process.
 
-    `open_store(lock_timeout=...)` returns a new handle on the same file (or memory)."""
+    `open_store(lock_timeout=...)` returns a new handle on the same file (memory, state
+    name in PostgreSQL)."""
     first: list[MemoryStore] = []
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_store")
 
     def factory(*, lock_timeout: float = 0.0):
         if request.param == "file":

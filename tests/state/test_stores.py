@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pytest
@@ -130,6 +131,18 @@ def test_lock_waits_up_to_the_timeout(open_store, clock):
             with waiter.lock("apply"):
                 pass
         assert clock.now - start == pytest.approx(5)
+
+
+def test_a_lock_wait_is_said_once_on_stderr(open_store, clock, caplog):
+    holder, waiter = open_store(), open_store(lock_timeout=3)
+    with holder.lock("apply") as info, caplog.at_level(logging.WARNING):
+        with pytest.raises(StateError, match="locked by"):
+            with waiter.lock("apply"):
+                pass
+    [record] = caplog.records
+    assert record.getMessage().startswith("state ")
+    assert record.getMessage().endswith(f" is locked by {info.who} (apply); waiting up to 3 s "
+                                        "for it (--lock-timeout)")
 
 
 def test_lock_is_taken_as_soon_as_the_holder_lets_go(open_store, clock):

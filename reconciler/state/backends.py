@@ -1,0 +1,35 @@
+"""Which store `--state` names: a path is the local JSON file, a `postgresql://` (or
+`postgres://`) URL a named state in PostgreSQL (libpq's URL and environment: PGPASSWORD,
+PGSSLMODE, ...). Callers: the CLI's `_store`, tests."""
+
+from __future__ import annotations
+
+from reconciler.errors import StateError
+from reconciler.state.store import LocalFileStore, StateStore
+
+DEFAULT_NAME = "default"
+DEFAULT_SCHEMA = "runai_reconcile"
+
+
+def is_url(text: str) -> bool:
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url_or_path: str, *, name: str = DEFAULT_NAME, schema: str = DEFAULT_SCHEMA,
+               lock_timeout: float = 0.0) -> StateStore:
+    """The store for `url_or_path`; StateError (one line, no password) when it cannot be."""
+    if not is_url(url_or_path):
+        if "://" in url_or_path:
+            scheme = url_or_path.split("://", 1)[0]
+            raise StateError(f"--state: unknown backend {scheme}://; give a file path or a "
+                             "postgresql:// URL")
+        if name != DEFAULT_NAME:
+            raise StateError("--state-name selects a state in a PostgreSQL --state; a state "
+                             "file holds one state (give another --state path instead)")
+        return LocalFileStore(url_or_path, lock_timeout=lock_timeout)
+    try:
+        from reconciler.state.postgres import PostgresStore
+    except ImportError:
+        raise StateError("a PostgreSQL --state needs psycopg: pip install "
+                         "'runai-reconcile[postgres]'") from None
+    return PostgresStore(url_or_path, name=name, schema=schema, lock_timeout=lock_timeout)
