@@ -77,6 +77,7 @@ def test_json_change_patch_turns_before_into_after(plan):
     for rc, same in zip(doc["resource_changes"], unsorted):
         change = rc["change"]
         if change["actions"] in (["update"], ["delete", "create"]):
+            assert {op["op"] for op in change["patch"]} <= {"add", "remove", "replace", "move"}
             got = jsonpatch.apply_patch(change["before"], change["patch"])
             assert json.dumps(got, sort_keys=True) == json.dumps(change["after"], sort_keys=True)
             # Leaving out what both share changes nothing in jsonpatch's patch.
