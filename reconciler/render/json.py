@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import jsonpatch
+import orjson
+
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import words
 
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"
+_SORTED = orjson.OPT_SORT_KEYS
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -49,11 +53,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "name": rc.name,
         "project_id": rc.project_id,
         "workload_id": rc.workload_id,
-        "change": {
-            "actions": rc.action.json_actions,
-            "before": words.mask_body(rc.before, rc.sensitive),
-            "after": words.mask_body(rc.after, rc.sensitive),
-        },
+        "change": _change(rc),
         "action_reason": rc.reason,
         "replace_paths": rc.replace_paths,
         "changed_paths": [
@@ -67,6 +67,40 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "live_phase": rc.live_phase,
         "adopted": rc.adopted,
     }
+
+
+def _change(rc: ResourceChange) -> dict[str, Any]:
+    """`actions`, the masked `before` and `after`, and for an update or replace the RFC 6902
+    `patch` between them: made from the masked bodies, so it holds no sensitive value."""
+    before = words.mask_body(rc.before, rc.sensitive)
+    after = words.mask_body(rc.after, rc.sensitive)
+    patch = None
+    if rc.action in (Action.UPDATE, Action.REPLACE):
+        patch = jsonpatch.make_patch(*_unshared(before, after)).patch
+    return {"actions": rc.action.json_actions, "before": before, "after": after, "patch": patch}
+
+
+def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
+    """Both objects without the members they share (equal as JSON), at every depth: the same
+    patch, but jsonpatch does not walk the bulk of two bodies that differ in a field."""
+    if type(before) is not dict or type(after) is not dict:
+        return before, after
+    shared = {k for k in before.keys() & after.keys() if _same(before[k], after[k])}
+    b = {k: v for k, v in before.items() if k not in shared}
+    a = {k: v for k, v in after.items() if k not in shared}
+    for k in b.keys() & a.keys():
+        b[k], a[k] = _unshared(b[k], a[k])
+    return b, a
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON: Python's == also takes 1, 1.0 and true for one value."""
+    if a != b:
+        return False
+    try:
+        return orjson.dumps(a, option=_SORTED) == orjson.dumps(b, option=_SORTED)
+    except TypeError:  # orjson refuses integers beyond 64 bits
+        return words.encode(a) == words.encode(b)
 
 
 def _drift(rc: ResourceChange) -> dict[str, Any] | None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 
+from deepdiff import DeepDiff
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler import diff
+from reconciler import diff, kinds
 
 from .builders import CLUSTER, DI, DT
 
@@ -237,3 +238,83 @@ def test_a_changed_image_is_always_reported(kb, image):
     path = "spec.leader.image" if kind is DI else "spec.image"
     assert [(c.path, c.before, c.after) for c in
             diff.diff_workload(kind, changed, body, body)] == [(path, old, image)]
+
+
+# --- DeepDiff as an independent oracle ------------------------------------------------
+#
+# The walk's own rules restated for DeepDiff, not taken from reconciler.diff: null and
+# empty values are absent, numbers compare by value, a keyed list is a map from its item
+# key (kinds.item_key) to the item, a set list (capabilities) is a set, an ordered list
+# (nodePools) or any other list is one value. DeepDiff's paths are then named as the
+# plan names them (spec.environmentVariables[HF_HOME].value).
+
+def _for_deepdiff(field, v):
+    if isinstance(v, dict):
+        out = {k: _for_deepdiff(k, x) for k, x in v.items()}
+        return {k: x for k, x in out.items() if x is not None} or None
+    if isinstance(v, list):
+        items = [_for_deepdiff(field, x) for x in v]
+        if not items:
+            return None
+        if field in kinds.SET_LISTS:
+            return set(items)
+        keys = [kinds.item_key(field, x) for x in v]
+        if field not in kinds.ORDERED_LISTS and None not in keys and len(set(keys)) == len(keys):
+            return {f"[{k}]": x for k, x in zip(keys, items)}
+        return items
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _dotted(segments):
+    """DeepDiff's path (a list of keys) as the plan's dotted path; a change inside a set
+    or a list that is one value is a change of the list."""
+    out = ""
+    for s in segments:
+        if not isinstance(s, str):  # a list index, or None for a set's item
+            break
+        out += s if s.startswith("[") or not out else "." + s
+    return out
+
+
+def _deepdiff_paths(d, l):
+    tree = DeepDiff(_for_deepdiff("", l) or {}, _for_deepdiff("", d) or {}, view="tree",
+                    threshold_to_diff_deeper=0)  # never one change for two dicts that differ
+    return {_dotted(level.path(output_format="list")) for levels in tree.values()
+            for level in levels}
+
+
+@st.composite
+def near_bodies(draw, kb):
+    """A body of kb's kind near kb's: its spec members taken from kb's or another body's,
+    keyed lists shuffled, integers as floats; or simply another body."""
+    kind, d = kb
+    other = draw(bodies.filter(lambda b: b[0] is kind))[1]
+    rnd = draw(st.randoms(use_true_random=False))
+    how = draw(st.sampled_from(["other", "mixed", "permuted", "floats"]))
+    if how == "other":
+        return other
+    if how == "permuted":
+        return _permute_keyed(d, rnd)
+    if how == "floats":
+        return _as_floats(d)
+    mixed = copy.deepcopy(d)
+    for k in set(d["spec"]) | set(other["spec"]):
+        if rnd.random() < 0.3:
+            if k in other["spec"]:
+                mixed["spec"][k] = copy.deepcopy(other["spec"][k])
+            else:
+                del mixed["spec"][k]
+    return _permute_keyed(mixed, rnd)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_paths_of_d_against_l_are_those_deepdiff_finds(data):
+    """With live as last applied (or unknown), the changes are where D and L differ."""
+    kind, d = kb = data.draw(bodies)
+    l = data.draw(near_bodies(kb))
+    expected = _deepdiff_paths(d, l)
+    assert {c.path for c in diff.diff_workload(kind, d, l, l)} == expected
+    assert {c.path for c in diff.diff_workload(kind, d, l, None)} == expected

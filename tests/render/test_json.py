@@ -7,12 +7,18 @@ import json
 import pathlib
 import re
 
-from reconciler.plans import Action
+import jsonpatch
+import pytest
+
+from reconciler import plans
+from reconciler.plans import Action, FieldChange
 from reconciler.render import json as json_render
 
 from . import examples
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+PATCHED = (["update"], ["delete", "create"])
 
 
 def test_render_is_the_document_sorted_and_indented():
@@ -26,7 +32,7 @@ def test_every_address_appears_once_noops_included(example):
     _, plan = example
     doc = json_render.plan_document(plan)
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.1"
+    assert doc["format_version"] == "1.2"
     assert doc["has_changes"] == plan.has_changes
 
 
@@ -53,6 +59,70 @@ def test_update_carries_its_patch_body():
     assert rc["patch"] == {"spec": {"replicas": 4}}
     assert rc["changed_paths"] == [{"path": "spec.replicas", "before": 2, "after": 4,
                                     "drift": False, "forces_replacement": False}]
+
+
+def _json_equal(a, b) -> bool:
+    """Equal as JSON text: 1, 1.0 and true differ (Python's == says they are equal)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN.glob("*.json")), ids=lambda p: p.stem)
+def test_change_patch_turns_before_into_after_in_every_golden_plan(golden):
+    for rc in json.loads(golden.read_text(encoding="utf-8"))["resource_changes"]:
+        change = rc["change"]
+        if change["actions"] not in PATCHED:
+            assert change["patch"] is None, rc["address"]
+            continue
+        got = jsonpatch.apply_patch(change["before"], change["patch"])
+        assert _json_equal(got, change["after"]), rc["address"]
+        assert got != change["before"] or not change["patch"], rc["address"]
+
+
+def test_golden_plans_hold_updates_and_replaces_with_patches():
+    ops = [op for g in GOLDEN.glob("*.json")
+           for rc in json.loads(g.read_text(encoding="utf-8"))["resource_changes"]
+           if rc["change"]["actions"] in PATCHED for op in rc["change"]["patch"]]
+    assert {op["op"] for op in ops} >= {"replace", "add"}, ops
+
+
+def test_update_patch_is_rfc6902_from_before_to_after():
+    rc = json_render.plan_document(examples.PLANS["update"]())["resource_changes"][0]
+    assert rc["change"]["patch"] == [{"op": "replace", "path": "/spec/replicas", "value": 4}]
+
+
+def test_change_patch_tells_numbers_from_booleans():
+    before = {"spec": {"replicas": 1, "workers": [1], "port": 8000, "same": {"a": [True]}}}
+    after = {"spec": {"replicas": True, "workers": [1.0], "port": 8000, "same": {"a": [True]}}}
+    rc = examples.inference("llama-70b-serve", Action.UPDATE, plans.REASON_SPEC_CHANGED,
+                            before=before, after=after)
+    patch = json_render.plan_document(examples.plan(rc))["resource_changes"][0]["change"]["patch"]
+    assert patch == [{"op": "replace", "path": "/spec/replicas", "value": True},
+                     {"op": "replace", "path": "/spec/workers/0", "value": 1.0}]
+
+
+def test_change_patch_never_holds_a_sensitive_value():
+    before = examples.training_body("bert-ddp")
+    after = copy.deepcopy(before)
+    after["spec"]["args"] = "--password=s3cr3t-args"  # lifecycle.sensitive: spec.args
+    after["spec"]["environmentVariables"][1]["value"] = "hf_rotated"  # secret-looking name
+    after["spec"]["environmentVariables"].append({"name": "DB_PASSWORD", "value": "pw-new"})
+    after["spec"]["numWorkers"] = 8
+    rc = examples.training(
+        "bert-ddp", Action.REPLACE, plans.REASON_SPEC_CHANGED, before=before, after=after,
+        changes=[FieldChange("spec.args", before["spec"]["args"], after["spec"]["args"],
+                             forces_replacement=True)],
+        sensitive=("spec.args",), desired_phase="Running")
+    out = json_render.render_plan(examples.plan(rc))
+    for secret in ("s3cr3t-args", "hf_rotated", "hf_abcdefghijklmnop", "pw-new", "train.py"):
+        assert secret not in out
+    change = json.loads(out)["resource_changes"][0]["change"]
+    # Masked on both sides, a changed secret is no operation; an added one is added masked.
+    assert change["patch"] == [
+        {"op": "replace", "path": "/spec/numWorkers", "value": 8},
+        {"op": "add", "path": "/spec/environmentVariables/2",
+         "value": {"name": "DB_PASSWORD", "value": "(sensitive)"}},
+    ]
+    assert jsonpatch.apply_patch(change["before"], change["patch"]) == change["after"]
 
 
 def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
@@ -104,7 +174,7 @@ def _keys(doc, prefix=""):
         yield prefix + k
         if isinstance(v, dict) and k not in ("before", "after", "patch", "summary"):
             yield from _keys(v, prefix + k + ".")
-        if isinstance(v, list) and v and isinstance(v[0], dict):
+        if isinstance(v, list) and v and isinstance(v[0], dict) and k != "patch":
             yield from _keys(v[0], prefix + k + "[].")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jsonpatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,8 @@ field_changes = st.builds(FieldChange,
                           before=values, after=values, drift=st.booleans(),
                           forces_replacement=st.booleans())
 
+bodies = st.none() | st.dictionaries(st.text(max_size=6), values, max_size=4)
+
 
 @st.composite
 def plan_strategy(draw):
@@ -32,11 +35,12 @@ def plan_strategy(draw):
     changes = []
     for name in names:
         kind = draw(st.sampled_from(["DistributedTraining", "DistributedInference"]))
-        body = draw(st.none() | st.dictionaries(st.text(min_size=1, max_size=6), values, max_size=4))
+        before = draw(bodies)
+        after = draw(st.just(before) | bodies)
         changes.append(ResourceChange(
             address=f"{kind}/7/{name}", kind=kind, name=name, project_id="7",
             action=draw(st.sampled_from(list(Action))), reason=draw(reasons),
-            changes=draw(st.lists(field_changes, max_size=3)), before=body, after=body))
+            changes=draw(st.lists(field_changes, max_size=3)), before=before, after=after))
     return Plan(changes=changes, lineage="l", serial=1)
 
 
@@ -63,3 +67,21 @@ def test_json_lists_every_address_with_its_terraform_actions(plan):
     got = {rc["address"]: rc["change"]["actions"] for rc in doc["resource_changes"]}
     assert got == {rc.address: rc.action.json_actions for rc in plan.changes}
     assert sum(doc["summary"].values()) == len(plan.changes)
+
+
+@settings(max_examples=100, deadline=None)
+@given(plan_strategy())
+def test_json_change_patch_turns_before_into_after(plan):
+    doc = json.loads(json_render.render_plan(plan))
+    unsorted = json_render.plan_document(plan)["resource_changes"]  # ops follow the bodies' order
+    for rc, same in zip(doc["resource_changes"], unsorted):
+        change = rc["change"]
+        if change["actions"] in (["update"], ["delete", "create"]):
+            assert {op["op"] for op in change["patch"]} <= {"add", "remove", "replace", "move"}
+            got = jsonpatch.apply_patch(change["before"], change["patch"])
+            assert json.dumps(got, sort_keys=True) == json.dumps(change["after"], sort_keys=True)
+            # Leaving out what both share changes nothing in jsonpatch's patch.
+            assert same["change"]["patch"] == jsonpatch.make_patch(
+                same["change"]["before"], same["change"]["after"]).patch
+        else:
+            assert change["patch"] is None

@@ -3,6 +3,9 @@ text, json and markdown; the state and the saved plan keep them (both are 0600).
 
 from __future__ import annotations
 
+import json
+
+import jsonpatch
 import pytest
 
 from .conftest import TRAINING
@@ -51,6 +54,10 @@ def test_masked_in_every_format_of_every_command(ws, sim_server):
     for fmt in ("text", "json", "markdown"):
         res = ws.plan("--format", fmt)
         _assert_masked(res.output, f"plan of a change --format {fmt}")
+    # The patch is made from the masked bodies: it turns the shown before into the shown after.
+    change = json.loads(ws.plan("--format", "json").output)["resource_changes"][0]["change"]
+    assert change["actions"] == ["delete", "create"]
+    assert jsonpatch.apply_patch(change["before"], change["patch"]) == change["after"]
     res = ws.apply("--format", "text")
     assert res.exit_code == 0
     _assert_masked(res.output, "apply preview")
