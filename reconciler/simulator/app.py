@@ -467,21 +467,23 @@ class Simulator:
                                                                  "update request"))
         if rec.body["desiredPhase"] == "Deleted":
             raise ApiError(409, f"Workload {rec.id} is being deleted")
-        updated = rec.body
+        # The values sent, with the server's defaults filled in as on create: filled in a
+        # scratch body holding only them, so the record's other values stay as they are.
+        scratch = {"name": rec.body["name"], "projectId": rec.body["projectId"]}
+        sent = []
         for path in kind.updatable:
             value = _get_path(body, path)
             if value is not None:
                 node = schema.at(kind.update, path)
                 if isinstance(node, schema.Scalar) and node.type == "integer":
                     value = int(value)  # the validator takes 4.0 for an integer
-                updated = _with_path(updated, path, value)
-        changed = updated is not rec.body
+                scratch = _with_path(scratch, path, value)
+                sent.append(path)
+        changed = bool(sent)
         if changed:
-            # Defaults filled again, as on create, into what the PATCH replaced; on a deep
-            # copy, as the nested values the PATCH left are still the old body's.
-            updated = copy.deepcopy(updated)
-            kind.fill(updated, self.rand)
-            rec.body = updated
+            kind.fill(scratch, self.rand)
+            for path in sent:
+                rec.body = _with_path(rec.body, path, _get_path(scratch, path))
             self.store.transition(rec, UPDATE_PHASES)
             self.store.save()
         return self._commit(self.respond(rec, rec.phases[0] if changed else None, 202))
