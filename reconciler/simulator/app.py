@@ -31,7 +31,12 @@ Choices where the API spec is silent:
 - Names are unique per project among live workloads of every kind (a Deleting workload
   still holds its name): a second create answers 409 with the `Error` shape.
 - The list endpoint's `type` is the kind's `type` in the table ("distributed",
-  "distributed-inference", "training"): the spec enumerates none.
+  "distributed-inference", "training", "workspace", "inference"): the spec enumerates
+  none. A list item's `category` when the spec names none is the kind's: Train for
+  trainings, Build for workspaces, Deploy for inferences (Run:ai's default categories).
+- A PATCH replaces each updatable field it sends with the value sent (the spec does not
+  say whether it merges) and the server's defaults are filled in again, as on create. A
+  field it may not change is an unknown field: 400 with the `Error` shape.
 - Suspend/resume/PATCH of a workload being deleted answer 409; repeating a delete,
   suspend or resume that is already in effect answers 202 and changes nothing.
 - Commit-then-fail ("the write happens, the client sees an error"): the write is done
@@ -456,22 +461,29 @@ class Simulator:
         self._auth(request)
         rec = self._get_live(request.path_params["workloadId"], kind.type)
         body = await self._json(request, submission=False)
-        issues = schema.validate(kind.update, body)
+        issues = schema.validate(kind.update, body) or kind.update_rules(body)
         if issues:
             raise ApiError(400, _issues_message(issues).replace("workload request",
                                                                  "update request"))
         if rec.body["desiredPhase"] == "Deleted":
             raise ApiError(409, f"Workload {rec.id} is being deleted")
-        changed = False
+        # The values sent, with the server's defaults filled in as on create: filled in a
+        # scratch body holding only them, so the record's other values stay as they are.
+        scratch = {"name": rec.body["name"], "projectId": rec.body["projectId"]}
+        sent = []
         for path in kind.updatable:
             value = _get_path(body, path)
             if value is not None:
                 node = schema.at(kind.update, path)
                 if isinstance(node, schema.Scalar) and node.type == "integer":
                     value = int(value)  # the validator takes 4.0 for an integer
-                rec.body = _with_path(rec.body, path, value)
-                changed = True
+                scratch = _with_path(scratch, path, value)
+                sent.append(path)
+        changed = bool(sent)
         if changed:
+            kind.fill(scratch, self.rand)
+            for path in sent:
+                rec.body = _with_path(rec.body, path, _get_path(scratch, path))
             self.store.transition(rec, UPDATE_PHASES)
             self.store.save()
         return self._commit(self.respond(rec, rec.phases[0] if changed else None, 202))

@@ -8,8 +8,8 @@ desired naively sees these as perpetual drift, so the fake does the same. A fiel
 client sent, even with another value, is never touched; `null` counts as not sent.
 
 Also filled, as a real cluster's workload types do: `priorityClass` and
-`preemptibility` per kind (trainings "train"/"preemptible", inferences
-"inference"/"non-preemptible").
+`preemptibility` per kind (trainings "train"/"preemptible", workspaces
+"build"/"non-preemptible", inferences "inference"/"non-preemptible").
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ def _put(obj: dict, key: str, value) -> None:
         obj[key] = value
 
 
+def _put_all(obj: dict, values: dict) -> None:
+    for key, value in values.items():
+        _put(obj, key, value)
+
+
 def image_pull_policy(image: str) -> str:
     """`Always` for a `:latest` tag, else `IfNotPresent` (untagged images count as tagged)."""
     last = image.rsplit("/", 1)[-1]
@@ -36,7 +41,8 @@ def image_pull_policy(image: str) -> str:
 
 
 def _container(c: dict, workload_name: str, rand: random.Random, *, training: bool) -> None:
-    """Defaults shared by every container-shaped object (spec, masterSpec, leader, worker)."""
+    """Defaults shared by every container-shaped object (spec, masterSpec, leader, worker);
+    `training` for the T, W and D shape, whose security has host fields."""
     if c.get("image"):
         _put(c, "imagePullPolicy", image_pull_policy(c["image"]))
     for key in _EXCLUDE_ARRAYS:
@@ -95,34 +101,70 @@ def _storage(storage: dict, workload_name: str, rand: random.Random) -> None:
                 _put(info, "volumeMode", "Filesystem")
 
 
-def _training_spec(body: dict, rand: random.Random, own: dict) -> None:
-    """The defaults of a training's `spec`, with `own` (the kind's own defaults) filled
-    after the two every training has."""
+_TRAIN = {"priorityClass": "train", "preemptibility": "preemptible"}
+_BUILD = {"priorityClass": "build", "preemptibility": "non-preemptible"}
+_SERVE = {"priorityClass": "inference", "preemptibility": "non-preemptible"}
+
+
+def _spec(body: dict) -> dict:
     spec = body.get("spec")
     if spec is None:
         spec = body["spec"] = {}
+    return spec
+
+
+def _training_spec(body: dict, rand: random.Random, own: dict) -> None:
+    """The defaults of a T, W or D `spec`, with `own` (the kind's own defaults) filled
+    after the two every one of them has."""
+    spec = _spec(body)
     _put(spec, "backoffLimit", 6)
     _put(spec, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
-    for key, value in own.items():
-        _put(spec, key, value)
-    _put(spec, "priorityClass", "train")
-    _put(spec, "preemptibility", "preemptible")
+    _put_all(spec, own)
     _container(spec, body["name"], rand, training=True)
 
 
 def fill_training(body: dict, rand: random.Random) -> None:
     """Fill the defaults of a Training body in place."""
-    _training_spec(body, rand, {})
+    _training_spec(body, rand, _TRAIN)
+
+
+def fill_workspace(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a Workspace body in place."""
+    _training_spec(body, rand, _BUILD)
 
 
 def fill_distributed(body: dict, rand: random.Random) -> None:
     """Fill the defaults of a DistributedWorkload body in place."""
-    _training_spec(body, rand, {"slotsPerWorker": 1, "sshAuthMountPath": "/root/.ssh"})
+    _training_spec(body, rand, {"slotsPerWorker": 1, "sshAuthMountPath": "/root/.ssh",
+                                **_TRAIN})
     master = body.get("masterSpec")
     if isinstance(master, dict):
         _put(master, "backoffLimit", 6)
         _put(master, "autoDeletionTimeAfterCompletionSeconds", AUTO_DELETION_SECONDS)
         _container(master, body["name"], rand, training=True)
+
+
+def fill_inference(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of an Inference body in place: an `autoscaling` is always there,
+    with its replica counts (CONTRACT.md §5)."""
+    spec = _spec(body)
+    _put_all(spec, _SERVE)
+    _container(spec, body["name"], rand, training=False)
+    serving = spec.get("servingPort")
+    if isinstance(serving, dict):
+        _put(serving, "protocol", "http")
+        _put(serving, "authorizationType", "public")
+        _put(serving, "clusterLocalAccessOnly", False)
+    scaling = spec.get("autoscaling")
+    if scaling is None:
+        scaling = spec["autoscaling"] = {}
+    _put(scaling, "minReplicas", 1)
+    replicas = scaling["minReplicas"] or 1  # "minReplicas, or 1 if minReplicas is set to 0"
+    for key in ("maxReplicas", "initialReplicas", "activationReplicas"):
+        _put(scaling, key, replicas)
+    _put(scaling, "metricThresholdPercentage", 70)
+    if scaling["minReplicas"] == 0:  # "Available only if minReplicas is set to 0"
+        _put(scaling, "scaleToZeroRetentionSeconds", 0)
 
 
 def _exposed_url(body: dict) -> str:
@@ -131,15 +173,12 @@ def _exposed_url(body: dict) -> str:
 
 def fill_distributed_inference(body: dict, rand: random.Random) -> None:
     """Fill the defaults of a DistributedInference body in place."""
-    spec = body.get("spec")
-    if spec is None:
-        spec = body["spec"] = {}
+    spec = _spec(body)
     _put(spec, "restartPolicy", "RecreateGroupOnPodRestart")
     _put(spec, "startupPolicy", "LeaderCreated")
     _put(spec, "workers", 0)
     _put(spec, "replicas", 1)
-    _put(spec, "priorityClass", "inference")
-    _put(spec, "preemptibility", "non-preemptible")
+    _put_all(spec, _SERVE)
     serving = spec.get("servingPort")
     if isinstance(serving, dict):
         _put(serving, "protocol", "http")

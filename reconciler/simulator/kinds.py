@@ -8,8 +8,9 @@ engine's `reconciler.kinds`: the fake stays an independent check of the client.
 An entry says: its API path; its create body (`schema.Obj`) and the cross-field rules
 a server checks beyond it; whether a 400 carries `complianceIssues` (OpenAPI
 `SubmissionErrorV2`) or is a plain `Error`; the body keys a create stores (the create
-schema's own keys, after the metadata every kind shares); its PATCH body and the paths
-a PATCH changes (no PATCH route without them); whether it suspends; the list endpoint's
+schema's own keys, after the metadata every kind shares); its PATCH body, the paths a
+PATCH changes (no PATCH route without them; each is replaced whole by the value sent)
+and the rules a PATCH body must also meet; whether it suspends; the list endpoint's
 `type` for it (also the key its records are stored under) and the `category` a list item
 shows when the spec names none; the spec keys a list item repeats; and the function
 that fills the server-side defaults into a created body.
@@ -49,6 +50,7 @@ class Kind:
     update: schema.Obj | None = None  # the PATCH body; None: no PATCH route
     updatable: tuple[str, ...] = ()  # the dotted paths of it that a PATCH changes
     update_request: str | None = None  # its OpenAPI component
+    update_rules: Callable[[dict], list[schema.Issue]] = _no_rules  # on a valid PATCH body
     list_fields: tuple[str, ...] = ()  # spec keys a list item repeats when set
     body_keys: tuple[str, ...] = field(init=False)  # the create-body keys a record keeps
 
@@ -92,13 +94,32 @@ DISTRIBUTED_INFERENCE = Kind(
 
 TRAINING = Kind(
     type="training", path="/api/v1/workloads/trainings",
-    create=schema.TRAINING_CREATE, rules=schema.training_rules,
+    create=schema.TRAINING_CREATE, rules=schema.image_rules,
     invalid=SUBMISSION_ERROR, fill=defaults.fill_training, suspends=True,
     category="Train",
     openapi="trainings.yml", request="TrainingCreationRequest", response="Training1",
 )
 
-KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING)
+WORKSPACE = Kind(
+    type="workspace", path="/api/v1/workloads/workspaces",
+    create=schema.WORKSPACE_CREATE, rules=schema.image_rules,
+    invalid=SUBMISSION_ERROR, fill=defaults.fill_workspace, suspends=True,
+    category="Build",
+    openapi="workspaces.yml", request="WorkspaceCreationRequest", response="Workspace1",
+)
 
-__all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING",
-           "SUBMISSION_ERROR", "PLAIN_ERROR"]
+INFERENCE = Kind(
+    type="inference", path="/api/v1/workloads/inferences",
+    create=schema.INFERENCE_CREATE, rules=schema.inference_rules,
+    fill=defaults.fill_inference,
+    update=schema.INFERENCE_UPDATE, update_rules=schema.inference_update_rules,
+    updatable=tuple(f"spec.{key}" for key in schema.INFERENCE_UPDATABLE),
+    update_request="InferenceUpdateRequest",
+    category="Deploy",
+    openapi="inferences.yml", request="InferenceCreationRequest", response="Inference1",
+)
+
+KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)
+
+__all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
+           "INFERENCE", "SUBMISSION_ERROR", "PLAIN_ERROR"]

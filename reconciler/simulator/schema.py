@@ -7,7 +7,7 @@ simulator's tests walk those files and check that this description has the same 
 types, enums, ranges and patterns. Like the real control plane, unknown fields are
 rejected, and so is a body that breaks one of the few cross-field rules a server
 checks (image and DI leader present, DI worker when workers > 0, no masterSpec with
-masterSpecSameAsWorker).
+masterSpecSameAsWorker, an inference's autoscaling rules).
 
 `validate(schema, body)` returns `Issue`s: the field path as the API names it
 (`spec.numWorkers`, `spec.environmentVariables[0].name`), a message, and the
@@ -102,8 +102,8 @@ def _i(minimum=None, maximum=None, nullable=True):
     return Scalar("integer", nullable, minimum=minimum, maximum=maximum)
 
 
-def _n(minimum=None):
-    return Scalar("number", minimum=minimum)
+def _n(minimum=None, maximum=None):
+    return Scalar("number", minimum=minimum, maximum=maximum)
 
 
 _B = Scalar("boolean")
@@ -249,7 +249,7 @@ STORAGE = Obj({
         "accessKeySecret": _s(DNS_LABEL, 1), "secretKeyOfAccessKeyId": _STR1,
         "secretKeyOfSecretKey": _STR1, "exclude": _B})),
 })
-STORAGE_INFERENCE = Obj(dict(_STORAGE_INFERENCE))
+STORAGE_INFERENCE = Obj(dict(_STORAGE_INFERENCE))  # DI's; an Inference's is STORAGE minus s3
 
 TOLERATIONS = Arr(Obj({
     "name": _STR1, "operator": _s(enum=("Equal", "Exists")), "key": _STR, "value": _STR,
@@ -259,8 +259,9 @@ TOLERATIONS = Arr(Obj({
 
 PREEMPTIBILITY = _s(min_length=1, enum=("preemptible", "non-preemptible"))
 
-# Keys of a training container: the body of MasterSpec, TrainingSpecSpec minus
-# completions and parallelism, and DistributedSpecSpec minus the distributed-only keys.
+# Keys of a training container: the body of MasterSpec and of WorkspaceSpecSpec,
+# TrainingSpecSpec minus completions and parallelism, and DistributedSpecSpec minus the
+# distributed-only keys.
 _TRAINING_CONTAINER = {
     "annotations": ANNOTATIONS, "args": _STR1,
     "autoDeletionTimeAfterCompletionSeconds": _i(), "backoffLimit": _i(),
@@ -287,6 +288,40 @@ DISTRIBUTED_SPEC = Obj({
 })
 MASTER_SPEC = Obj(dict(_TRAINING_CONTAINER))
 TRAINING_SPEC = Obj({**_TRAINING_CONTAINER, "completions": _i(), "parallelism": _i()})
+WORKSPACE_SPEC = Obj(dict(_TRAINING_CONTAINER))
+
+AUTOSCALING = Obj({
+    "metricThresholdPercentage": _n(1, 100), "minReplicas": _i(0), "maxReplicas": _i(1),
+    "initialReplicas": _i(0), "activationReplicas": _i(1), "concurrencyHardLimit": _i(0),
+    "scaleToZeroRetentionSeconds": _i(0, 3600), "scaleDownDelaySeconds": _i(0, 3600),
+    "initializationTimeoutSeconds": _i(1),
+    "metric": _s(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"), "metricThreshold": _i(),
+})
+SERVING_CONFIGURATION = Obj({"initializationTimeoutSeconds": _i(1),
+                             "requestTimeoutSeconds": _i(1)})
+_TRAINING_ONLY = ("autoDeletionTimeAfterCompletionSeconds", "backoffLimit",
+                            "restartPolicy", "stdin", "tty", "terminateAfterPreemption",
+                            "terminationGracePeriodSeconds")
+INFERENCE_SPEC = Obj({
+    **{k: v for k, v in _TRAINING_CONTAINER.items() if k not in _TRAINING_ONLY},
+    "security": SECURITY_INFERENCE,
+    "storage": Obj({k: v for k, v in STORAGE.properties.items() if k != "s3"}),
+    "servingPort": Obj({
+        "container": _i(1, 65535), "protocol": _s(enum=("http", "grpc")),
+        "authorizationType": _s(enum=("public", "authenticatedUsers", "authorizedUsers",
+                                      "authorizedGroups", "authorizedUsersOrGroups")),
+        "authorizedUsers": _STRINGS, "authorizedGroups": _STRINGS,
+        "clusterLocalAccessOnly": _B,
+    }),
+    "autoscaling": AUTOSCALING, "servingConfiguration": SERVING_CONFIGURATION,
+})
+# The top-level spec keys an inference PATCH changes (InferenceUpdateSpec, CONTRACT.md §4).
+INFERENCE_UPDATABLE = (
+    "args", "category", "command", "compute", "createHomeDir", "environmentVariables",
+    "image", "imagePullPolicy", "imagePullSecrets", "nodeAffinityRequired", "nodePools",
+    "nodeType", "podAffinity", "preemptibility", "priorityClass", "probes", "workingDir",
+    "autoscaling", "servingConfiguration",
+)
 
 _META = {
     "name": _s(ANY, 1, nullable=False),
@@ -304,6 +339,12 @@ DISTRIBUTED_CREATE = Obj({
 
 TRAINING_CREATE = Obj({**_META, "spec": TRAINING_SPEC}, required=_REQUIRED_META,
                       nullable=False)
+WORKSPACE_CREATE = Obj({**_META, "spec": WORKSPACE_SPEC}, required=_REQUIRED_META,
+                       nullable=False)
+INFERENCE_CREATE = Obj({**_META, "spec": INFERENCE_SPEC}, required=_REQUIRED_META,
+                       nullable=False)
+INFERENCE_UPDATE = Obj({"spec": Obj({k: INFERENCE_SPEC.properties[k]
+                                     for k in INFERENCE_UPDATABLE})}, nullable=False)
 
 DI_CONTAINER = Obj({
     "annotations": ANNOTATIONS, "args": _STR1, "command": _STR1, "compute": COMPUTE,
@@ -441,14 +482,15 @@ def _check_scalar(s: Scalar, v: Any, path: str, out: list[Issue]) -> None:
 # --- cross-field rules the server enforces -----------------------------------------
 
 
-def training_rules(body: dict) -> list[Issue]:
+def image_rules(body: dict) -> list[Issue]:
+    """A single-container kind's (T, W, I): its image, unless a template may give it."""
     if not body.get("templateId") and not (body.get("spec") or {}).get("image"):
         return [Issue("spec.image", "the image name is mandatory", "required")]
     return []
 
 
 def distributed_rules(body: dict) -> list[Issue]:
-    issues = training_rules(body)
+    issues = image_rules(body)
     if body.get("masterSpecSameAsWorker") is True and body.get("masterSpec") is not None:
         issues.append(Issue("masterSpec",
                             "must not be specified when masterSpecSameAsWorker is true"))
@@ -473,6 +515,39 @@ def distributed_inference_rules(body: dict) -> list[Issue]:
     return issues
 
 
+def _autoscaling_rules(body: dict) -> list[Issue]:
+    """CONTRACT.md §7's autoscaling rules on `spec.autoscaling` of a create or PATCH body
+    (a PATCH replaces the whole of it), a replica count not sent taken at its default."""
+    scaling = (body.get("spec") or {}).get("autoscaling") or {}
+    low = scaling.get("minReplicas")
+    low = 1 if low is None else low
+    high = scaling.get("maxReplicas")
+    high = (low or 1) if high is None else high
+    issues = []
+    if low > high:
+        issues.append(Issue("spec.autoscaling.maxReplicas", "must be no less than minReplicas",
+                            "min"))
+    elif low < high and (low, high) != (0, 1) and scaling.get("metric") is None:
+        issues.append(Issue("spec.autoscaling.metric", "is required when minReplicas is less "
+                            "than maxReplicas (except 0 and 1)", "required"))
+    if scaling.get("metric") is not None and scaling.get("metricThreshold") is None:
+        issues.append(Issue("spec.autoscaling.metricThreshold", "is required with metric",
+                            "required"))
+    if scaling.get("scaleToZeroRetentionSeconds") is not None and low != 0:
+        issues.append(Issue("spec.autoscaling.scaleToZeroRetentionSeconds",
+                            "is available only when minReplicas is 0"))
+    return issues
+
+
+def inference_rules(body: dict) -> list[Issue]:
+    return image_rules(body) + _autoscaling_rules(body)
+
+
+def inference_update_rules(body: dict) -> list[Issue]:
+    return _autoscaling_rules(body)
+
+
 __all__ = ["Issue", "validate", "at", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE",
-           "TRAINING_CREATE", "distributed_rules", "distributed_inference_rules",
-           "training_rules"]
+           "TRAINING_CREATE", "WORKSPACE_CREATE", "INFERENCE_CREATE", "INFERENCE_UPDATE",
+           "INFERENCE_UPDATABLE", "distributed_rules", "distributed_inference_rules",
+           "image_rules", "inference_rules", "inference_update_rules"]

@@ -15,18 +15,25 @@ import sys
 import pytest
 
 from reconciler.simulator import SimulatorDataError, create_app
-from reconciler.simulator.kinds import DISTRIBUTED, DISTRIBUTED_INFERENCE, KINDS, TRAINING, Kind
+from reconciler.simulator.kinds import (DISTRIBUTED, DISTRIBUTED_INFERENCE, INFERENCE, KINDS,
+                                        TRAINING, WORKSPACE, Kind)
 from tests.simulator.conftest import CLUSTER, ROOT
 
 # A valid create body per kind (a kind added to the table needs one here) and, for kinds
-# with PATCH, a valid update body with the value it should leave at its path.
+# with PATCH, a valid update body: GET shows each scalar it sends at its path after it.
 SAMPLES = {
     "distributed": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3",
                              "distributedFramework": "PyTorch", "numWorkers": 2}},
     "distributed-inference": {"spec": {"leader": {"image": "vllm/vllm-openai:v0.6"}}},
     "training": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "completions": 1}},
+    "workspace": {"spec": {"image": "jupyter/scipy-notebook:2024-05-27",
+                           "ports": [{"container": 8888, "serviceType": "ClusterIP"}]}},
+    "inference": {"spec": {"image": "vllm/vllm-openai:v0.6",
+                           "servingPort": {"container": 8000}}},
 }
-PATCHES = {"distributed-inference": ({"spec": {"replicas": 3}}, 3)}
+PATCHES = {"distributed-inference": {"spec": {"replicas": 3}},
+           "inference": {"spec": {"image": "vllm/vllm-openai:v0.7",
+                                  "autoscaling": {"minReplicas": 2}}}}
 
 # Test-only entries: copies of the two kinds under other paths, types and a category.
 COPY = dataclasses.replace(DISTRIBUTED, type="test-copy", path="/api/v1/workloads/test-copies",
@@ -47,6 +54,13 @@ def test_every_kind_in_the_table_has_a_sample_and_its_own_type_and_path():
     assert len({k.path for k in KINDS}) == len(KINDS)
 
 
+def _scalars(node, path: str = "") -> dict:
+    """Every scalar of a JSON body by its dotted path."""
+    if isinstance(node, dict):
+        return {p: v for k, sub in node.items() for p, v in _scalars(sub, f"{path}.{k}").items()}
+    return {path: node}
+
+
 def _lifecycle(sim, conforms, kind: Kind, name: str) -> str:
     """Create, read, list, (patch), (suspend, resume), delete one workload of `kind`,
     each answer checked against the OpenAPI schema the table names."""
@@ -64,14 +78,15 @@ def _lifecycle(sim, conforms, kind: Kind, name: str) -> str:
     conforms("workloads.yml", "Workload", items["workloads"][0])
 
     if kind.update is not None:
-        update, value = PATCHES[_COPIED.get(kind.type, kind.type)]
+        update = PATCHES[_COPIED.get(kind.type, kind.type)]
+        conforms(kind.openapi, kind.update_request, update)
         r = sim.patch(f"{kind.path}/{wid}", json=update)
         assert r.status_code == 202, r.text
         conforms(kind.openapi, kind.response, r.json())
-        node = sim.get(f"{kind.path}/{wid}").json()
-        for key in kind.updatable[0].split("."):
-            node = node[key]
-        assert node == value
+        got = sim.get(f"{kind.path}/{wid}").json()
+        conforms(kind.openapi, kind.response, got)
+        sent = _scalars(update)
+        assert sent and {p: _scalars(got).get(p) for p in sent} == sent
     else:
         assert sim.patch(f"{kind.path}/{wid}", json={}).status_code == 405
     for action, desired in (("suspend", "Stopped"), ("resume", "Running")):
@@ -136,41 +151,90 @@ def test_a_table_with_two_kinds_on_one_path_is_refused():
         dataclasses.replace(DISTRIBUTED_INFERENCE, updatable=("spec.workers",))
 
 
-# --- Training (CONTRACT.md §1, §5, §7) -----------------------------------------------
+def test_names_are_unique_per_project_across_every_kind(sim, conforms):
+    for kind in KINDS:
+        assert sim.post(kind.path, json=_body(kind, f"n-{kind.type}")).status_code == 202
+    for taken in KINDS:
+        for kind in KINDS:
+            r = sim.post(kind.path, json=_body(kind, f"n-{taken.type}"))
+            assert r.status_code == 409, (taken.type, kind.type)
+            conforms(kind.openapi, "Error", r.json())
+            assert f"n-{taken.type}" in r.json()["message"]
+    for kind in KINDS:
+        r = sim.post(kind.path, json={**_body(kind, f"n-{kind.type}"), "projectId": "8"})
+        assert r.status_code == 202
 
 
-def test_training_is_served_with_suspend_and_without_patch(any_sim, conforms):
-    body = any_sim.post(TRAINING.path, json=_body(TRAINING, "t")).json()
+@pytest.mark.parametrize("kind", [WORKSPACE, INFERENCE], ids=lambda k: k.type)
+def test_a_kind_that_does_not_complete_stays_running_on_the_clock(make_sim, clock, kind):
+    sim = make_sim(phase_seconds=10)
+    wid = sim.post(kind.path, json=_body(kind, "long")).json()["workloadId"]
+    phases = []
+    for _ in range(3):
+        phases.append(sim.get(f"{kind.path}/{wid}").json()["actualPhase"])
+        clock.advance(10)
+    assert phases == ["Creating", "Initializing", "Running"]
+    clock.advance(90 * 86400)  # past any auto-deletion time
+    sim.token = None  # and past the token's lifetime
+    assert sim.get(f"{kind.path}/{wid}").json()["actualPhase"] == "Running"
+    assert [w["phase"] for w in sim.get("/api/v1/workloads").json()["workloads"]] == ["Running"]
+    if kind.suspends:
+        sim.post(f"{kind.path}/{wid}/suspend")
+        assert sim.get(f"{kind.path}/{wid}").json()["actualPhase"] == "Stopping"
+        clock.advance(10)
+        assert sim.get(f"{kind.path}/{wid}").json()["actualPhase"] == "Stopped"
+    else:
+        sim.patch(f"{kind.path}/{wid}", json=PATCHES[kind.type])
+        assert sim.get(f"{kind.path}/{wid}").json()["actualPhase"] == "Updating"
+        clock.advance(10)
+        assert sim.get(f"{kind.path}/{wid}").json()["actualPhase"] == "Running"
+
+
+# --- Training and Workspace (CONTRACT.md §1, §5, §7) ---------------------------------
+
+
+@pytest.mark.parametrize("kind, category", [(TRAINING, "Train"), (WORKSPACE, "Build")],
+                         ids=lambda v: getattr(v, "type", v))
+def test_training_and_workspace_are_served_with_suspend_and_without_patch(any_sim, conforms,
+                                                                          kind, category):
+    body = any_sim.post(kind.path, json=_body(kind, "t")).json()
     wid = body["workloadId"]
-    conforms("trainings.yml", "Training1", body)
-    assert any_sim.patch(f"{TRAINING.path}/{wid}", json={}).status_code == 405
-    r = any_sim.post(f"{TRAINING.path}/{wid}/suspend")
+    conforms(kind.openapi, kind.response, body)
+    assert any_sim.patch(f"{kind.path}/{wid}", json={}).status_code == 405
+    r = any_sim.post(f"{kind.path}/{wid}/suspend")
     assert r.status_code == 202
-    conforms("trainings.yml", "HttpResponse", r.json())
-    got = any_sim.get(f"{TRAINING.path}/{wid}").json()
-    conforms("trainings.yml", "Training1", got)
+    conforms(kind.openapi, "HttpResponse", r.json())
+    got = any_sim.get(f"{kind.path}/{wid}").json()
+    conforms(kind.openapi, kind.response, got)
     assert got["desiredPhase"] == "Stopped"
-    item = any_sim.get("/api/v1/workloads", params={"filterBy": "type==training"}).json()
+    item = any_sim.get("/api/v1/workloads", params={"filterBy": f"type=={kind.type}"}).json()
     assert [(w["id"], w["type"], w["category"], w["phase"]) for w in item["workloads"]] == [
-        (wid, "training", "Train", "Stopped")]
+        (wid, kind.type, category, "Stopped")]
     assert "distributedFramework" not in item["workloads"][0]
     assert any_sim.get(f"{DISTRIBUTED.path}/{wid}").status_code == 404
+    assert any_sim.post(f"{kind.path}/{wid}/resume").status_code == 202
+    assert any_sim.get(f"{kind.path}/{wid}").json()["desiredPhase"] == "Running"
 
 
-def test_training_defaults_fill_only_unsent_fields(sim, conforms):
-    r = sim.post(TRAINING.path, json={
+@pytest.mark.parametrize("kind, own, priority", [
+    (TRAINING, {"parallelism": 2}, ("train", "preemptible", True)),
+    (WORKSPACE, {}, ("build", "non-preemptible", False)),
+], ids=lambda v: getattr(v, "type", None))
+def test_training_and_workspace_defaults_fill_only_unsent_fields(sim, conforms, kind, own,
+                                                                 priority):
+    r = sim.post(kind.path, json={
         "name": "t", "projectId": "7", "clusterId": CLUSTER,
-        "spec": {"image": "repo/img:latest", "backoffLimit": 2, "parallelism": 2,
+        "spec": {"image": "repo/img:latest", "backoffLimit": 2, **own,
                  "security": {"runAsNonRoot": True}, "ports": [{"container": 80}],
                  "storage": {"nfs": [{"path": "/n", "server": "s"}]},
                  "probes": {"readiness": {"handler": {"httpGet": {"port": 8080}}}}}})
     assert r.status_code == 202, r.text
-    conforms("trainings.yml", "Training1", r.json())
+    conforms(kind.openapi, kind.response, r.json())
     spec = r.json()["spec"]
-    assert spec["backoffLimit"] == 2 and spec["parallelism"] == 2  # sent: untouched
+    assert spec["backoffLimit"] == 2 and all(spec[k] == v for k, v in own.items())  # sent
     assert spec["autoDeletionTimeAfterCompletionSeconds"] == 2592000
     assert spec["imagePullPolicy"] == "Always"
-    assert (spec["priorityClass"], spec["preemptibility"]) == ("train", "preemptible")
+    assert (spec["priorityClass"], spec["preemptibility"]) == priority[:2]
     assert spec["security"] == {"runAsNonRoot": True, "uidGidSource": "fromTheImage",
                                 "hostIpc": False, "hostNetwork": False}
     assert spec["ports"] == [{"container": 80, "exclude": False}]
@@ -180,22 +244,195 @@ def test_training_defaults_fill_only_unsent_fields(sim, conforms):
                                                                  "scheme": "HTTP"}
     assert "slotsPerWorker" not in spec and "sshAuthMountPath" not in spec  # D only
     assert "restartPolicy" not in spec  # empty: the framework's default
-    assert sim.get(f"{TRAINING.path}/{r.json()['workloadId']}").json()["spec"] == spec
+    assert sim.get(f"{kind.path}/{r.json()['workloadId']}").json()["spec"] == spec
+    item = sim.get("/api/v1/workloads").json()["workloads"][0]
+    assert (item["priorityClassName"], item["preemptible"]) == (priority[0], priority[2])
 
 
-@pytest.mark.parametrize("spec, field, rule", [
-    ({"completions": 1}, "spec.image", "required"),
-    ({"image": "i", "completions": "one"}, "spec.completions", None),
-    ({"image": "i", "numWorkers": 2}, "spec.numWorkers", None),  # distributed only
-    ({"image": "i", "restartPolicy": "Sometimes"}, "spec.restartPolicy", "options"),
-])
-def test_invalid_training_create_is_400_naming_the_field(any_sim, conforms, spec, field, rule):
-    r = any_sim.post(TRAINING.path, json={"name": "bad", "projectId": "7", "clusterId": CLUSTER,
-                                          "spec": spec})
+@pytest.mark.parametrize("kind, spec, field, rule", [
+    (TRAINING, {"completions": 1}, "spec.image", "required"),
+    (TRAINING, {"image": "i", "completions": "one"}, "spec.completions", None),
+    (TRAINING, {"image": "i", "numWorkers": 2}, "spec.numWorkers", None),  # distributed only
+    (TRAINING, {"image": "i", "restartPolicy": "Sometimes"}, "spec.restartPolicy", "options"),
+    (WORKSPACE, {"ports": [{"container": 8888}]}, "spec.image", "required"),
+    (WORKSPACE, {"image": "i", "completions": 1}, "spec.completions", None),  # training only
+    (WORKSPACE, {"image": "i", "ports": [{"container": 70000}]}, "spec.ports[0].container",
+     "max"),
+    (WORKSPACE, {"image": "i", "servingPort": {"container": 8888}}, "spec.servingPort", None),
+], ids=lambda v: getattr(v, "type", None))
+def test_invalid_training_or_workspace_create_is_400_naming_the_field(any_sim, conforms, kind,
+                                                                      spec, field, rule):
+    r = any_sim.post(kind.path, json={"name": "bad", "projectId": "7", "clusterId": CLUSTER,
+                                      "spec": spec})
     assert r.status_code == 400, r.text
-    conforms("trainings.yml", "SubmissionErrorV2", r.json())
+    conforms(kind.openapi, "SubmissionErrorV2", r.json())
     assert [(i["field"], i.get("rule")) for i in r.json()["complianceIssues"]] == [(field, rule)]
     assert any_sim.get("/api/v1/workloads").json()["workloads"] == []
+
+
+# --- Inference (CONTRACT.md §1, §4, §5, §7) ------------------------------------------
+
+
+def _inference(sim, name="llm", **spec) -> dict:
+    r = sim.post(INFERENCE.path, json={
+        "name": name, "projectId": "7", "clusterId": CLUSTER,
+        "spec": {"image": "vllm/vllm-openai:v0.6", "servingPort": {"container": 8000}, **spec}})
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def test_inference_is_served_with_patch_and_without_suspend(any_sim, conforms):
+    body = _inference(any_sim)
+    wid = body["workloadId"]
+    conforms("inferences.yml", "Inference1", body)
+    for action in ("suspend", "resume"):
+        assert any_sim.post(f"{INFERENCE.path}/{wid}/{action}").status_code in (404, 405)
+    assert any_sim.get(f"{INFERENCE.path}/{wid}").json()["desiredPhase"] == "Running"
+    item = any_sim.get("/api/v1/workloads", params={"filterBy": "type==inference"}).json()
+    assert [(w["id"], w["type"], w["category"], w["preemptible"], w["priorityClassName"])
+            for w in item["workloads"]] == [(wid, "inference", "Deploy", False, "inference")]
+    assert any_sim.get(f"{DISTRIBUTED_INFERENCE.path}/{wid}").status_code == 404
+
+
+@pytest.mark.parametrize("sent, filled", [
+    (None, {"minReplicas": 1, "maxReplicas": 1, "initialReplicas": 1, "activationReplicas": 1,
+            "metricThresholdPercentage": 70}),
+    ({"minReplicas": 0}, {"minReplicas": 0, "maxReplicas": 1, "initialReplicas": 1,
+                          "activationReplicas": 1, "metricThresholdPercentage": 70,
+                          "scaleToZeroRetentionSeconds": 0}),
+    ({"minReplicas": 2, "maxReplicas": 6, "metric": "concurrency", "metricThreshold": 8,
+      "metricThresholdPercentage": 50},
+     {"minReplicas": 2, "maxReplicas": 6, "initialReplicas": 2, "activationReplicas": 2,
+      "metric": "concurrency", "metricThreshold": 8, "metricThresholdPercentage": 50}),
+])
+def test_inference_defaults_fill_only_unsent_fields(sim, conforms, sent, filled):
+    body = _inference(sim, image="vllm/vllm-openai:latest", autoscaling=sent,
+                      security={"runAsNonRoot": True}, storage={"nfs": [{"path": "/m",
+                                                                         "server": "s"}]},
+                      probes={"readiness": {"handler": {"httpGet": {"port": 8000}}}})
+    conforms("inferences.yml", "Inference1", body)
+    spec = body["spec"]
+    assert spec["autoscaling"] == filled
+    assert spec["servingPort"] == {"container": 8000, "protocol": "http",
+                                   "authorizationType": "public",
+                                   "clusterLocalAccessOnly": False}
+    assert (spec["priorityClass"], spec["preemptibility"]) == ("inference", "non-preemptible")
+    assert spec["imagePullPolicy"] == "Always"
+    assert spec["security"] == {"runAsNonRoot": True, "uidGidSource": "fromTheImage"}  # no host*
+    assert spec["storage"]["nfs"] == [{"path": "/m", "server": "s", "readOnly": True,
+                                       "exclude": False}]
+    assert spec["probes"]["readiness"]["handler"]["httpGet"] == {"port": 8000, "path": "/",
+                                                                 "scheme": "HTTP"}
+    for training_only in ("backoffLimit", "autoDeletionTimeAfterCompletionSeconds"):
+        assert training_only not in spec
+    assert sim.get(f"{INFERENCE.path}/{body['workloadId']}").json()["spec"] == spec
+
+
+def test_inference_patch_applies_image_autoscaling_and_compute_and_get_shows_them(any_sim,
+                                                                                  conforms):
+    created = _inference(any_sim, compute={"cpuCoreRequest": 2, "gpuDevicesRequest": 1},
+                         environmentVariables=[{"name": "A", "value": "1"}])
+    wid = created["workloadId"]
+    update = {"spec": {
+        "image": "vllm/vllm-openai:v0.7",
+        "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "metric": "concurrency",
+                        "metricThreshold": 8},
+        "compute": {"gpuDevicesRequest": 2},
+    }}
+    conforms("inferences.yml", "InferenceUpdateRequest", update)
+    r = any_sim.patch(f"{INFERENCE.path}/{wid}", json=update)
+    assert r.status_code == 202, r.text
+    conforms("inferences.yml", "Inference1", r.json())
+    got = any_sim.get(f"{INFERENCE.path}/{wid}").json()
+    conforms("inferences.yml", "Inference1", got)
+    spec = got["spec"]
+    assert spec["image"] == "vllm/vllm-openai:v0.7"
+    assert spec["autoscaling"] == {**update["spec"]["autoscaling"], "initialReplicas": 1,
+                                   "activationReplicas": 1, "metricThresholdPercentage": 70}
+    assert spec["compute"] == {"gpuDevicesRequest": 2}  # replaced whole, as sent
+    assert spec["environmentVariables"] == [{"name": "A", "value": "1"}]  # not sent: kept
+    assert spec["servingPort"] == created["spec"]["servingPort"]
+    assert (got["workloadId"], got["createdAt"]) == (wid, created["createdAt"])
+
+
+@pytest.mark.parametrize("path, value", [
+    ("servingPort", {"container": 9000}), ("ports", [{"container": 9000}]),
+    ("storage", {"pvc": [{"path": "/data", "existingPvc": True, "claimName": "c"}]}),
+    ("security", {"runAsNonRoot": True}), ("labels", [{"name": "team", "value": "a"}]),
+    ("annotations", [{"name": "a", "value": "b"}]), ("tolerations", [{"key": "k"}]),
+    ("exposedUrls", [{"container": 8000}]), ("relatedUrls", [{"url": "u", "type": "t"}]),
+])
+def test_inference_patch_of_a_create_only_path_is_400_and_changes_nothing(any_sim, conforms,
+                                                                          path, value):
+    wid = _inference(any_sim)["workloadId"]
+    before = any_sim.get(f"{INFERENCE.path}/{wid}").json()
+    r = any_sim.patch(f"{INFERENCE.path}/{wid}",
+                      json={"spec": {"image": "vllm/vllm-openai:v0.7", path: value}})
+    assert r.status_code == 400, r.text
+    conforms("inferences.yml", "Error", r.json())
+    assert f"spec.{path}" in r.json()["message"]
+    assert any_sim.get(f"{INFERENCE.path}/{wid}").json() == before
+
+
+@pytest.mark.parametrize("autoscaling, field", [
+    ({"minReplicas": 1, "maxReplicas": 3}, "spec.autoscaling.metric"),
+    ({"minReplicas": 4, "maxReplicas": 2, "metric": "concurrency", "metricThreshold": 1},
+     "spec.autoscaling.maxReplicas"),
+    ({"metric": "throughput"}, "spec.autoscaling.metricThreshold"),
+    ({"minReplicas": 1, "scaleToZeroRetentionSeconds": 60},
+     "spec.autoscaling.scaleToZeroRetentionSeconds"),
+])
+def test_inference_patch_breaking_an_autoscaling_rule_is_400(sim, conforms, autoscaling, field):
+    wid = _inference(sim)["workloadId"]
+    r = sim.patch(f"{INFERENCE.path}/{wid}", json={"spec": {"autoscaling": autoscaling}})
+    assert r.status_code == 400, r.text
+    conforms("inferences.yml", "Error", r.json())
+    assert field in r.json()["message"]
+    assert sim.get(f"{INFERENCE.path}/{wid}").json()["spec"]["autoscaling"]["maxReplicas"] == 1
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"image": None}, "spec.image"),
+    ({"autoscaling": {"minReplicas": 1, "maxReplicas": 3}}, "spec.autoscaling.metric"),
+    ({"autoscaling": {"maxReplicas": 2}}, "spec.autoscaling.metric"),  # minReplicas: 1
+    ({"autoscaling": {"minReplicas": 0, "maxReplicas": 2}}, "spec.autoscaling.metric"),
+    ({"autoscaling": {"minReplicas": 1, "maxReplicas": 3, "metric": "latency"}},
+     "spec.autoscaling.metricThreshold"),
+    ({"autoscaling": {"scaleToZeroRetentionSeconds": 60}},
+     "spec.autoscaling.scaleToZeroRetentionSeconds"),  # minReplicas: 1
+    ({"autoscaling": {"minReplicas": 3, "maxReplicas": 2}}, "spec.autoscaling.maxReplicas"),
+    ({"autoscaling": {"metric": "2fast", "metricThreshold": 1}}, "spec.autoscaling.metric"),
+    ({"autoscaling": {"metricThresholdPercentage": 101}},
+     "spec.autoscaling.metricThresholdPercentage"),
+    ({"autoscaling": {"scaleDownDelaySeconds": 3601}}, "spec.autoscaling.scaleDownDelaySeconds"),
+    ({"servingPort": {"container": 8000, "protocol": "tcp"}}, "spec.servingPort.protocol"),
+    ({"servingConfiguration": {"requestTimeoutSeconds": 0}},
+     "spec.servingConfiguration.requestTimeoutSeconds"),
+    ({"stdin": True}, "spec.stdin"),  # T, W, D only
+    ({"storage": {"s3": [{"bucket": "b"}]}}, "spec.storage.s3"),
+    ({"security": {"hostIpc": True}}, "spec.security.hostIpc"),
+])
+def test_invalid_inference_create_is_400_naming_the_field(any_sim, conforms, spec, field):
+    r = any_sim.post(INFERENCE.path, json={
+        "name": "bad", "projectId": "7", "clusterId": CLUSTER,
+        "spec": {"image": "vllm/vllm-openai:v0.6", **spec}})
+    assert r.status_code == 400, r.text
+    conforms("inferences.yml", "Error", r.json())
+    assert "complianceIssues" not in r.json()
+    assert f"{field}:" in r.json()["message"]
+    assert any_sim.get("/api/v1/workloads").json()["workloads"] == []
+
+
+@pytest.mark.parametrize("autoscaling", [
+    {"minReplicas": 0, "maxReplicas": 1},  # scale-to-zero on network activity: no metric
+    {"minReplicas": 0, "scaleToZeroRetentionSeconds": 300},
+    {"minReplicas": 2, "maxReplicas": 2},
+    {"minReplicas": 1, "maxReplicas": 5, "metric": "my_custom:metric", "metricThreshold": 3},
+])
+def test_inference_autoscaling_the_rules_allow_is_created(sim, conforms, autoscaling):
+    body = _inference(sim, autoscaling=autoscaling)
+    conforms("inferences.yml", "Inference1", body)
+    assert autoscaling.items() <= body["spec"]["autoscaling"].items()
 
 
 # --- the data file -----------------------------------------------------------------

@@ -15,11 +15,12 @@ from reconciler.simulator.kinds import KINDS
 from tests.simulator.conftest import schema_scalars
 
 
-SCALARS = {}
+SCALARS = {}  # by path; a path that another kind describes otherwise, also with its kind
 for _kind in KINDS:
-    SCALARS.update(schema_scalars(_kind.create))
-    if _kind.update is not None:
-        SCALARS.update(schema_scalars(_kind.update))
+    for _body in (_kind.create, _kind.update):
+        for _path, _scalar in schema_scalars(_body).items() if _body is not None else ():
+            if SCALARS.setdefault(_path, _scalar) != _scalar:
+                SCALARS[f"{_path} ({_kind.type})"] = _scalar
 ENUM_VALUES = sorted({v for s in SCALARS.values() if s.enum for v in s.enum})
 PROBES = st.one_of(
     st.none(), st.booleans(), st.integers(-70000, 70000), st.integers(),
