@@ -91,7 +91,7 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
             walker.node(key, key, d, l, r)
     out = walker.changes
     if ignore:
-        out = [c for c in out if not _under_any(c.path, ignore)]
+        out = [c for c in out if not kinds_mod.under_any(c.path, ignore)]
     out.sort(key=lambda c: c.path)
     return out
 
@@ -149,7 +149,7 @@ def _agrees(field: str, l: Any, r: Any) -> bool:
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:
     """True when dotted `path` lies at or under one of the `ignore` paths."""
-    return _under_any(path, ignore)
+    return kinds_mod.under_any(path, ignore)
 
 
 class _Walker:
@@ -367,13 +367,6 @@ def _clean(v: Any) -> Any:
     if isinstance(v, list):
         return [_clean(x) for x in v] or None
     return v
-
-
-def _under_any(path: str, prefixes: Sequence[str]) -> bool:
-    for p in prefixes:
-        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
-            return True
-    return False
 
 
 # --- ignoreChanges on what is sent -----------------------------------------------------

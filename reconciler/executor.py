@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds
+from reconciler import diff, kinds, phases
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action, Plan, ResourceChange, REASON_GONE
@@ -207,8 +207,8 @@ class Executor:
         workload_id = live.get("workloadId")
         await self._set(ch.address, self._resource(ch, workload_id=workload_id, applied=body,
                                                    live=live), closes=seq)
-        if ch.desired_phase == "Stopped" and kind.can_suspend and \
-                live.get("desiredPhase") != "Stopped":
+        if ch.desired_phase == phases.STOPPED and kind.can_suspend and \
+                live.get("desiredPhase") != phases.STOPPED:
             await self._suspend_resume(kind, ch, workload_id, True)
 
     async def _create_call(self, kind: kinds.Kind, ch: ResourceChange, body: dict) -> dict:
@@ -222,7 +222,7 @@ class Executor:
                                                  include_deleting=True)
             if holder is None:
                 raise
-            if holder.get("desiredPhase") == "Deleted":
+            if phases.live_gone(holder):
                 # The name is still held by a workload on its way out (deleted outside, or
                 # by us a moment ago): wait for it to go, then create once more.
                 await self._wait_gone(kind, holder["workloadId"])
@@ -239,7 +239,7 @@ class Executor:
 
     async def _suspend_resume(self, kind: kinds.Kind, ch: ResourceChange,
                               workload_id: str | None, suspend: bool) -> None:
-        target = "Stopped" if suspend else "Running"
+        target = phases.STOPPED if suspend else phases.RUNNING
         seq = await self._intend("suspend" if suspend else "resume", ch, workload_id=workload_id)
         call = self.client.suspend if suspend else self.client.resume
         try:
@@ -273,7 +273,7 @@ class Executor:
                 return
             except api_errors.ApiError:
                 raise exc from None
-            if live.get("desiredPhase") != "Deleted":
+            if not phases.live_gone(live):
                 raise
         await self._wait_gone(kind, workload_id)
 
@@ -340,13 +340,13 @@ class Executor:
             cluster_id=(d.cluster_id if d else (prev.cluster_id if prev else applied.get("clusterId", ""))),
             workload_id=workload_id,
             applied=applied,
-            desired_phase=phase or (d.desired_phase if d else (prev.desired_phase if prev else "Running")),
+            desired_phase=phase or (d.desired_phase if d else (prev.desired_phase if prev else phases.RUNNING)),
             last_phase=(live or {}).get("actualPhase") or (prev.last_phase if prev else None),
             prevent_destroy=(d.lifecycle.prevent_destroy if d else (prev.prevent_destroy if prev else False)),
             completed=bool(prev and prev.completed and prev.workload_id == workload_id),
             sensitive=list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else []),
         )
-        if res.last_phase == "Completed":
+        if res.last_phase == phases.COMPLETED:
             res.completed = True
         return res
 

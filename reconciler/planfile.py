@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from reconciler import __version__, diff, kinds
+from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.errors import ReconcileError
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
@@ -38,7 +38,6 @@ from reconciler.state.model import State
 FORMAT = "runai-reconcile-plan"
 VERSION = 1
 ABSENT = "absent"
-_SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
 
 
 class PlanFileError(ReconcileError):
@@ -68,9 +67,8 @@ def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
     doc = {
         "body": diff.project(kind, dict(live)),
         "workloadId": live.get("workloadId"),
-        "suspended": live.get("desiredPhase") == "Stopped"
-        or live.get("actualPhase") in _SUSPENDED_PHASES,
-        "completed": live.get("actualPhase") == "Completed",
+        "suspended": phases.live_suspended(live),
+        "completed": phases.live_completed(live),
     }
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()

@@ -21,13 +21,11 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler import diff, errors, kinds, plans
+from reconciler import diff, errors, kinds, phases, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action
 from reconciler.state.model import ResourceState, State
 
-COMPLETED = "Completed"
-SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
 _NOT_REFRESHED = object()
 
 
@@ -124,7 +122,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
             return ch(dw, None, rs, Action.CREATE, plans.REASON_REPLACE_REQUESTED)
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
-        if kind.completes and _state_completed(rs):
+        if kind.completes and phases.state_completed(rs):
             user = diff.diff_workload(kind, dw.body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
@@ -183,34 +181,30 @@ def _plan_destroy(addr: str, dw: DesiredWorkload | None, rs: ResourceState | Non
 
 def _completed(live_body: dict | None, rs: ResourceState | None) -> bool:
     if live_body is not None:
-        return live_body.get("actualPhase") == COMPLETED
-    return rs is not None and _state_completed(rs)
+        return phases.live_completed(live_body)
+    return rs is not None and phases.state_completed(rs)
 
 
-def _state_completed(rs: ResourceState) -> bool:
-    return rs.completed or rs.last_phase == COMPLETED
-
-
-def _live_suspended(live_body: dict | None, rs: ResourceState | None) -> bool:
+def _suspended(live_body: dict | None, rs: ResourceState | None) -> bool:
     if live_body is not None:
-        return (live_body.get("desiredPhase") == "Stopped"
-                or live_body.get("actualPhase") in SUSPENDED_PHASES)
-    return rs is not None and rs.desired_phase == "Stopped"
+        return phases.live_suspended(live_body)
+    return rs is not None and phases.state_suspended(rs)
 
 
 def _phase_change(dw: DesiredWorkload, rs: ResourceState | None,
                   live_body: dict | None) -> tuple[Action, str, plans.FieldChange] | None:
-    suspended = _live_suspended(live_body, rs)
+    suspended = _suspended(live_body, rs)
     want = dw.desired_phase
-    if want == "Stopped" and not suspended:
+    if want == phases.STOPPED and not suspended:
         action = Action.SUSPEND
-    elif want == "Running" and suspended:
+    elif want == phases.RUNNING and suspended:
         action = Action.RESUME
     else:
         return None
     by_spec = rs is None or rs.desired_phase != want
     reason = plans.REASON_PHASE if by_spec else plans.REASON_PHASE_DRIFT
-    fc = plans.FieldChange(path="desiredPhase", before="Stopped" if suspended else "Running",
+    fc = plans.FieldChange(path="desiredPhase",
+                           before=phases.STOPPED if suspended else phases.RUNNING,
                            after=want, drift=not by_spec)
     return action, reason, fc
 
@@ -266,7 +260,7 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
 
 def _updatable_root(kind: kinds.Kind, path: str) -> str:
     for p in sorted(kind.updatable_paths, key=len):
-        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
+        if kinds.under(path, p):
             return p
     raise AssertionError(f"{path} is not updatable for {kind.name}")  # the diff said it was
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from reconciler import kinds
+from reconciler import kinds, phases
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
@@ -53,7 +53,7 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                                 "creating it will fail until that one is gone",
                                 addr, name, project_id, workload_id)
             # A workload being deleted is gone as far as planning goes.
-            live[addr] = None if body and body.get("desiredPhase") == "Deleted" else body
+            live[addr] = None if body and phases.live_gone(body) else body
             if on_live is not None:
                 on_live(addr, live[addr])
 
