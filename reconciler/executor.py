@@ -46,8 +46,9 @@ class Outcome:
     message: str = ""
 
 
-@dataclass
+@dataclass(repr=False)  # asyncio formats its main task's result on the way out: keep it short
 class ApplyResult:
+    plan: Plan | None = None  # the plan performed
     outcomes: list[Outcome] = field(default_factory=list)
     interrupted: bool = False
     not_started: list[str] = field(default_factory=list)  # addresses skipped after stop()
@@ -119,7 +120,7 @@ class Executor:
 
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
-        result = self.result = ApplyResult()
+        result = self.result = ApplyResult(plan=plan)
         self._journal = _Journal(self.store, self.state.lineage)
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
