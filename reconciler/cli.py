@@ -63,7 +63,7 @@ class _Group(click.Group):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
-    # `sim` is imported when asked for: starlette and httpx are a fifth of start-up.
+    # `sim` is imported when asked for: the simulator's web stack stays out of start-up.
     def get_command(self, ctx: click.Context, name: str):
         if name == "sim":
             _register_sim()
@@ -428,11 +428,10 @@ def _register_sim() -> None:
 
 
 def entry() -> None:
-    """The `runai-reconcile` program: `main`, then out without tearing the interpreter
-    down. Everything that must reach disk has been written and fsynced by then (state,
-    journal, plan files, spec loaders reaped); the teardown of ~400 modules and what the
-    run built cost 0.25 s at the end of a plan of 1,000 (medians of 6: 2.64 -> 2.39 s).
-    Tests call `main` through click's runner, which keeps the interpreter."""
+    """The `runai-reconcile` program: `main`, then out with `os._exit`, without tearing
+    the interpreter down (docs/performance.md says what that saves). Everything that must
+    reach disk has been written and fsynced by then (state, journal, plan files, spec
+    loaders reaped). Tests call `main` through click's runner, which keeps the interpreter."""
     code: int | str | None = 0
     try:
         main()

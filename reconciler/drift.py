@@ -1,6 +1,6 @@
 """Drift: how live workloads differ from what the state says was applied (pure).
 
-Called by the CLI's `drift` command after a refresh-only read of live. It compares live
+Called by `operations.drift` after a refresh-only read of live. It compares live
 (R) with the state (L) only, never the specs: a path drifted when R differs from the last
 applied body (server defaults and server-owned fields aside, as in `diff`), a workload
 drifted when it was suspended or resumed outside, or deleted outside without having

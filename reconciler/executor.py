@@ -1,7 +1,8 @@
 """Runs a finished Plan against the API and journals each step as it happens; recovers
 what a dead run left in flight.
 
-Called by the CLI's `apply` (`recover` first, then `Executor.run`). Actions run
+Called by `operations.apply` and `operations.apply_saved` (`recover` first, then
+`run_interruptible`, which runs `Executor.run`). Actions run
 concurrently up to `parallelism`; a change waits for the deletions named in its
 `waits_for` (they free its name). A replace deletes, waits until the workload is gone,
 then creates.
@@ -376,7 +377,7 @@ class Executor:
 async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
     """`executor.run(plan)` with SIGINT turned into `stop()`: no new actions start, those
     in flight finish and are recorded. A second SIGINT abandons those in flight too (their
-    intents stay open in the journal, for the next apply to resolve). Called by `apply`."""
+    intents stay open in the journal, for the next apply to resolve). Called by both of `operations`' applies."""
     import signal
 
     loop = asyncio.get_running_loop()
@@ -424,8 +425,8 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
     Every address the state knows by name only (an intent in flight when the run died,
     an ambiguous create that stayed unresolved) is looked up by name in its project: a
     live workload is adopted, and a create that never happened is forgotten. Called by
-    the CLI's `apply` with the state lock held, before it plans. Returns one message per
-    resolved address."""
+    both of `operations`' applies with the state lock held, before anything else (for a
+    specs folder: before it plans). Returns one message per resolved address."""
     say = on_event or (lambda msg: None)
     intents = {i.address: i for i in pending if i.action == "create"}
     notes: list[str] = []

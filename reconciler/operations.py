@@ -115,7 +115,7 @@ async def _make_plan(client, specs, state: State, options: PlanOptions) -> tuple
     incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy)
     live: dict[str, dict | None] = {}
     if client is not None:
-        from reconciler import refresh
+        from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
 
         async def specs_in() -> list[DesiredWorkload]:
             desired = await specs.wait()

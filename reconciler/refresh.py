@@ -1,6 +1,7 @@
 """Reading the live control plane for a plan (the "R" of the three-way diff).
 
-Called by the CLI before `planner.make_plan`. For each address the state knows, one GET
+Called by `operations` before planning (`plan`, `apply`), to re-read what a saved plan
+acts on (`apply PLANFILE`) and for `drift`. For each address the state knows, one GET
 by workload id; for desired addresses the state does not know (first run, lost state),
 one list call per project (pages of 500) finds existing workloads by name, and only
 those found are read with a GET. So an unchanged fleet of N costs N GETs, and a new one
