@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from reconciler import __version__, errors, kinds
+from reconciler import __version__, errors, kinds, operations
 from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
@@ -210,8 +210,6 @@ target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
 @specs_dir
 def validate(directory: str) -> None:
     """Check the spec files offline (no API, no state)."""
-    from reconciler import operations
-
     desired = operations.validate(directory)
     click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
 
@@ -231,8 +229,6 @@ def validate(directory: str) -> None:
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
          out_path) -> None:
     """Show what apply would do. Makes no API writes and does not change the state."""
-    from reconciler import operations
-
     options = operations.PlanOptions(
         targets=_check_addresses(targets, "--target"),
         replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
@@ -260,8 +256,6 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
     refused as stale when the state or a live workload it acts on changed since."""
-    from reconciler import operations
-
     saved = os.path.isfile(directory)
 
     def approve(the_plan: Plan) -> bool:
@@ -326,8 +320,6 @@ def _apply_summary(result, *, err: bool = False) -> None:
 @pass_config
 def show(cfg: Config, planfile_path: str, fmt: str) -> None:
     """Render a plan saved by `plan --out` (no API, no state)."""
-    from reconciler import operations
-
     _show_plan(operations.show(planfile_path), fmt, cfg)
 
 
@@ -341,7 +333,6 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
 
     Compares live with the state, never writes to the API or the state. Where the specs
     differ from the state is reported apart, as pending changes (not drift)."""
-    from reconciler import operations
     from reconciler.render import drift as drift_render
     from reconciler.render import markdown as markdown_render
 
@@ -366,8 +357,6 @@ def force_unlock(cfg: Config, lock_id: str) -> None:
 
     The local file's OS lock dies with its process, so this only clears the lock info a
     dead holder left; it refuses while the holder runs or when LOCK_ID does not match."""
-    from reconciler import operations
-
     info = operations.force_unlock(_store(cfg), lock_id)
     click.echo(f"Removed lock {info.id} ({info.who}, operation {info.operation} since "
                f"{info.created}).")
@@ -385,8 +374,6 @@ def state_group() -> None:
 @pass_config
 def state_list(cfg: Config) -> None:
     """List the addresses the state tracks."""
-    from reconciler import operations
-
     for addr in operations.state_list(_store(cfg)):
         click.echo(addr)
 
@@ -398,7 +385,6 @@ def state_list(cfg: Config) -> None:
 @pass_config
 def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
     """Show one address's record as JSON (sensitive values masked)."""
-    from reconciler import operations
     from reconciler.render import words
 
     res = operations.state_show(_store(cfg), address)
@@ -413,8 +399,6 @@ def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
 @pass_config
 def state_rm(cfg: Config, addresses: tuple[str, ...]) -> None:
     """Forget addresses without touching the workloads (they are no longer managed)."""
-    from reconciler import operations
-
     for a in operations.state_rm(_store(cfg), addresses):
         click.echo(f"Removed {a}")
 

@@ -12,8 +12,8 @@ import pytest
 
 from reconciler.state import LocalFileStore, ResourceState
 from reconciler.state import journal
-from tests.reliability.conftest import (CLUSTER, convergence, live_names, spawn, training_doc,
-                                        wait_for_posts, write_fleet)
+from tests.reliability.conftest import (CLUSTER, convergence, interrupt_after_posts, live_names,
+                                        spawn, training_doc, wait_for_posts, write_fleet)
 
 pytestmark = pytest.mark.http
 
@@ -105,15 +105,7 @@ def test_ctrl_c_during_apply_planfile_finishes_what_is_in_flight_and_exits_130(w
     names = write_fleet(ws, 30)
     plan_path = ws.root / "plan.json"
     assert ws.plan("--out", str(plan_path)).exit_code == 0
-    sim_server.admin.put("/_sim/faults", json={"latencyMs": 150}).raise_for_status()
-    proc = spawn(ws, "--parallelism", "2", "apply", str(plan_path))
-    wait_for_posts(sim_server, proc, 3)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
-    assert "Apply interrupted!" in out and "not started" in out
-    assert "Traceback" not in err
-    sim_server.admin.put("/_sim/faults", json={"latencyMs": 0}).raise_for_status()
+    interrupt_after_posts(ws, sim_server, 3, "--parallelism", "2", "apply", str(plan_path))
     created = live_names(sim_server)
     assert 3 <= len(created) < len(names)
     conv = convergence(ws, sim_server, sorted(created))
