@@ -151,6 +151,16 @@ def test_ignore_changes_keeps_a_changed_field_from_acting():
         Action.NOOP, plans.REASON_UNCHANGED)
 
 
+def test_a_path_is_under_a_prefix_only_at_a_segment_boundary():
+    """ignoreChanges, updatable paths and sensitive paths share one rule: `spec.image`
+    covers `spec.image` and what lies under it, never `spec.imagePullPolicy`."""
+    d = desired(set_path(B, "spec.imagePullPolicy", "Always"), ignore=("spec.image",))
+    rc = plan1(d, rstate(B), live=live_of(B))
+    assert rc.action is Action.REPLACE and rc.replace_paths == ["spec.imagePullPolicy"]
+    assert kinds.under_any("spec.environmentVariables[HF].value", ["spec.environmentVariables"])
+    assert kinds.under("spec.args", "spec.args") and not kinds.under("spec.argsX", "spec.args")
+
+
 def test_patch_holds_the_full_desired_value_of_each_changed_updatable_field(monkeypatch):
     fake = kinds.Kind(name="FakeInference", api_path="/api/v1/workloads/fake",
                       body_keys=("spec",),
