@@ -55,7 +55,10 @@ def test_a_plan_made_after_a_killed_run_recovers_its_journal_without_a_duplicate
     assert ws.plan("--detailed-exitcode").exit_code == 0
 
 
-def test_a_real_kill_9_then_plan_out_and_apply_planfile_converge(ws, sim_server):
+def test_a_real_kill_9_then_plan_out_and_apply_planfile_converge(ws, sim_server, figures):
+    fig = figures("kill -9 mid-apply, then plan --out + apply PLANFILE",
+                  "kill -9 after 4 creates; 150 ms latency")
+    start = time.monotonic()
     sim_server.admin.put("/_sim/faults", json={"latencyMs": 150}).raise_for_status()
     names = write_fleet(ws, 20)
     proc = spawn(ws, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
@@ -75,6 +78,9 @@ def test_a_real_kill_9_then_plan_out_and_apply_planfile_converge(ws, sim_server)
     conv = convergence(ws, sim_server, names)
     assert conv.ok, conv
     assert not journal_path(ws).exists()
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 2, len(names), conv.duplicates, conv.lost
+    fig.recoveries = res.stderr.count("created by an interrupted run")
+    fig.seconds = time.monotonic() - start
 
 
 def test_a_plan_made_before_a_killed_run_is_stale_though_the_serial_did_not_move(ws, sim_server):
@@ -101,7 +107,10 @@ def test_a_plan_made_before_a_killed_run_is_stale_though_the_serial_did_not_move
     assert convergence(ws, sim_server, ["first", "later", "other"]).ok
 
 
-def test_ctrl_c_during_apply_planfile_finishes_what_is_in_flight_and_exits_130(ws, sim_server):
+def test_ctrl_c_during_apply_planfile_finishes_what_is_in_flight_and_exits_130(ws, sim_server,
+                                                                                figures):
+    fig = figures("Ctrl-C mid-apply PLANFILE, then apply", "SIGINT after 3 creates; 150 ms latency")
+    start = time.monotonic()
     names = write_fleet(ws, 30)
     plan_path = ws.root / "plan.json"
     assert ws.plan("--out", str(plan_path)).exit_code == 0
@@ -115,4 +124,7 @@ def test_ctrl_c_during_apply_planfile_finishes_what_is_in_flight_and_exits_130(w
     again = ws.cli("apply", str(plan_path))
     assert again.exit_code == 1 and "stale" in again.stderr  # a plan applies once
     assert ws.apply().exit_code == 0
-    assert convergence(ws, sim_server, names).ok
+    conv = convergence(ws, sim_server, names)
+    assert conv.ok, conv
+    fig.runs, fig.workloads, fig.duplicates, fig.lost = 3, len(names), conv.duplicates, conv.lost
+    fig.seconds = time.monotonic() - start
