@@ -1,14 +1,16 @@
 """The `runai-reconcile` command line (click).
 
-Thin by design: parse flags into a Config, call the loaders, `refresh`, `planner` and
-`executor`, pick a renderer, and turn errors into one clear message and exit 1. Exit
-codes: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 changes.
+Thin by design: each command turns its flags into the inputs of an operation
+(`reconciler.operations`: a specs folder, the state store of `_store`, the API client
+factory of `_client`, options and callbacks), renders what it returns, and picks the
+exit code: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 changes,
+130 an apply interrupted by Ctrl-C. Errors become one clear message and exit 1.
+`_client` is the one place, besides the `sim` command, that imports the simulator
+(`--sim`). Caller: the `runai-reconcile` console script (`entry`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from reconciler import __version__, diff, errors, kinds, planner
+from reconciler import __version__, errors, kinds, operations
 from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
@@ -62,7 +64,7 @@ class _Group(click.Group):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
-    # `sim` is imported when asked for: starlette and httpx are a fifth of start-up.
+    # `sim` is imported when asked for: the simulator's web stack stays out of start-up.
     def get_command(self, ctx: click.Context, name: str):
         if name == "sim":
             _register_sim()
@@ -153,17 +155,9 @@ def _store(cfg: Config):
     return open_store(cfg.state_path, name=cfg.state_name, lock_timeout=cfg.lock_timeout)
 
 
-@contextlib.contextmanager
-def _loading(directory: str):
-    """The specs loading on the other core (`desired.start_loading`) while the caller
-    reads the state and the live workloads; stopped when the command ends."""
-    from reconciler.desired import start_loading
-
-    pending = start_loading(directory)
-    try:
-        yield pending
-    finally:
-        pending.cancel()
+def _connect(cfg: Config):
+    """The client factory the operations call when they need the API."""
+    return lambda: _client(cfg)
 
 
 def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
@@ -175,52 +169,8 @@ def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
     return list(addrs)
 
 
-async def _make_plan(cfg: Config, client, specs, state, *, targets, replace, destroy,
-                     do_refresh) -> tuple[Plan, dict, list]:
-    """The plan, the live bodies read for it (empty with --no-refresh) and the specs.
-
-    `specs` is a PendingSpecs: the GETs of the workloads the state knows start while
-    the specs still load."""
-    live = {}
-    ready: dict = {}  # address -> its change, made as its live body came in
-    matches: dict = {}  # address -> whether live matches the state, found meanwhile
-    if do_refresh:
-        from reconciler import refresh  # with httpx: a tenth of --no-refresh's start-up
-
-        only = set(targets) if targets else None
-        loaded: dict = {}
-
-        async def specs_then_index():
-            workloads = await specs.wait()
-            loaded.update((d.address, d) for d in workloads)
-            return workloads
-
-        def plan_early(addr: str, body: dict | None) -> None:
-            # Each workload is planned as its live body arrives, while the other reads
-            # are on the network: in full once the specs are in, else the part that
-            # needs no spec (does live still match what was applied?).
-            res = state.resources.get(addr)
-            if loaded:
-                if not destroy and addr in loaded:
-                    ready[addr] = planner.plan_address(addr, loaded[addr], res, body,
-                                                       force_replace=addr in replace)
-            elif res is not None and body is not None and res.kind in kinds.KINDS:
-                matches[addr] = diff.live_matches(kinds.get(res.kind), res.applied, body)
-
-        # While the specs load on the other core: the token, and aiohttp's import.
-        warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
-        try:
-            live = await refresh.read_live(client, specs_then_index(), state,
-                                           parallelism=cfg.parallelism, only=only,
-                                           on_live=plan_early)
-        finally:
-            if warm is not None:  # its failure, if any, the requests have met and said
-                warm.cancel()
-                await asyncio.gather(warm, return_exceptions=True)
-    desired = await specs.wait()
-    the_plan = planner.make_plan(desired, state, live, targets=targets, replace=replace,
-                                 destroy=destroy, ready=ready, live_matches=matches)
-    return the_plan, live, desired
+def _say(message: str) -> None:
+    click.echo(message, err=True)
 
 
 def _render(plan: Plan, fmt: str, cfg: Config) -> str:
@@ -239,12 +189,13 @@ def _echo_out(out: str) -> None:
     click.echo(out, nl=not out.endswith("\n"))
 
 
-def _targets_note(targets: list[str], fmt: str) -> None:
-    # text and markdown say it in the plan itself; json has `targets` and gets a note on stderr.
-    if targets and fmt == "json":
+def _show_plan(plan: Plan, fmt: str, cfg: Config) -> None:
+    if plan.targets and fmt == "json":
+        # text and markdown say it in the plan itself; json has `targets` and a note on stderr.
         from reconciler.render import words
 
-        click.echo(words.targets_note(targets), err=True)
+        _say(words.targets_note(plan.targets))
+    _echo_out(_render(plan, fmt, cfg))
 
 
 specs_dir = click.argument("directory", default=DEFAULT_SPECS, required=False,
@@ -264,8 +215,7 @@ target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
 @specs_dir
 def validate(directory: str) -> None:
     """Check the spec files offline (no API, no state)."""
-    with _loading(directory) as specs:  # both cores for a big folder
-        desired = specs.result()
+    desired = operations.validate(directory)
     click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
 
 
@@ -284,34 +234,16 @@ def validate(directory: str) -> None:
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
          out_path) -> None:
     """Show what apply would do. Makes no API writes and does not change the state."""
-    targets = _check_addresses(targets, "--target")
-    replace = _check_addresses(replace, "--replace")
-    with _loading(directory) as specs:
-        state = _store(cfg).read()
-
-        async def run() -> tuple[Plan, dict, list]:
-            client = _client(cfg) if refresh else None
-            async with client if client else contextlib.nullcontext():
-                return await _make_plan(cfg, client, specs, state, targets=targets,
-                                        replace=replace, destroy=destroy, do_refresh=refresh)
-
-        result, live, desired = asyncio.run(run())
-    if out_path:
-        from reconciler import planfile
-
-        saved = planfile.SavedPlan(plan=result, desired=list(desired),
-                                   live=planfile.fingerprints(result, live), replace=replace,
-                                   destroy=destroy, refresh=refresh)
-        try:
-            planfile.write(out_path, saved)
-        except OSError as exc:
-            raise errors.ReconcileError(f"cannot write the plan to {out_path}: {exc.strerror}") from None
-    _targets_note(targets, fmt)
-    _echo_out(_render(result, fmt, cfg))
-    if out_path:
-        click.echo(f"Saved the plan to {out_path}; `runai-reconcile apply {out_path}` applies "
-                   "exactly these actions.", err=True)
-    if detailed_exitcode and result.has_changes:
+    options = operations.PlanOptions(
+        targets=_check_addresses(targets, "--target"),
+        replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
+        parallelism=cfg.parallelism)
+    result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path)
+    _show_plan(result.plan, fmt, cfg)
+    if result.saved_to:
+        _say(f"Saved the plan to {result.saved_to}; `runai-reconcile apply {result.saved_to}` "
+             "applies exactly these actions.")
+    if detailed_exitcode and result.plan.has_changes:
         sys.exit(2)
 
 
@@ -329,38 +261,29 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
     refused as stale when the state or a live workload it acts on changed since."""
-    from reconciler.executor import Executor, recover, run_interruptible
+    saved = os.path.isfile(directory)
 
-    if os.path.isfile(directory):
+    def approve(the_plan: Plan) -> bool:
+        _show_plan(the_plan, fmt, cfg)
+        # A saved plan is what was reviewed: it applies without a prompt.
+        return saved or auto_approve or not the_plan.has_changes or _confirm()
+
+    if saved:
         if targets or replace or destroy:
             raise errors.ReconcileError(
                 "--target, --replace and --destroy cannot be given with a saved plan: "
                 "they were fixed when the plan was made")
-        return _apply_saved(cfg, directory, fmt)
-    targets = _check_addresses(targets, "--target")
-    replace = _check_addresses(replace, "--replace")
-    store = _store(cfg)
-    with _loading(directory) as specs, store.lock("apply"):
-        state, pending = store.read_with_pending()
-
-        async def run():
-            async with _client(cfg) as client:
-                # What a killed run left in flight is looked up by name before planning.
-                await recover(client, store, state, pending, on_event=lambda m: click.echo(m, err=True))
-                the_plan, _, desired = await _make_plan(cfg, client, specs, state, targets=targets,
-                                                        replace=replace, destroy=destroy,
-                                                        do_refresh=True)
-                _targets_note(targets, fmt)
-                _echo_out(_render(the_plan, fmt, cfg))
-                if the_plan.has_changes and not auto_approve:
-                    _confirm()
-                # No-ops run too: they adopt workloads found by name and forget vanished ones.
-                ex = Executor(client, store, state, {d.address: d for d in desired},
-                              parallelism=cfg.parallelism, on_event=lambda m: click.echo(m, err=True))
-                return the_plan, await run_interruptible(ex, the_plan)
-
-        the_plan, result = asyncio.run(run())
-    if not the_plan.has_changes and not result.failed:
+        result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
+                                        parallelism=cfg.parallelism, approve=approve,
+                                        on_event=_say)
+    else:
+        options = operations.PlanOptions(
+            targets=_check_addresses(targets, "--target"),
+            replace=_check_addresses(replace, "--replace"), destroy=destroy,
+            parallelism=cfg.parallelism)
+        result = operations.apply(directory, _store(cfg), _connect(cfg), options,
+                                  approve=approve, on_event=_say)
+    if not result.plan.has_changes and not result.failed:
         return
     _apply_summary(result, err=fmt != "text")
     if result.interrupted:
@@ -369,65 +292,22 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
         sys.exit(1)
 
 
-def _apply_saved(cfg: Config, path: str, fmt: str) -> None:
-    """`apply PLANFILE`: refuse a stale plan, else run exactly its actions."""
-    from reconciler import planfile
-    from reconciler import refresh
-    from reconciler.executor import Executor
-
-    saved = planfile.read(path)
-    store = _store(cfg)
-    with store.lock("apply"):
-        state = store.read()
-        planfile.adopt_new_state(saved, state)
-        _refuse_stale(path, planfile.state_problems(saved, state))
-
-        async def run():
-            async with _client(cfg) as client:
-                acted = planfile.acted_on(saved)
-                if acted:
-                    live_now = await refresh.read_live(client, saved.desired, state,
-                                                       parallelism=cfg.parallelism, only=acted)
-                    _refuse_stale(path, planfile.live_problems(saved, live_now))
-                _targets_note(saved.plan.targets, fmt)
-                _echo_out(_render(saved.plan, fmt, cfg))
-                ex = Executor(client, store, state, {d.address: d for d in saved.desired},
-                              parallelism=cfg.parallelism, on_event=lambda m: click.echo(m, err=True))
-                return await ex.run(saved.plan)
-
-        result = asyncio.run(run())
-        # The serial moves even when nothing changed, so this plan cannot be applied twice.
-        store.write(state, force=True)
-    if saved.plan.has_changes or result.failed:
-        _apply_summary(result, err=fmt != "text")
-    if result.failed:
-        sys.exit(1)
-
-
-def _refuse_stale(path: str, problems: list[str]) -> None:
-    if problems:
-        raise errors.ReconcileError(
-            f"the saved plan {path} is stale: " + "; ".join(problems)
-            + ". Nothing was applied; make a new plan.")
-
-
 def _stdin_is_tty() -> bool:
     return sys.stdin.isatty()
 
 
-def _confirm() -> None:
+def _confirm() -> bool:
     if not _stdin_is_tty():
         raise errors.ReconcileError(
             "apply needs confirmation: run it in a terminal, or pass --auto-approve")
     click.echo("\nDo you want to perform these actions? Only 'yes' will be accepted.")
     answer = click.prompt("  Enter a value", default="", show_default=False)
-    if answer.strip() != "yes":
-        raise errors.ReconcileError("apply cancelled.")
+    return answer.strip() == "yes"
 
 
 def _apply_summary(result, *, err: bool = False) -> None:
     for o in result.failed:
-        click.echo(f"Error: {o.address}: {o.action.value} failed: {o.message}", err=True)
+        _say(f"Error: {o.address}: {o.action.value} failed: {o.message}")
     parts = [f"{result.count(Action.CREATE)} created", f"{result.count(Action.UPDATE)} updated",
              f"{result.count(Action.REPLACE)} replaced", f"{result.count(Action.DELETE)} deleted",
              f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
@@ -445,11 +325,7 @@ def _apply_summary(result, *, err: bool = False) -> None:
 @pass_config
 def show(cfg: Config, planfile_path: str, fmt: str) -> None:
     """Render a plan saved by `plan --out` (no API, no state)."""
-    from reconciler import planfile
-
-    saved = planfile.read(planfile_path)
-    _targets_note(saved.plan.targets, fmt)
-    _echo_out(_render(saved.plan, fmt, cfg))
+    _show_plan(operations.show(planfile_path), fmt, cfg)
 
 
 @main.command()
@@ -462,33 +338,11 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
 
     Compares live with the state, never writes to the API or the state. Where the specs
     differ from the state is reported apart, as pending changes (not drift)."""
-    from reconciler import drift as drift_mod
     from reconciler.render import drift as drift_render
     from reconciler.render import markdown as markdown_render
 
-    with _loading(directory) as specs:
-        store = _store(cfg)
-        state = store.read()
-        if not state.resources and not state.serial and not store.has_journal():
-            # A scheduled check pointed at the wrong (or an empty) state volume must not
-            # pass forever with "no drift".
-            raise errors.ReconcileError(
-                f"no state at {store.where}: nothing has been applied with it, so "
-                "nothing can drift. Point --state at the state your applies write.")
-
-        async def run() -> tuple[dict, list]:
-            from reconciler import refresh
-
-            if not state.resources:
-                return {}, await specs.wait()
-            async with _client(cfg) as client:
-                live = await refresh.read_live(client, specs.wait(), state,
-                                               parallelism=cfg.parallelism,
-                                               only=set(state.resources))
-                return live, await specs.wait()
-
-        live, desired = asyncio.run(run())
-    report = drift_mod.find_drift(list(desired), state, live)
+    report = operations.drift(directory, _store(cfg), _connect(cfg),
+                              parallelism=cfg.parallelism)
     if fmt == "json":
         out = drift_render.render_json(report)
     elif fmt == "markdown":
@@ -508,7 +362,7 @@ def force_unlock(cfg: Config, lock_id: str) -> None:
 
     The local file's OS lock dies with its process, so this only clears the lock info a
     dead holder left; it refuses while the holder runs or when LOCK_ID does not match."""
-    info = _store(cfg).force_unlock(lock_id)
+    info = operations.force_unlock(_store(cfg), lock_id)
     click.echo(f"Removed lock {info.id} ({info.who}, operation {info.operation} since "
                f"{info.created}).")
 
@@ -525,7 +379,7 @@ def state_group() -> None:
 @pass_config
 def state_list(cfg: Config) -> None:
     """List the addresses the state tracks."""
-    for addr in sorted(_store(cfg).read().resources):
+    for addr in operations.state_list(_store(cfg)):
         click.echo(addr)
 
 
@@ -538,9 +392,7 @@ def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
     """Show one address's record as JSON (sensitive values masked)."""
     from reconciler.render import words
 
-    res = _store(cfg).read().resources.get(address)
-    if res is None:
-        raise errors.ReconcileError(f"no such address in the state: {address}")
+    res = operations.state_show(_store(cfg), address)
     doc = dict(res.to_json())
     if not show_sensitive:
         doc["applied"] = words.mask_body(res.applied, tuple(res.sensitive))
@@ -552,16 +404,7 @@ def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
 @pass_config
 def state_rm(cfg: Config, addresses: tuple[str, ...]) -> None:
     """Forget addresses without touching the workloads (they are no longer managed)."""
-    store = _store(cfg)
-    with store.lock("state rm"):
-        state = store.read()
-        missing = [a for a in addresses if a not in state.resources]
-        if missing:
-            raise errors.ReconcileError("no such address in the state: " + ", ".join(missing))
-        for a in addresses:
-            del state.resources[a]
-        store.write(state)
-    for a in addresses:
+    for a in operations.state_rm(_store(cfg), addresses):
         click.echo(f"Removed {a}")
 
 
@@ -574,11 +417,10 @@ def _register_sim() -> None:
 
 
 def entry() -> None:
-    """The `runai-reconcile` program: `main`, then out without tearing the interpreter
-    down. Everything that must reach disk has been written and fsynced by then (state,
-    journal, plan files, spec loaders reaped); the teardown of ~400 modules and what the
-    run built cost 0.25 s at the end of a plan of 1,000 (medians of 6: 2.64 -> 2.39 s).
-    Tests call `main` through click's runner, which keeps the interpreter."""
+    """The `runai-reconcile` program: `main`, then out with `os._exit`, without tearing
+    the interpreter down (docs/performance.md says what that saves). Everything that must
+    reach disk has been written and fsynced by then (state, journal, plan files, spec
+    loaders reaped). Tests call `main` through click's runner, which keeps the interpreter."""
     code: int | str | None = 0
     try:
         main()

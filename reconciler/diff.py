@@ -91,7 +91,7 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
             walker.node(key, key, d, l, r)
     out = walker.changes
     if ignore:
-        out = [c for c in out if not _under_any(c.path, ignore)]
+        out = [c for c in out if not kinds_mod.under_any(c.path, ignore)]
     out.sort(key=lambda c: c.path)
     return out
 
@@ -100,7 +100,7 @@ def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict,
            live_matches_applied: bool | None = None) -> bool:
     """True only when the walk would report nothing: D is L exactly (the specs did not
     change) and live agrees with L on every path L sets (`live_matches`, or the answer
-    it gave already). A third of the walk's cost; False sends the workload through the
+    it gave already), found without the walk; False sends the workload through the
     walk, which says what differs."""
     for key in body_keys(kind):
         d, l = desired.get(key), applied.get(key)
@@ -115,8 +115,9 @@ def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict,
 
 def live_matches(kind: kinds_mod.Kind, applied: dict, live: dict) -> bool:
     """Live agrees with the last applied body on every path it sets (server defaults and
-    server-owned fields aside): no drift. Needs no spec, so the CLI asks it of each live
-    body as it arrives, and hands the answer to `diff_workload(live_matches_applied=)`."""
+    server-owned fields aside): no drift. Needs no spec, so `planner.Incremental` asks it
+    of each live body that arrives before the specs, and hands the answer to
+    `diff_workload(live_matches_applied=)`."""
     for key in body_keys(kind):
         if key not in WRITE_ONLY_KEYS:
             l, r = applied.get(key), live.get(key)
@@ -149,7 +150,7 @@ def _agrees(field: str, l: Any, r: Any) -> bool:
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:
     """True when dotted `path` lies at or under one of the `ignore` paths."""
-    return _under_any(path, ignore)
+    return kinds_mod.under_any(path, ignore)
 
 
 class _Walker:
@@ -286,8 +287,8 @@ def _identical(a: Any, b: Any) -> bool:
     """Equal with the same types all the way down (Python's == also has True == 1).
 
     A strict, cheap test: when it holds, the walk below would find no change. Objects
-    and arrays compare by their JSON text, keys sorted (orjson: a fifth of the time of
-    walking them here), which tells `true` from `1` and `1` from `1.0` as the walk does."""
+    and arrays compare by their JSON text, keys sorted (orjson, in C), which tells `true`
+    from `1` and `1` from `1.0` as the walk does."""
     if a is b:
         return True
     t = type(a)
@@ -367,13 +368,6 @@ def _clean(v: Any) -> Any:
     if isinstance(v, list):
         return [_clean(x) for x in v] or None
     return v
-
-
-def _under_any(path: str, prefixes: Sequence[str]) -> bool:
-    for p in prefixes:
-        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
-            return True
-    return False
 
 
 # --- ignoreChanges on what is sent -----------------------------------------------------

@@ -1,6 +1,6 @@
 """Drift: how live workloads differ from what the state says was applied (pure).
 
-Called by the CLI's `drift` command after a refresh-only read of live. It compares live
+Called by `operations.drift` after a refresh-only read of live. It compares live
 (R) with the state (L) only, never the specs: a path drifted when R differs from the last
 applied body (server defaults and server-owned fields aside, as in `diff`), a workload
 drifted when it was suspended or resumed outside, or deleted outside without having
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import diff, errors, kinds, planner, plans
+from reconciler import diff, errors, kinds, phases, planner, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
 
@@ -92,7 +92,7 @@ def _one(addr: str, rs, live_body: dict | None,
                            workload_id=rs.workload_id, reason=DRIFT,
                            sensitive=tuple(dw.lifecycle.sensitive if dw else rs.sensitive))
     if live_body is None:
-        if rs.completed or rs.last_phase == planner.COMPLETED:
+        if phases.state_completed(rs):
             return None  # a finished training that was cleaned up
         item.reason = DELETED_OUTSIDE
         return item
@@ -100,14 +100,12 @@ def _one(addr: str, rs, live_body: dict | None,
     # With desired = applied, every difference the diff finds is R != L: drift.
     for c in diff.diff_workload(kind, rs.applied, rs.applied, live_body, ignore=ignore):
         item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
-    completed = live_body.get("actualPhase") == planner.COMPLETED
-    if kind.can_suspend and not completed and not diff.is_ignored("desiredPhase", ignore):
-        suspended = (live_body.get("desiredPhase") == "Stopped"
-                     or live_body.get("actualPhase") in planner.SUSPENDED_PHASES)
-        want_stopped = rs.desired_phase == "Stopped"
-        if suspended != want_stopped:
+    if kind.can_suspend and not phases.live_completed(live_body) \
+            and not diff.is_ignored("desiredPhase", ignore):
+        suspended = phases.live_suspended(live_body)
+        if suspended != phases.state_suspended(rs):
             item.paths.append(DriftedPath("desiredPhase", state=rs.desired_phase,
-                                          live="Stopped" if suspended else "Running"))
+                                          live=phases.STOPPED if suspended else phases.RUNNING))
             if len(item.paths) == 1:
                 item.reason = PHASE_DRIFT
     return item if item.paths else None

@@ -1,7 +1,8 @@
 """Runs a finished Plan against the API and journals each step as it happens; recovers
 what a dead run left in flight.
 
-Called by the CLI's `apply` (`recover` first, then `Executor.run`). Actions run
+Called by `operations.apply` and `operations.apply_saved` (`recover` first, then
+`run_interruptible`, which runs `Executor.run`). Actions run
 concurrently up to `parallelism`; a change waits for the deletions named in its
 `waits_for` (they free its name). A replace deletes, waits until the workload is gone,
 then creates.
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds
+from reconciler import diff, kinds, phases
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action, Plan, ResourceChange, REASON_GONE
@@ -46,8 +47,9 @@ class Outcome:
     message: str = ""
 
 
-@dataclass
+@dataclass(repr=False)  # asyncio formats its main task's result on the way out: keep it short
 class ApplyResult:
+    plan: Plan | None = None  # the plan performed
     outcomes: list[Outcome] = field(default_factory=list)
     interrupted: bool = False
     not_started: list[str] = field(default_factory=list)  # addresses skipped after stop()
@@ -119,7 +121,7 @@ class Executor:
 
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
-        result = self.result = ApplyResult()
+        result = self.result = ApplyResult(plan=plan)
         self._journal = _Journal(self.store, self.state.lineage)
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
@@ -207,8 +209,8 @@ class Executor:
         workload_id = live.get("workloadId")
         await self._set(ch.address, self._resource(ch, workload_id=workload_id, applied=body,
                                                    live=live), closes=seq)
-        if ch.desired_phase == "Stopped" and kind.can_suspend and \
-                live.get("desiredPhase") != "Stopped":
+        if ch.desired_phase == phases.STOPPED and kind.can_suspend and \
+                live.get("desiredPhase") != phases.STOPPED:
             await self._suspend_resume(kind, ch, workload_id, True)
 
     async def _create_call(self, kind: kinds.Kind, ch: ResourceChange, body: dict) -> dict:
@@ -222,7 +224,7 @@ class Executor:
                                                  include_deleting=True)
             if holder is None:
                 raise
-            if holder.get("desiredPhase") == "Deleted":
+            if phases.live_gone(holder):
                 # The name is still held by a workload on its way out (deleted outside, or
                 # by us a moment ago): wait for it to go, then create once more.
                 await self._wait_gone(kind, holder["workloadId"])
@@ -239,7 +241,7 @@ class Executor:
 
     async def _suspend_resume(self, kind: kinds.Kind, ch: ResourceChange,
                               workload_id: str | None, suspend: bool) -> None:
-        target = "Stopped" if suspend else "Running"
+        target = phases.STOPPED if suspend else phases.RUNNING
         seq = await self._intend("suspend" if suspend else "resume", ch, workload_id=workload_id)
         call = self.client.suspend if suspend else self.client.resume
         try:
@@ -273,7 +275,7 @@ class Executor:
                 return
             except api_errors.ApiError:
                 raise exc from None
-            if live.get("desiredPhase") != "Deleted":
+            if not phases.live_gone(live):
                 raise
         await self._wait_gone(kind, workload_id)
 
@@ -340,13 +342,13 @@ class Executor:
             cluster_id=(d.cluster_id if d else (prev.cluster_id if prev else applied.get("clusterId", ""))),
             workload_id=workload_id,
             applied=applied,
-            desired_phase=phase or (d.desired_phase if d else (prev.desired_phase if prev else "Running")),
+            desired_phase=phase or (d.desired_phase if d else (prev.desired_phase if prev else phases.RUNNING)),
             last_phase=(live or {}).get("actualPhase") or (prev.last_phase if prev else None),
             prevent_destroy=(d.lifecycle.prevent_destroy if d else (prev.prevent_destroy if prev else False)),
             completed=bool(prev and prev.completed and prev.workload_id == workload_id),
             sensitive=list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else []),
         )
-        if res.last_phase == "Completed":
+        if res.last_phase == phases.COMPLETED:
             res.completed = True
         return res
 
@@ -375,7 +377,7 @@ class Executor:
 async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
     """`executor.run(plan)` with SIGINT turned into `stop()`: no new actions start, those
     in flight finish and are recorded. A second SIGINT abandons those in flight too (their
-    intents stay open in the journal, for the next apply to resolve). Called by `apply`."""
+    intents stay open in the journal, for the next apply to resolve). Called by both of `operations`' applies."""
     import signal
 
     loop = asyncio.get_running_loop()
@@ -423,8 +425,8 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
     Every address the state knows by name only (an intent in flight when the run died,
     an ambiguous create that stayed unresolved) is looked up by name in its project: a
     live workload is adopted, and a create that never happened is forgotten. Called by
-    the CLI's `apply` with the state lock held, before it plans. Returns one message per
-    resolved address."""
+    both of `operations`' applies with the state lock held, before anything else (for a
+    specs folder: before it plans). Returns one message per resolved address."""
     say = on_event or (lambda msg: None)
     intents = {i.address: i for i in pending if i.action == "create"}
     notes: list[str] = []

@@ -1,13 +1,15 @@
 """The registry of workload kinds and what each can do.
 
 Everything kind-specific that the engine needs is here, so that adding a kind is one
-entry (plus its spec model in `reconciler.desired.models`). Callers: desired (which
-model validates a document), planner (update in place or replace, suspend/resume),
-api (which URL), executor.
+entry (plus its spec model in `reconciler.desired.models`); also the path syntax every
+module shares (`under`: a dotted path at or under a prefix) and the item keys of lists.
+Callers: desired (which model validates a document), diff and planner (update in place
+or replace, suspend/resume), api (which URL), executor, render (masking), state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -29,8 +31,7 @@ class Kind:
 
     def is_updatable(self, path: str) -> bool:
         """True when the dotted `path` (e.g. "spec.replicas") lies under an updatable path."""
-        return any(path == p or path.startswith(p + ".") or path.startswith(p + "[")
-                   for p in self.updatable_paths)
+        return under_any(path, self.updatable_paths)
 
 
 DISTRIBUTED_TRAINING = Kind(
@@ -47,6 +48,17 @@ DISTRIBUTED_INFERENCE = Kind(
     body_keys=("spec",),
     updatable_paths=frozenset({"spec.replicas"}),
 )
+
+def under(path: str, prefix: str) -> bool:
+    """True when dotted `path` is `prefix` or lies under it: `prefix.member` or
+    `prefix[item key]` (the path syntax of `plans.FieldChange.path`)."""
+    return path == prefix or (path.startswith(prefix) and path[len(prefix)] in ".[")
+
+
+def under_any(path: str, prefixes: Iterable[str]) -> bool:
+    """True when dotted `path` is at or under one of `prefixes`."""
+    return any(under(path, p) for p in prefixes)
+
 
 KINDS: dict[str, Kind] = {k.name: k for k in (DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE)}
 

@@ -5,7 +5,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
 
     {"format": "runai-reconcile-plan", "version": 1, "plan_id": "<uuid>",
      "created_at": "<UTC ISO 8601>", "runai_reconcile_version": "0.1.0",
-     "state": {"lineage": ..., "serial": ...},     # the state the plan was made against
+     "state": {"lineage": ..., "serial": ...,      # the state the plan was made against
+               "digest": "sha256:..."},            # ... its records and open journal intents
      "options": {"targets": [...], "replace": [...], "destroy": false, "refresh": true},
      "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
@@ -13,9 +14,11 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
 
 The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
-against another lineage or serial. The file is written with mode 0600: it holds the
+against another lineage, serial or digest (a run killed after the plan leaves journal
+entries that change the records without moving the serial; files without a digest,
+from before it was recorded, are judged on lineage and serial). The file is written with mode 0600: it holds the
 desired bodies, secret-looking values included, never an API token.
-Callers: the CLI's `plan --out`, `show` and `apply FILE`.
+Callers: `operations` (`plan --out`, `show`, `apply FILE`).
 """
 
 from __future__ import annotations
@@ -25,20 +28,20 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from reconciler import __version__, diff, kinds
+from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.errors import ReconcileError
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.state import journal
 from reconciler.state.model import State
 
 FORMAT = "runai-reconcile-plan"
 VERSION = 1
 ABSENT = "absent"
-_SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
 
 
 class PlanFileError(ReconcileError):
@@ -56,6 +59,7 @@ class SavedPlan:
     replace: list[str] = field(default_factory=list)
     destroy: bool = False
     refresh: bool = True
+    state_digest: str | None = None  # state_digest() of the state the plan was made from
 
 
 def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
@@ -68,12 +72,19 @@ def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
     doc = {
         "body": diff.project(kind, dict(live)),
         "workloadId": live.get("workloadId"),
-        "suspended": live.get("desiredPhase") == "Stopped"
-        or live.get("actualPhase") in _SUSPENDED_PHASES,
-        "completed": live.get("actualPhase") == "Completed",
+        "suspended": phases.live_suspended(live),
+        "completed": phases.live_completed(live),
     }
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def state_digest(state: State, pending: Sequence[journal.Intent] = ()) -> str:
+    """The state's records and the journal's open intents, hashed (lineage and serial
+    are compared apart). Equal for two reads of the same state file and journal."""
+    doc = {"resources": {a: r.to_json() for a, r in sorted(state.resources.items())},
+           "pending": [i.to_json() for i in pending]}
+    return "sha256:" + hashlib.sha256(journal.encode([doc])).hexdigest()
 
 
 def fingerprints(plan: Plan, live: Mapping[str, dict | None]) -> dict[str, str]:
@@ -92,8 +103,10 @@ def adopt_new_state(saved: SavedPlan, state: State) -> None:
         state.lineage = saved.plan.lineage
 
 
-def state_problems(saved: SavedPlan, state: State) -> list[str]:
-    """Why the state is not the one the plan was made against (empty when it is)."""
+def state_problems(saved: SavedPlan, state: State,
+                   pending: Sequence[journal.Intent] = ()) -> list[str]:
+    """Why the state (as read, with the journal's open `pending` intents) is not the one
+    the plan was made against; empty when it is."""
     plan = saved.plan
     if plan.lineage != state.lineage:
         return [f"the state's lineage is {state.lineage} but the plan was made against "
@@ -101,6 +114,9 @@ def state_problems(saved: SavedPlan, state: State) -> list[str]:
     if plan.serial != state.serial:
         return [f"the state changed since the plan was made (serial {plan.serial} then, "
                 f"{state.serial} now): this plan was applied already, or another apply ran"]
+    if saved.state_digest is not None and saved.state_digest != state_digest(state, pending):
+        return ["the state changed since the plan was made (an apply that was interrupted "
+                "or killed recorded changes since; the next apply resolves them)"]
     return []
 
 
@@ -137,7 +153,8 @@ def encode(saved: SavedPlan) -> str:
         "plan_id": saved.plan_id,
         "created_at": saved.created_at,
         "runai_reconcile_version": __version__,
-        "state": {"lineage": plan.lineage, "serial": plan.serial},
+        "state": {"lineage": plan.lineage, "serial": plan.serial,
+                  "digest": saved.state_digest},
         "options": {"targets": list(plan.targets), "replace": list(saved.replace),
                     "destroy": saved.destroy, "refresh": saved.refresh},
         "changes": [_change_doc(rc) for rc in plan.changes],
@@ -170,7 +187,8 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             live={str(k): str(v) for k, v in doc["live"].items()},
             plan_id=str(doc["plan_id"]), created_at=str(doc["created_at"]),
             replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
-            refresh=bool(options["refresh"]))
+            refresh=bool(options["refresh"]),
+            state_digest=None if state.get("digest") is None else str(state["digest"]))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PlanFileError(f"{where} is damaged or incomplete ({type(exc).__name__}: {exc}); "
                             "make the plan again") from None

@@ -1,8 +1,9 @@
 """Desired workloads + state + live bodies -> a `plans.Plan` (pure).
 
-Called by the CLI (`plan`, `apply`, `drift`) after it has loaded the specs, read the
-state and refreshed live; the executor then runs the plan and the renderers show it.
-Nothing here does I/O: the caller hands in everything, including what refresh found.
+Called by `operations` (plan, apply, and drift's pending changes through `drift`)
+once it has loaded the specs, read the state and refreshed live; the executor then
+runs the plan and the renderers show it. Nothing here does I/O: the caller hands in
+everything, including what refresh found.
 
 `live[address]` is the workload's GET body, or None when refresh found no workload;
 an address missing from `live` was not refreshed (`--no-refresh`), and the plan is made
@@ -13,6 +14,11 @@ One `ResourceChange` per address in the specs or the state (no-ops included), so
 by address. The per-field comparison is `diff.diff_workload`; what to do with its
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
+
+Two entries, one result: `make_plan` plans in one go; `Incremental` is fed the same
+inputs as they arrive (each live body as its GET answers, the specs once loaded) and
+plans each workload as soon as it can, so that most of the diffing is done while other
+reads are on the network. Its `plan()` equals `make_plan` of the same inputs.
 """
 
 from __future__ import annotations
@@ -21,27 +27,66 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler import diff, errors, kinds, plans
+from reconciler import diff, errors, kinds, phases, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action
 from reconciler.state.model import ResourceState, State
 
-COMPLETED = "Completed"
-SUSPENDED_PHASES = frozenset({"Stopped", "Stopping"})
 _NOT_REFRESHED = object()
 
 
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
-              destroy: bool = False,
-              ready: Mapping[str, plans.ResourceChange] | None = None,
-              live_matches: Mapping[str, bool] | None = None) -> plans.Plan:
+              destroy: bool = False) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
-    (a protected workload would be deleted or replaced, an unknown --target or --replace).
+    (a protected workload would be deleted or replaced, an unknown --target or --replace)."""
+    return _assemble(desired, state, live, targets, replace, destroy, {}, {})
 
-    `ready` holds changes already made by `plan_address` for some addresses (the CLI plans
-    each workload as its live body arrives): they are taken as they are. `live_matches`
-    holds `diff.live_matches` answers already known for live bodies of `live`."""
+
+class Incremental:
+    """`make_plan`, fed as its inputs arrive.
+
+        inc = planner.Incremental(state, replace=..., destroy=...)
+        inc.live_read(address, body)     # as each live GET answers (body None: not found)
+        inc.specs_loaded(desired)        # once the specs are in
+        inc.plan(desired, live, targets=...)   # == make_plan(desired, state, live, ...)
+
+    A body read once the specs are in is planned at once; one read before is checked
+    against the state (`diff.live_matches`, which needs no spec), which leaves the
+    final plan a quick comparison for it. `state` must not change meanwhile."""
+
+    def __init__(self, state: State, *, replace: Sequence[str] = (), destroy: bool = False):
+        self._state = state
+        self._replace = frozenset(replace)
+        self._destroy = destroy
+        self._specs: dict[str, DesiredWorkload] | None = None
+        self._ready: dict[str, plans.ResourceChange] = {}  # address -> its change
+        self._matches: dict[str, bool] = {}  # address -> live agrees with the state
+
+    def specs_loaded(self, desired: Sequence[DesiredWorkload]) -> None:
+        self._specs = {d.address: d for d in desired}
+
+    def live_read(self, addr: str, body: dict | None) -> None:
+        rs = self._state.resources.get(addr)
+        if self._specs is not None:
+            dw = self._specs.get(addr)
+            if not self._destroy and dw is not None:
+                self._ready[addr] = _plan_one(addr, dw, rs, body, addr in self._replace)
+        elif rs is not None and body is not None and rs.kind in kinds.KINDS:
+            self._matches[addr] = diff.live_matches(kinds.get(rs.kind), rs.applied, body)
+
+    def plan(self, desired: list[DesiredWorkload], live: Mapping[str, dict | None], *,
+             targets: Sequence[str] = ()) -> plans.Plan:
+        return _assemble(desired, self._state, live, targets, self._replace, self._destroy,
+                         self._ready, self._matches)
+
+
+def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None],
+              targets: Sequence[str], replace: Sequence[str], destroy: bool,
+              ready: Mapping[str, plans.ResourceChange],
+              live_matches: Mapping[str, bool]) -> plans.Plan:
+    """The plan, taking `ready[address]` as that address's change where it was made
+    already, and `live_matches[address]` as what `diff.live_matches` answered for it."""
     by_addr: dict[str, DesiredWorkload] = {}
     for dw in desired:
         if dw.address in by_addr:
@@ -77,11 +122,10 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         lv = live.get(addr, _NOT_REFRESHED)
         if destroy:
             rc = _plan_destroy(addr, dw, rs, lv)
-        elif ready and addr in ready:
+        elif addr in ready:
             rc = ready[addr]
         else:
-            rc = _plan_one(addr, dw, rs, lv, addr in replace_set,
-                           (live_matches or {}).get(addr))
+            rc = _plan_one(addr, dw, rs, lv, addr in replace_set, live_matches.get(addr))
         changes.append(rc)
 
     _check_prevent_destroy(changes, by_addr, state)
@@ -98,13 +142,6 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 
 
 # --- one address --------------------------------------------------------------------
-
-def plan_address(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None,
-                 live_body: dict | None, *, force_replace: bool = False) -> plans.ResourceChange:
-    """The change `make_plan` makes for `addr` once refreshed (not under --destroy), given
-    its spec, state record and live body (None: not found)."""
-    return _plan_one(addr, dw, rs, live_body, force_replace)
-
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
               force_replace: bool, live_matches: bool | None = None) -> plans.ResourceChange:
@@ -124,7 +161,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
             return ch(dw, None, rs, Action.CREATE, plans.REASON_REPLACE_REQUESTED)
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
-        if kind.completes and _state_completed(rs):
+        if kind.completes and phases.state_completed(rs):
             user = diff.diff_workload(kind, dw.body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
@@ -183,34 +220,30 @@ def _plan_destroy(addr: str, dw: DesiredWorkload | None, rs: ResourceState | Non
 
 def _completed(live_body: dict | None, rs: ResourceState | None) -> bool:
     if live_body is not None:
-        return live_body.get("actualPhase") == COMPLETED
-    return rs is not None and _state_completed(rs)
+        return phases.live_completed(live_body)
+    return rs is not None and phases.state_completed(rs)
 
 
-def _state_completed(rs: ResourceState) -> bool:
-    return rs.completed or rs.last_phase == COMPLETED
-
-
-def _live_suspended(live_body: dict | None, rs: ResourceState | None) -> bool:
+def _suspended(live_body: dict | None, rs: ResourceState | None) -> bool:
     if live_body is not None:
-        return (live_body.get("desiredPhase") == "Stopped"
-                or live_body.get("actualPhase") in SUSPENDED_PHASES)
-    return rs is not None and rs.desired_phase == "Stopped"
+        return phases.live_suspended(live_body)
+    return rs is not None and phases.state_suspended(rs)
 
 
 def _phase_change(dw: DesiredWorkload, rs: ResourceState | None,
                   live_body: dict | None) -> tuple[Action, str, plans.FieldChange] | None:
-    suspended = _live_suspended(live_body, rs)
+    suspended = _suspended(live_body, rs)
     want = dw.desired_phase
-    if want == "Stopped" and not suspended:
+    if want == phases.STOPPED and not suspended:
         action = Action.SUSPEND
-    elif want == "Running" and suspended:
+    elif want == phases.RUNNING and suspended:
         action = Action.RESUME
     else:
         return None
     by_spec = rs is None or rs.desired_phase != want
     reason = plans.REASON_PHASE if by_spec else plans.REASON_PHASE_DRIFT
-    fc = plans.FieldChange(path="desiredPhase", before="Stopped" if suspended else "Running",
+    fc = plans.FieldChange(path="desiredPhase",
+                           before=phases.STOPPED if suspended else phases.RUNNING,
                            after=want, drift=not by_spec)
     return action, reason, fc
 
@@ -266,7 +299,7 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
 
 def _updatable_root(kind: kinds.Kind, path: str) -> str:
     for p in sorted(kind.updatable_paths, key=len):
-        if path == p or path.startswith(p + ".") or path.startswith(p + "["):
+        if kinds.under(path, p):
             return p
     raise AssertionError(f"{path} is not updatable for {kind.name}")  # the diff said it was
 

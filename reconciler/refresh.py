@@ -1,6 +1,7 @@
 """Reading the live control plane for a plan (the "R" of the three-way diff).
 
-Called by the CLI before `planner.make_plan`. For each address the state knows, one GET
+Called by `operations` before planning (`plan`, `apply`), to re-read what a saved plan
+acts on (`apply PLANFILE`) and for `drift`. For each address the state knows, one GET
 by workload id; for desired addresses the state does not know (first run, lost state),
 one list call per project (pages of 500) finds existing workloads by name, and only
 those found are read with a GET. So an unchanged fleet of N costs N GETs, and a new one
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from reconciler import kinds
+from reconciler import kinds, phases
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
@@ -53,7 +54,7 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                                 "creating it will fail until that one is gone",
                                 addr, name, project_id, workload_id)
             # A workload being deleted is gone as far as planning goes.
-            live[addr] = None if body and body.get("desiredPhase") == "Deleted" else body
+            live[addr] = None if body and phases.live_gone(body) else body
             if on_live is not None:
                 on_live(addr, live[addr])
 

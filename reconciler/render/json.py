@@ -3,8 +3,8 @@
 The format is documented field by field in docs/plan-format.md; `FORMAT_VERSION`
 follows its promise (fields are only added within 1.x; removing or changing the
 meaning of one bumps the major). Every address of the plan appears in
-`resource_changes`, no-ops included. Caller: the CLI's `plan --format json` (and
-`show`, later).
+`resource_changes`, no-ops included. Callers: the CLI's `--format json` of
+`plan`, `show` and `apply`'s preview.
 """
 
 from __future__ import annotations

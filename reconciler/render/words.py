@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler import kinds, plans
+from reconciler import kinds, phases, plans
 from reconciler.plans import Action, ResourceChange
 
 SYMBOLS = {
@@ -112,8 +112,8 @@ def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 def created_leaves(rc: ResourceChange) -> list[tuple[str, Any]]:
     """What a create sends, leaf by leaf, plus `desiredPhase` when it starts suspended."""
     out = leaves(rc.after or {})
-    if rc.desired_phase == "Stopped":
-        out.append(("desiredPhase", "Stopped"))
+    if rc.desired_phase == phases.STOPPED:
+        out.append(("desiredPhase", phases.STOPPED))
     return out
 
 
@@ -130,7 +130,8 @@ def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
         return None
     if any(c.path == "desiredPhase" for c in rc.changes):
         return None
-    before, after = ("Running", "Stopped") if rc.action is Action.SUSPEND else ("Stopped", "Running")
+    before, after = ((phases.RUNNING, phases.STOPPED) if rc.action is Action.SUSPEND
+                     else (phases.STOPPED, phases.RUNNING))
     return plans.FieldChange("desiredPhase", before, after,
                              drift=rc.reason == plans.REASON_PHASE_DRIFT)
 
@@ -169,8 +170,7 @@ def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
             return True
     if not sensitive:
         return False
-    return any(path == p or path.startswith(p + ".") or path.startswith(p + "[")
-               for p in sensitive)
+    return kinds.under_any(path, sensitive)
 
 
 def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:

@@ -151,6 +151,16 @@ def test_ignore_changes_keeps_a_changed_field_from_acting():
         Action.NOOP, plans.REASON_UNCHANGED)
 
 
+def test_a_path_is_under_a_prefix_only_at_a_segment_boundary():
+    """ignoreChanges, updatable paths and sensitive paths share one rule: `spec.image`
+    covers `spec.image` and what lies under it, never `spec.imagePullPolicy`."""
+    d = desired(set_path(B, "spec.imagePullPolicy", "Always"), ignore=("spec.image",))
+    rc = plan1(d, rstate(B), live=live_of(B))
+    assert rc.action is Action.REPLACE and rc.replace_paths == ["spec.imagePullPolicy"]
+    assert kinds.under_any("spec.environmentVariables[HF].value", ["spec.environmentVariables"])
+    assert kinds.under("spec.args", "spec.args") and not kinds.under("spec.argsX", "spec.args")
+
+
 def test_patch_holds_the_full_desired_value_of_each_changed_updatable_field(monkeypatch):
     fake = kinds.Kind(name="FakeInference", api_path="/api/v1/workloads/fake",
                       body_keys=("spec",),
@@ -437,9 +447,10 @@ def test_state_of_an_unknown_kind_is_a_plan_error():
         planner.make_plan([], st, {})
 
 
-def test_changes_made_address_by_address_are_the_plans_own():
-    """The CLI plans each workload as its live body arrives (plan_address) and hands those
-    to make_plan(ready=...): the plan is the one made in one go, for every kind of case."""
+def test_the_incremental_plan_is_the_plan_made_in_one_go():
+    """The operations feed planner.Incremental each live body as its GET answers, some
+    before the specs are in (checked against the state only) and some after (planned at
+    once): the plan is the one make_plan makes in one go, for every kind of case."""
     def named(body, name):
         return edit(body, lambda b: b.update(name=name))
 
@@ -452,22 +463,27 @@ def test_changes_made_address_by_address_are_the_plans_own():
     live = {addr(same): live_of(same), addr(changed): live_of(changed),
             addr(drifted): live_of(set_path(drifted, "spec.replicas", 7)),
             addr(gone): None, addr(removed): live_of(removed)}
-    by_addr = {d.address: d for d in specs}
+    # Both answers of the check made before the specs are in occur in this fleet.
+    matches = {diff.live_matches(kinds.get(state.resources[a].kind), state.resources[a].applied, body)
+               for a, body in live.items() if body is not None and a in state.resources}
+    assert matches == {True, False}
     seen = set()
     for replace in ([], [addr(same)]):
-        whole = planner.make_plan(specs, state, live, replace=replace)
-        ready = {a: planner.plan_address(a, by_addr[a], state.resources.get(a), body,
-                                         force_replace=a in replace)
-                 for a, body in live.items() if a in by_addr}
-        early = planner.make_plan(specs, state, live, replace=replace, ready=ready)
-        # ... or, before the specs were in, only whether each live body matches the state
-        matches = {a: diff.live_matches(kinds.get(state.resources[a].kind),
-                                        state.resources[a].applied, body)
-                   for a, body in live.items() if body is not None and a in state.resources}
-        assert False in matches.values() and True in matches.values()
-        told = planner.make_plan(specs, state, live, replace=replace, live_matches=matches)
-        for other in (early, told):
-            assert [(c.address, c.action, c.reason, c.changes) for c in other.changes] == \
-                [(c.address, c.action, c.reason, c.changes) for c in whole.changes]
-        seen |= {c.action for c in whole.changes}
+        for destroy in (False, True):
+            opts = dict(replace=[] if destroy else replace, destroy=destroy)
+            whole = planner.make_plan(specs, state, live, **opts)
+            order = sorted(live)
+            for split in range(len(order) + 1):  # bodies read before the specs, then after
+                inc = planner.Incremental(state, **opts)
+                for a in order[:split]:
+                    inc.live_read(a, live[a])
+                inc.specs_loaded(specs)
+                for a in order[split:]:
+                    inc.live_read(a, live[a])
+                streamed = inc.plan(specs, live)
+                assert [(c.address, c.action, c.reason, c.changes, c.after, c.before)
+                        for c in streamed.changes] == \
+                    [(c.address, c.action, c.reason, c.changes, c.after, c.before)
+                     for c in whole.changes]
+            seen |= {c.action for c in whole.changes}
     assert seen == {Action.NOOP, Action.CREATE, Action.DELETE, Action.UPDATE, Action.REPLACE}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,20 @@ def wait_for_posts(sim, proc: subprocess.Popen, n: int, timeout: float = 30) -> 
     while posts(sim) < n:
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.02)
+
+
+def interrupt_after_posts(ws: Workspace, sim, n: int, *args: str) -> None:
+    """Run `runai-reconcile ARGS` at 150 ms per request, Ctrl-C it once it has sent `n`
+    creates, and check it exits 130 saying so, with no traceback; latency back to 0."""
+    sim.admin.put("/_sim/faults", json={"latencyMs": 150}).raise_for_status()
+    proc = spawn(ws, *args)
+    wait_for_posts(sim, proc, n)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    sim.admin.put("/_sim/faults", json={"latencyMs": 0}).raise_for_status()
+    assert proc.returncode == 130, err
+    assert "Apply interrupted!" in out and "not started" in out
+    assert "Traceback" not in err
 
 
 def live_names(sim) -> collections.Counter:

@@ -101,3 +101,11 @@ def test_example_specs_show_no_drift_right_after_apply(ws, sim_server):
     res = _drift(ws)
     assert res.exit_code == 0, res.output
     assert json.loads(_drift(ws, "--format", "json").stdout)["drift"] == []
+
+
+def test_drift_against_a_state_never_written_is_an_error(ws, sim_server):
+    ws.write("train.yaml", TRAINING)
+    res = ws.cli("--state", str(ws.root / "nowhere" / "state.json"), "drift", str(ws.specs))
+    assert res.exit_code == 1
+    assert "no state at" in res.stderr and "nothing can drift" in res.stderr
+    assert sim_server.requests() == []

@@ -83,3 +83,26 @@ def test_a_plan_made_before_any_state_adopts_the_new_state():
     fresh = State()
     planfile.adopt_new_state(saved, fresh)
     assert fresh.lineage == "L" and planfile.state_problems(saved, fresh) == []
+
+
+def test_a_journal_that_changed_the_records_since_the_plan_makes_it_stale():
+    """A run killed after the plan journals its changes without moving the serial: the
+    digest of the records and open intents tells; the same reads give the same digest."""
+    from reconciler.state import ResourceState, journal
+
+    saved = _saved()
+    state = State(lineage="L", serial=3)
+    saved.plan.lineage, saved.plan.serial = "L", 3
+    saved.state_digest = planfile.state_digest(state, [])
+    assert planfile.state_problems(saved, State(lineage="L", serial=3), []) == []
+    maybe = ResourceState(kind="DistributedTraining", name="x", project_id="7", cluster_id="c1",
+                          workload_id=None, applied={"name": "x"})
+    moved = State(lineage="L", serial=3, resources={maybe.address: maybe})
+    intent = journal.Intent(1, "create", maybe.address, body={"name": "x"}, maybe=maybe)
+    assert "interrupted or killed" in planfile.state_problems(saved, moved, [intent])[0]
+    # A plan made after that run saw the same journal: it is not stale.
+    saved.state_digest = planfile.state_digest(moved, [intent])
+    assert planfile.state_problems(saved, moved, [intent]) == []
+    assert planfile.decode(planfile.encode(saved)).state_digest == saved.state_digest
+    saved.state_digest = None  # a file from before the digest: lineage and serial only
+    assert planfile.state_problems(saved, moved, [intent]) == []

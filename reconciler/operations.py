@@ -1,0 +1,295 @@
+"""The operations behind the commands: validate, plan, apply (a specs folder or a saved
+plan), drift and the state commands.
+
+Each takes plain inputs (a specs folder, a state store, a client factory, options) and
+returns plain results (a `PlanResult`, an `executor.ApplyResult`, a `drift.DriftReport`,
+...); it loads the specs, reads and locks the state, refreshes live, plans, recovers and
+executes, in the order and with the overlap the command needs. What only a command line
+can do comes in as callbacks: `on_event(message)` for progress lines and
+`approve(plan) -> bool` between the plan and its execution (it shows the plan and asks).
+Caller: `reconciler.cli`, which turns flags into these inputs and renders the results.
+
+The client factory is a callable returning an async context manager that yields an API
+client (`reconciler.api.RunaiClient` or anything with its methods); it is called only
+when the operation needs the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, AsyncContextManager
+
+from reconciler import errors, planner
+from reconciler.desired.types import DesiredWorkload
+from reconciler.plans import Plan
+from reconciler.state.model import ResourceState, State
+
+ClientFactory = Callable[[], AsyncContextManager[Any]]
+OnEvent = Callable[[str], None]
+Approve = Callable[[Plan], bool]
+
+
+@dataclass
+class PlanOptions:
+    targets: Sequence[str] = ()
+    replace: Sequence[str] = ()
+    destroy: bool = False
+    refresh: bool = True
+    parallelism: int = 64
+
+
+@dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
+class PlanResult:
+    plan: Plan
+    desired: list[DesiredWorkload]  # the specs it was made from
+    live: dict[str, dict | None]  # the live bodies read for it (empty without refresh)
+    saved_to: str | None = None  # where `out=` wrote it
+
+
+def _quiet(message: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def _loading(directory: str) -> Iterator[Any]:
+    """The specs loading (on the other core for a big folder) while the caller reads the
+    state and the live workloads; stopped when the operation ends."""
+    from reconciler.desired import start_loading
+
+    pending = start_loading(directory)
+    try:
+        yield pending
+    finally:
+        pending.cancel()
+
+
+# --- validate and plan --------------------------------------------------------------
+
+
+def validate(specs_dir: str) -> list[DesiredWorkload]:
+    """The specs of `specs_dir`, checked offline; `errors.SpecError` lists every problem."""
+    with _loading(specs_dir) as specs:
+        return list(specs.result())
+
+
+def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
+         out: str | None = None) -> PlanResult:
+    """The plan for `specs_dir` against the state and (with `options.refresh`) live.
+
+    Makes no API writes and does not change the state. With `out`, the plan is saved
+    there (`planfile`) for `apply` of exactly it."""
+    with _loading(specs_dir) as specs:
+        state, pending = store.read_with_pending()
+
+        async def run() -> tuple[Plan, dict, list]:
+            if not options.refresh:
+                return await _make_plan(None, specs, state, options)
+            async with connect() as client:
+                return await _make_plan(client, specs, state, options)
+
+        the_plan, live, desired = asyncio.run(run())
+    result = PlanResult(plan=the_plan, desired=list(desired), live=live)
+    if out:
+        from reconciler import planfile
+
+        saved = planfile.SavedPlan(plan=the_plan, desired=result.desired,
+                                   live=planfile.fingerprints(the_plan, live),
+                                   state_digest=planfile.state_digest(state, pending),
+                                   replace=list(options.replace), destroy=options.destroy,
+                                   refresh=options.refresh)
+        try:
+            planfile.write(out, saved)
+        except OSError as exc:
+            raise errors.ReconcileError(f"cannot write the plan to {out}: {exc.strerror}") from None
+        result.saved_to = out
+    return result
+
+
+async def _make_plan(client, specs, state: State, options: PlanOptions) -> tuple[Plan, dict, list]:
+    """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
+    GETs of the workloads the state knows start while the specs still load, and each
+    workload is planned as its live body arrives (`planner.Incremental`)."""
+    incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy)
+    live: dict[str, dict | None] = {}
+    if client is not None:
+        from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
+
+        async def specs_in() -> list[DesiredWorkload]:
+            desired = await specs.wait()
+            incremental.specs_loaded(desired)
+            return desired
+
+        # While the specs load on the other core: the token and the transport's set-up.
+        warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
+        try:
+            live = await refresh.read_live(client, specs_in(), state,
+                                           parallelism=options.parallelism,
+                                           only=set(options.targets) or None,
+                                           on_live=incremental.live_read)
+        finally:
+            if warm is not None:  # its failure, if any, the requests have met and said
+                warm.cancel()
+                await asyncio.gather(warm, return_exceptions=True)
+    desired = await specs.wait()
+    return incremental.plan(desired, live, targets=options.targets), live, desired
+
+
+# --- apply --------------------------------------------------------------------------
+
+
+def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
+          approve: Approve, on_event: OnEvent = _quiet):
+    """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
+    plan and record each outcome; Ctrl-C lets the actions in flight finish.
+
+    Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
+    `errors.ReconcileError` when `approve` declines."""
+    with _loading(specs_dir) as specs, store.lock("apply"):
+        state, pending = store.read_with_pending()
+
+        async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
+            the_plan, _, desired = await _make_plan(client, specs, state, options)
+            return the_plan, desired
+
+        return _perform(store, connect, state, pending, make, options.parallelism, approve,
+                        on_event)
+
+
+def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
+                approve: Approve, on_event: OnEvent = _quiet):
+    """`apply` of exactly the plan saved at `path`, on the same path as a specs folder's:
+    recovery first, the same Ctrl-C handling, the same result.
+
+    Stale plans are refused (`errors.ReconcileError` saying "stale", nothing applied):
+    - the state is judged as read, before recovery: it must be the one the plan was made
+      against (lineage, serial, and the digest of its records and open journal intents,
+      which a run killed after the plan changes without moving the serial). A plan made
+      after a killed run saw that run's journal too, so it still applies, and recovery
+      then resolves the journal before anything else happens;
+    - every live workload the plan acts on is read again, after recovery, and must be as
+      the plan read it (`planfile.live_problems`).
+    Applying moves the serial even when nothing changed, so a plan applies once."""
+    from reconciler import planfile
+
+    saved = planfile.read(path)
+    with store.lock("apply"):
+        state, pending = store.read_with_pending()
+        planfile.adopt_new_state(saved, state)
+        _refuse_stale(path, planfile.state_problems(saved, state, pending))
+
+        async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
+            acted = planfile.acted_on(saved)
+            if acted:
+                from reconciler import refresh
+
+                live_now = await refresh.read_live(client, saved.desired, state,
+                                                   parallelism=parallelism, only=acted)
+                _refuse_stale(path, planfile.live_problems(saved, live_now))
+            return saved.plan, saved.desired
+
+        result = _perform(store, connect, state, pending, make, parallelism, approve, on_event)
+        store.write(state, force=True)
+    return result
+
+
+def _perform(store, connect: ClientFactory, state: State, pending: list, make,
+             parallelism: int, approve: Approve, on_event: OnEvent):
+    """The common path of both applies, with the state lock held: recover, `make` the
+    plan, approve, execute (SIGINT: `executor.run_interruptible`)."""
+    from reconciler import executor
+
+    async def run():
+        async with connect() as client:
+            # What a killed run left in flight is looked up by name before anything else.
+            await executor.recover(client, store, state, pending, on_event=on_event)
+            the_plan, desired = await make(client)
+            if not approve(the_plan):
+                raise errors.ReconcileError("apply cancelled.")
+            # No-ops run too: they adopt workloads found by name and forget vanished ones.
+            ex = executor.Executor(client, store, state, {d.address: d for d in desired},
+                                   parallelism=parallelism, on_event=on_event)
+            return await executor.run_interruptible(ex, the_plan)
+
+    return asyncio.run(run())
+
+
+def _refuse_stale(path: str, problems: list[str]) -> None:
+    if problems:
+        raise errors.ReconcileError(
+            f"the saved plan {path} is stale: " + "; ".join(problems)
+            + ". Nothing was applied; make a new plan.")
+
+
+def show(path: str) -> Plan:
+    """The plan saved at `path` (no API, no state)."""
+    from reconciler import planfile
+
+    return planfile.read(path).plan
+
+
+# --- drift --------------------------------------------------------------------------
+
+
+def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
+    """What changed live behind the reconciler's back (`drift.DriftReport`): a refresh of
+    the workloads the state knows, compared with the state; never writes anything.
+
+    A state that was never written is an error naming the store: a scheduled check
+    pointed at the wrong (or an empty) state must not pass forever with "no drift"."""
+    from reconciler import drift as drifts
+
+    with _loading(specs_dir) as specs:
+        state = store.read()
+        if not state.resources and state.serial == 0 and not store.has_journal():
+            raise errors.ReconcileError(
+                f"no state at {store.where}: nothing has been applied with it, so "
+                "nothing can drift. Point --state at the state your applies write.")
+        if not state.resources:
+            return drifts.find_drift(list(specs.result()), state, {})
+
+        async def run() -> tuple[dict, list]:
+            from reconciler import refresh
+
+            async with connect() as client:
+                live = await refresh.read_live(client, specs.wait(), state,
+                                               parallelism=parallelism,
+                                               only=set(state.resources))
+                return live, await specs.wait()
+
+        live, desired = asyncio.run(run())
+    return drifts.find_drift(list(desired), state, live)
+
+
+# --- state --------------------------------------------------------------------------
+
+
+def state_list(store) -> list[str]:
+    return sorted(store.read().resources)
+
+
+def state_show(store, address: str) -> ResourceState:
+    res = store.read().resources.get(address)
+    if res is None:
+        raise errors.ReconcileError(f"no such address in the state: {address}")
+    return res
+
+
+def state_rm(store, addresses: Sequence[str]) -> list[str]:
+    """Forget `addresses` (all or none) without touching the workloads; returns them."""
+    with store.lock("state rm"):
+        state = store.read()
+        missing = [a for a in addresses if a not in state.resources]
+        if missing:
+            raise errors.ReconcileError("no such address in the state: " + ", ".join(missing))
+        for a in addresses:
+            del state.resources[a]
+        store.write(state)
+    return list(addresses)
+
+
+def force_unlock(store, lock_id: str):
+    """Remove the lock `lock_id` whose holder is gone; returns its `LockInfo`."""
+    return store.force_unlock(lock_id)
