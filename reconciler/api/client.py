@@ -25,7 +25,6 @@ that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, nam
 from __future__ import annotations
 
 import asyncio
-import http.cookiejar
 import logging
 import os
 import random
@@ -111,15 +110,11 @@ class RunaiClient:
         # Every request goes through this one httpx client, whatever moves the bytes: the
         # network's transport, the simulator's ASGI app, a test's MockTransport, or (no
         # transport: a proxy is set) httpx's own, which honours the proxy.
+        self.transport = transport  # what moves the bytes; None: httpx's own, to a proxy
         self._http = httpx.AsyncClient(transport=transport, limits=limits, verify=verify,
-                                       timeout=httpx.Timeout(timeout), cookies=_NoCookies(),
+                                       timeout=httpx.Timeout(timeout),
                                        headers={"Accept": "application/json",
                                                 "User-Agent": _USER_AGENT})
-
-    @property
-    def transport(self) -> httpx.AsyncBaseTransport:
-        """What moves the bytes under the httpx client (for tests and diagnostics)."""
-        return self._http._transport
 
     @classmethod
     def from_env(cls, url: str | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -424,13 +419,6 @@ class RunaiClient:
             if secret:
                 text = text.replace(secret, "***")
         return text
-
-
-class _NoCookies(http.cookiejar.CookieJar):
-    """The API authenticates by token: no cookie is kept (nor the time to read them)."""
-
-    def extract_cookies(self, response: Any, request: Any) -> None:
-        pass
 
 
 def _proxy_configured() -> bool:
