@@ -101,19 +101,20 @@ class RunaiClient:
         self._requests = 0
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
-        limits = httpx.Limits(max_connections=max_connections,
-                              max_keepalive_connections=max_connections)
         if transport is None and not _proxy_configured():
             from reconciler.api.transport import AiohttpTransport  # aiohttp: network only
 
             transport = AiohttpTransport(size=max_connections, verify=verify)
         # Every request goes through this one httpx client, whatever moves the bytes: the
-        # network's transport, the simulator's ASGI app, a test's MockTransport, or (no
-        # transport: a proxy is set) httpx's own, which honours the proxy.
-        self.transport = transport  # what moves the bytes; None: httpx's own, to a proxy
+        # network's transport, the simulator's ASGI app, a test's MockTransport, or (None:
+        # a proxy is set) httpx's own, which honours the proxy and uses `limits`.
+        self.transport = transport
+        limits = httpx.Limits(max_connections=max_connections,
+                              max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(transport=transport, limits=limits, verify=verify,
                                        timeout=httpx.Timeout(timeout),
                                        headers={"Accept": "application/json",
+                                                "Accept-Encoding": "identity",
                                                 "User-Agent": _USER_AGENT})
 
     @classmethod

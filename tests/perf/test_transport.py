@@ -16,6 +16,7 @@ from reconciler.api import errors as api_errors
 from reconciler.api.client import RunaiClient
 from reconciler.api.transport import AiohttpTransport
 from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
+from tests.reliability.test_surroundings import self_signed_https  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.http
 
@@ -158,3 +159,20 @@ def test_a_proxy_set_in_the_environment_is_used(monkeypatch):
     (head,) = asyncio.run(run())
     assert head.startswith(b"GET http://runai.example.test/api/v1/workloads/distributed/"
                            b"0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01 HTTP/1.1")
+
+
+def test_insecure_skips_the_certificate_check_and_verify_refuses_it(self_signed_https):
+    """--insecure (verify=False) reaches a server whose certificate nobody signed (it
+    answers 501 to a GET: the TLS handshake went through); by default that certificate
+    is one permanent error naming the way out."""
+    async def get(verify: bool) -> api_errors.ApiError:
+        async with RunaiClient(self_signed_https, token="a-long-secret-token", verify=verify,
+                               max_attempts=1) as client:
+            with pytest.raises(api_errors.ApiError) as ei:
+                await client.get(kinds.get("DistributedTraining"),
+                                 "0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01")
+            return ei.value
+
+    assert asyncio.run(get(False)).status == 501
+    refused = asyncio.run(get(True))
+    assert refused.status is None and "TLS certificate could not be verified" in str(refused)
