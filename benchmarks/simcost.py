@@ -1,10 +1,11 @@
-"""The simulator's own CPU per request: N creates, N GETs and the PATCHes of the inferences.
+"""The simulator's and the client's CPU per request: N creates, N GETs, the inferences' PATCHes.
 
 Callers: run by hand when changing reconciler/simulator (`python benchmarks/simcost.py
 --n 1000`). Starts `runai-reconcile sim serve --quiet` on loopback, drives it with
 `RunaiClient` at P requests in flight, and reads the simulator process's CPU seconds
-(utime + stime from /proc/PID/stat, so Linux only) before and after each step. The
-benchmark of plan/apply is bench.py; this isolates the fake API's share of it.
+(utime + stime from /proc/PID/stat, so Linux only) before and after each step, and the
+client's own CPU (this process). The benchmark of plan/apply is bench.py; this isolates
+the fake API's share of it, and the client's.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ async def _bounded(coros, parallelism: int) -> list:
     return await asyncio.gather(*(one(c) for c in coros))
 
 
-async def measure(url: str, pid: int, n: int, parallelism: int) -> list[tuple[str, int, float]]:
-    """(step, requests, simulator CPU seconds) for create, GET twice, PATCH."""
+async def measure(url: str, pid: int, n: int,
+                  parallelism: int) -> list[tuple[str, int, float, float]]:
+    """(step, requests, simulator CPU s, client CPU s) for create, GET twice, PATCH."""
     with tempfile.TemporaryDirectory() as tmp:
         bodies = []
         for path in specgen.write_specs(Path(tmp), n):
@@ -62,9 +64,9 @@ async def measure(url: str, pid: int, n: int, parallelism: int) -> list[tuple[st
         await client.list_workloads(limit=1)  # the token, outside the measured steps
 
         async def step(name, coros):
-            before = _cpu_seconds(pid)
+            before, mine = _cpu_seconds(pid), time.process_time()
             out = await _bounded(coros, parallelism)
-            rows.append((name, len(out), _cpu_seconds(pid) - before))
+            rows.append((name, len(out), _cpu_seconds(pid) - before, time.process_time() - mine))
             return out
 
         created = await step("create", [client.create(k, b) for k, b in bodies])
@@ -105,10 +107,12 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-    print(f"| step | requests | sim CPU s | sim CPU ms per request |  (N={args.n}, "
-          f"P={args.parallelism}, latency {args.latency_ms:g} ms)\n|---|---:|---:|---:|")
-    for name, count, cpu in rows:
-        print(f"| {name} | {count:,} | {cpu:.2f} | {1000 * cpu / max(count, 1):.3f} |")
+    print(f"| step | requests | sim CPU s | sim CPU ms per request | client CPU ms per request "
+          f"|  (N={args.n}, P={args.parallelism}, latency {args.latency_ms:g} ms)\n"
+          "|---|---:|---:|---:|---:|")
+    for name, count, cpu, client in rows:
+        per = 1000 / max(count, 1)
+        print(f"| {name} | {count:,} | {cpu:.2f} | {cpu * per:.3f} | {client * per:.3f} |")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """The async client for the Run:ai control plane: one method per endpoint.
 
-Over the network requests go straight to `transport.AiohttpTransport` (aiohttp's pool);
-any other transport (the simulator's ASGI app for `--sim` and tests, httpx's own when a
-proxy is set) goes through an `httpx.AsyncClient`. Responses are read by httpx's names
-and failures are httpx's exceptions either way.
+Every request goes through one `httpx.AsyncClient` and one `_send`; only its transport
+differs: `transport.AiohttpTransport` over the network, httpx's own when a proxy is set
+in the environment, the simulator's ASGI app for `--sim`, `httpx.MockTransport` in unit
+tests.
 
 Callers: the executor (create, patch, delete, suspend, resume), the planner's refresh
 (get, iter_workloads) and the CLI (`RunaiClient.from_env`, or a client over the
@@ -31,17 +31,14 @@ import random
 import socket
 import ssl
 import time
-import urllib.parse
 from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
-import orjson
 
 from reconciler import __version__
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
-from reconciler.api.transport import AiohttpTransport, Answer
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
@@ -105,18 +102,20 @@ class RunaiClient:
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
         if transport is None and not _proxy_configured():
+            from reconciler.api.transport import AiohttpTransport  # aiohttp: network only
+
             transport = AiohttpTransport(size=max_connections, verify=verify)
-        # Over the network the client hands requests to aiohttp itself; httpx's client
-        # serves the other transports (the in-process simulator, proxies, tests).
-        self._direct = transport if isinstance(transport, AiohttpTransport) else None
-        self._timeout = timeout
-        self._headers = {"Accept": "application/json", "Accept-Encoding": "identity",
-                         "User-Agent": _USER_AGENT}
+        # Every request goes through this one httpx client, whatever moves the bytes: the
+        # network's transport, the simulator's ASGI app, a test's MockTransport, or (None:
+        # a proxy is set) httpx's own, which honours the proxy and uses `limits`.
+        self.transport = transport
         limits = httpx.Limits(max_connections=max_connections,
                               max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=self.base_url, transport=transport, limits=limits,
-                                       verify=verify, timeout=httpx.Timeout(timeout),
-                                       headers={"Accept": "application/json"})
+        self._http = httpx.AsyncClient(transport=transport, limits=limits, verify=verify,
+                                       timeout=httpx.Timeout(timeout),
+                                       headers={"Accept": "application/json",
+                                                "Accept-Encoding": "identity",
+                                                "User-Agent": _USER_AGENT})
 
     @classmethod
     def from_env(cls, url: str | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -152,12 +151,10 @@ class RunaiClient:
                    transport=transport, verify=verify, **options)
 
     async def connect(self) -> None:
-        """Get a token and open the connection pool now, ahead of the first request (the
-        CLI does this while the specs load). A failure here is raised again, and
-        reported, by the first request."""
+        """Get a token now, ahead of the first request (the CLI does this while the specs
+        load; with client credentials it opens the first connection too). A failure here
+        is raised again, and reported, by the first request."""
         await self._auth.token()
-        if self._direct is not None:
-            self._direct.open(self.base_url)
 
     async def __aenter__(self) -> "RunaiClient":
         return self
@@ -358,31 +355,19 @@ class RunaiClient:
 
     async def _request(self, method: str, path: str, *, json: Any = None,
                        params: Mapping[str, Any] | None = None,
-                       headers: dict[str, str]) -> httpx.Response | Answer:
+                       headers: dict[str, str]) -> httpx.Response:
         ticket = await self.concurrency.acquire()
         throttled = False
         try:
-            if self._direct is None:
-                resp = await self._http.request(method, path, json=json, params=params,
-                                                headers=headers)
-            else:
-                url = self.base_url + path
-                if params:
-                    url += "?" + urllib.parse.urlencode(params)
-                headers = {**self._headers, **headers}
-                body = None
-                if json is not None:
-                    body = orjson.dumps(json)
-                    headers["Content-Type"] = "application/json"
-                t = self._timeout
-                resp = await self._direct.send(method, url, headers, body, connect=t, read=t,
-                                               pool=t)
+            # The whole URL: httpx parses it once (a path would be parsed, then merged).
+            resp = await self._http.request(method, self.base_url + path, json=json,
+                                            params=params, headers=headers)
             throttled = resp.status_code == 429
             return resp
         finally:
             self.concurrency.release(ticket, throttled=throttled)
 
-    def _json(self, resp: httpx.Response | Answer, method: str, path: str) -> dict:
+    def _json(self, resp: httpx.Response, method: str, path: str) -> dict:
         try:
             data = resp.json()
         except ValueError:
@@ -395,7 +380,7 @@ class RunaiClient:
                 status=resp.status_code, method=method, path=path)
         return data
 
-    def _error(self, resp: httpx.Response | Answer, method: str, path: str, auth: bool,
+    def _error(self, resp: httpx.Response, method: str, path: str, auth: bool,
                **extra: Any) -> errors.ApiError:
         status = resp.status_code
         api_message, details, issues = _parse_error_body(resp)
@@ -449,7 +434,7 @@ def _item(kind: Kind, workload_id: str) -> str:
     return f"{kind.api_path}/{workload_id}"
 
 
-def _parse_error_body(resp: httpx.Response | Answer) -> tuple[str, str | None, list[dict]]:
+def _parse_error_body(resp: httpx.Response) -> tuple[str, str | None, list[dict]]:
     """(message, details, compliance issues) from an `Error` / `SubmissionErrorV2` body."""
     try:
         data = resp.json()

@@ -1,19 +1,18 @@
-"""The API client's network transport: aiohttp's connection pool, under httpx's names.
+"""The API client's network transport: an `httpx.AsyncBaseTransport` over aiohttp's pool.
 
-Caller: `reconciler.api.client.RunaiClient` (when no transport is given and no proxy
-applies), which hands each request to `send` and reads the `Answer`. The client is
-written against httpx (exceptions, and `httpx.AsyncClient` over the in-process simulator
-or a proxy); this transport only changes what moves the bytes. httpx's own stack
-(httpcore, h11 and anyio, all pure Python) cost 1.9 ms of client CPU per request in a
-1,000-workload refresh; aiohttp parses HTTP in C and keeps up to `size` connections
-alive: with the client calling `send` directly, 0.75-0.85 ms (docs/performance.md).
-`handle_async_request` makes it an `httpx.AsyncBaseTransport` as well.
+Caller: `reconciler.api.client.RunaiClient`, which puts it under its `httpx.AsyncClient`
+when no transport is given and no proxy is set in the environment (then httpx's own
+transport, which honours it). It is a peer of the ASGI transport the simulator is
+reached through (`--sim`, tests) and of `httpx.MockTransport`: the client code above the
+seam is the same for all three. aiohttp parses HTTP in C and keeps up to `size`
+connections alive; docs/performance.md ("Issue 10: one request path") says why neither
+httpx's own transport nor the httpx-aiohttp package.
 
-aiohttp's failures are raised as httpx's exceptions chained to what they wrap (a
-socket.gaierror, an ssl.SSLCertVerificationError), so that the client can tell a name
-that does not resolve or a certificate that does not verify (permanent) from a refused
-or dropped connection (retried). Bodies are passed through undecoded: the client asks
-for none to be compressed, and httpx decodes what comes through `handle_async_request`.
+aiohttp's failures are raised as the httpx exceptions that say what they mean for a
+retry, chained to what they wrap (a socket.gaierror, an ssl.SSLCertVerificationError):
+refused or not resolved, nothing was sent (`ConnectError`); dropped after sending, the
+request may have been performed (`RemoteProtocolError`, `ReadError`, `ReadTimeout`).
+Bodies are passed through undecoded; httpx decodes them.
 """
 
 from __future__ import annotations
@@ -21,8 +20,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import httpx
-import orjson
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -34,74 +33,54 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self.size = size
         self._verify = verify
         self._keepalive_expiry = keepalive_expiry
-        self._session: Any = None  # made in the running loop, on the first request
-        self.opened = 0  # connections opened so far (tests, benchmarks)
+        self._session: aiohttp.ClientSession | None = None  # made in the running loop
+        self.opened = 0  # connections opened so far (tests)
 
-    def open(self, url: str) -> None:
-        """Make the session (and import aiohttp) if not yet done; in the running loop.
-        `url` (or any URL of the same scheme) tells whether TLS will be needed."""
-        if self._session is None:
-            self._session = self._start(url.startswith("https:"))
-
-    def _start(self, https: bool) -> Any:
-        import aiohttp  # a third of a second: only when a request is sent over the network
-
+    def _start(self, https: bool) -> aiohttp.ClientSession:
         async def opened(*_: Any) -> None:
             self.opened += 1
 
         trace = aiohttp.TraceConfig()
         trace.on_connection_create_end.append(opened)
-        # The CA certificates httpx trusts (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), as
-        # before this transport; built only for https (a few tens of ms).
+        # The CA certificates httpx trusts (certifi, or SSL_CERT_FILE / SSL_CERT_DIR),
+        # loaded only when the URL is https.
         tls: Any = False
         if self._verify:
             tls = httpx.create_ssl_context(verify=True) if https else True
         connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=self.size, ssl=tls,
                                          keepalive_timeout=self._keepalive_expiry)
-        # httpx sets every header (User-Agent, Accept-Encoding, ...): aiohttp adds none,
-        # keeps no cookies and decodes nothing.
+        # httpx sets every header (User-Agent, Accept-Encoding, ...) and keeps the
+        # cookies: aiohttp adds no header, keeps no cookie and decodes nothing.
         return aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                      cookie_jar=aiohttp.DummyCookieJar(),
                                      skip_auto_headers=("User-Agent", "Accept-Encoding"),
                                      trace_configs=[trace])
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._session is None:
+            self._session = self._start(request.url.scheme == "https")
         timeout = request.extensions.get("timeout") or {}
-        answer = await self.send(request.method, str(request.url), request.headers.multi_items(),
-                                 request.content or None, connect=timeout.get("connect"),
-                                 read=timeout.get("read"), pool=timeout.get("pool"),
-                                 request=request)
-        return httpx.Response(status_code=answer.status_code, headers=answer.raw_headers,
-                              content=answer.content, request=request,
-                              extensions={"http_version": b"HTTP/1.1",
-                                          "reason_phrase": answer.reason_phrase.encode()})
-
-    async def send(self, method: str, url: str, headers: Any, body: bytes | None, *,
-                   connect: float | None, read: float | None, pool: float | None,
-                   request: httpx.Request | None = None) -> "Answer":
-        """One exchange: the whole answer, or httpx's exception for a failure.
-
-        The client calls this directly: httpx's request building, URL merging, cookie
-        jar and response model cost half of a request's CPU and do nothing the client
-        needs. `handle_async_request` wraps it for an `httpx.AsyncClient`."""
-        import aiohttp
-
-        self.open(url)
-        limits = aiohttp.ClientTimeout(total=None, connect=pool, sock_connect=connect,
-                                       sock_read=read)
+        limits = aiohttp.ClientTimeout(total=None, connect=timeout.get("pool"),
+                                       sock_connect=timeout.get("connect"),
+                                       sock_read=timeout.get("read"))
         try:
-            async with self._session.request(method, url, headers=headers, data=body,
+            async with self._session.request(request.method, str(request.url),
+                                             headers=request.headers.multi_items(),
+                                             data=request.content or None,
                                              allow_redirects=False, timeout=limits) as resp:
-                return Answer(resp.status, resp.reason or "", resp.headers, resp.raw_headers,
-                              await resp.read())
+                content = await resp.read()
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-            # A connection failure is chained to what it wraps (socket.gaierror,
+            # Chained to what a connection failure wraps (socket.gaierror,
             # ssl.SSLCertVerificationError, ...): the client reads the cause from there.
             cause = (getattr(exc, "certificate_error", None) or getattr(exc, "os_error", None)
                      or exc)
             raise _translate(exc, request) from cause
+        return httpx.Response(resp.status, headers=resp.raw_headers, content=content,
+                              request=request,
+                              extensions={"http_version": b"HTTP/1.1",
+                                          "reason_phrase": (resp.reason or "").encode()})
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
@@ -109,42 +88,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             await session.close()
 
 
-class Answer:
-    """A response as the client reads it, by httpx.Response's names: `status_code`,
-    `reason_phrase`, `headers` (case-insensitive `get`), `content`, `text`, `json()`.
-    The body is as it came: the client asks for no compression (`Accept-Encoding:
-    identity`)."""
-
-    __slots__ = ("status_code", "reason_phrase", "headers", "raw_headers", "content")
-
-    def __init__(self, status: int, reason: str, headers: Any, raw_headers: Any, content: bytes):
-        self.status_code = status
-        self.reason_phrase = reason
-        self.headers = headers
-        self.raw_headers = raw_headers
-        self.content = content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        """The body parsed (orjson: a third of json's time); ValueError when not JSON."""
-        return orjson.loads(self.content)
-
-
-def _translate(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError:
+def _translate(exc: BaseException, request: httpx.Request) -> httpx.TransportError:
     """The httpx exception a failure of aiohttp's stands for (most specific first)."""
-    import aiohttp
-
     text = str(exc) or type(exc).__name__
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return httpx.ConnectTimeout(text, request=request)
     if isinstance(exc, (aiohttp.SocketTimeoutError, asyncio.TimeoutError)):
         return httpx.ReadTimeout(text, request=request)
     if isinstance(exc, aiohttp.ClientConnectorError):
-        # Refused, unreachable, a name that does not resolve, a TLS failure: nothing was
-        # sent. The cause (socket.gaierror, ssl.SSLError) is chained for the client.
+        # Refused, unreachable, a name that does not resolve, a TLS failure: nothing was sent.
         return httpx.ConnectError(text, request=request)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return httpx.RemoteProtocolError("the server closed the connection without answering",

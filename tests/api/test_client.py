@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from reconciler import kinds
+from reconciler import __version__, kinds
 from reconciler.api import RunaiClient, errors
 from tests.api.conftest import TOKEN, URL, json_response
 
@@ -65,6 +65,15 @@ async def test_each_endpoint_hits_its_path(make_client, call, method, path):
     async with make_client(h) as client:
         assert (await call(client))["code"] == 202
     assert [(r.method, r.url.path) for r in h.seen] == [(method, path)]
+
+
+async def test_requests_name_the_tool_and_ask_for_json_uncompressed(make_client):
+    h = scripted(json_response(200, LIVE))
+    async with make_client(h) as client:
+        await client.get(DT, WID)
+    (req,) = h.seen
+    assert req.headers["User-Agent"] == f"runai-reconcile/{__version__}"
+    assert (req.headers["Accept"], req.headers["Accept-Encoding"]) == ("application/json", "identity")
 
 
 async def test_patch_sends_the_body(make_client):

@@ -1,6 +1,7 @@
 """The API client's transport (reconciler.api.transport) over real sockets: connections
-are reused up to the pool's size, a connection the server closed is replaced, and
-network failures surface as httpx's exceptions (which the client's retry policy reads)."""
+are reused up to the pool's size, a connection the server closed is replaced, network
+failures surface as the httpx exceptions the client's retry policy reads (a create lost
+after sending stays ambiguous), and a proxy set in the environment is used."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from reconciler.api import errors as api_errors
 from reconciler.api.client import RunaiClient
 from reconciler.api.transport import AiohttpTransport
 from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
+from tests.reliability.test_surroundings import self_signed_https  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.http
 
@@ -37,11 +39,14 @@ def test_many_requests_reuse_at_most_size_connections(sim_server):
     assert len(sim_server.requests(api_only=False)) == 40
 
 
-async def _one_shot_server(replies: list[bytes]):
+async def _one_shot_server(replies: list[bytes], heads: list[bytes] | None = None):
     """A server that answers each connection's first request, then closes it without
-    saying so (as a server whose keep-alive timer ran out does)."""
+    saying so (as a server whose keep-alive timer ran out does); an empty reply closes
+    the connection without answering. Request heads are appended to `heads`."""
     async def handle(reader, writer):
-        await reader.readuntil(b"\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        if heads is not None:
+            heads.append(head)
         writer.write(replies.pop(0))
         await writer.drain()
         writer.close()
@@ -90,8 +95,8 @@ def test_size_must_be_positive():
 
 
 def test_the_client_over_the_network_reads_an_html_error_page_as_one_clear_error():
-    """The client sends straight to the transport (no httpx.AsyncClient): an error page
-    that is not JSON, from a proxy in front of the API, still reads as status + text."""
+    """An error page that is not JSON, from a proxy in front of the API, reads as status
+    and text over the transport the client uses by default."""
     page = b"<html>upstream unavailable</html>"
     reply = (b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/html\r\ncontent-length: "
              + str(len(page)).encode() + b"\r\n\r\n" + page)
@@ -111,3 +116,63 @@ def test_the_client_over_the_network_reads_an_html_error_page_as_one_clear_error
 
     message = asyncio.run(run())
     assert "403 Forbidden" in message and "upstream unavailable" in message
+
+
+def test_a_create_dropped_after_sending_is_ambiguous_and_not_sent_again():
+    """The server reads the POST and closes the connection: it may have created the
+    workload, so the client must not re-send it blindly (it asks on_ambiguous, or says so)."""
+    async def run() -> tuple[api_errors.ApiError, int]:
+        heads: list[bytes] = []
+        server = await _one_shot_server([b"", b""], heads)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with RunaiClient(f"http://127.0.0.1:{port}", token="a-long-secret-token") as client:
+                with pytest.raises(api_errors.TransportError) as ei:
+                    await client.create(kinds.get("DistributedTraining"), {"name": "bert"})
+        finally:
+            server.close()
+            await server.wait_closed()
+        return ei.value, len(heads)
+
+    failure, posts = asyncio.run(run())
+    assert failure.ambiguous is True and posts == 1
+    assert "closed the connection" in str(failure)
+
+
+def test_a_proxy_set_in_the_environment_is_used(monkeypatch):
+    reply = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
+    for var in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+    async def run() -> list[bytes]:
+        heads: list[bytes] = []
+        server = await _one_shot_server([reply], heads)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        try:
+            async with RunaiClient("http://runai.example.test", token="a-long-secret-token") as client:
+                await client.get(kinds.get("DistributedTraining"), "0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01")
+        finally:
+            server.close()
+            await server.wait_closed()
+        return heads
+
+    (head,) = asyncio.run(run())
+    assert head.startswith(b"GET http://runai.example.test/api/v1/workloads/distributed/"
+                           b"0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01 HTTP/1.1")
+
+
+def test_insecure_skips_the_certificate_check_and_verify_refuses_it(self_signed_https):
+    """--insecure (verify=False) reaches a server whose certificate nobody signed (it
+    answers 501 to a GET: the TLS handshake went through); by default that certificate
+    is one permanent error naming the way out."""
+    async def get(verify: bool) -> api_errors.ApiError:
+        async with RunaiClient(self_signed_https, token="a-long-secret-token", verify=verify,
+                               max_attempts=1) as client:
+            with pytest.raises(api_errors.ApiError) as ei:
+                await client.get(kinds.get("DistributedTraining"),
+                                 "0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01")
+            return ei.value
+
+    assert asyncio.run(get(False)).status == 501
+    refused = asyncio.run(get(True))
+    assert refused.status is None and "TLS certificate could not be verified" in str(refused)
