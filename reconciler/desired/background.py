@@ -5,23 +5,20 @@
     workloads = await pending.wait()   # or pending.result(): SpecError as load_specs
     pending.cancel()                   # kills the children still running (idempotent)
 
-The parent lists the files (`sources.find_files`) and starts one forked
-`multiprocessing.Process` per share of them (`FILES_PER_PROCESS` files or more each, one
-per CPU); each runs `loader.load_share` on its share and sends back its workloads, its
-problems and its workloads' keys through a pipe. The parent joins the shares in file
-order and runs the checks across files on the keys, so the outcome is exactly
-`load_specs(directory)`'s. A child that fails or dies is one ReconcileError, and the
-others are killed. The parent imports no pydantic model unless two workloads share an
-address (the check across files then names both places).
-
+The parent lists the files (`sources.find_files`) and forks one `multiprocessing.Process`
+per share of them; each runs `loader.load_share` and sends back its workloads, problems
+and keys through a pipe. The parent joins the shares in file order and checks across
+files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
+is one ReconcileError and the others are killed. The parent imports the pydantic models
+only when two workloads share an address (for the message naming both places).
 Below `MIN_FILES` files, without fork (not Linux), with one CPU or with other threads
-running, the specs load here at once (the PendingSpecs is already done).
-Callers: the CLI (`validate`, `plan`, `apply`, `drift`).
+running, the specs load here at once. Callers: the CLI (`validate`, `plan`, `apply`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -36,22 +33,24 @@ from reconciler.errors import ReconcileError, SpecError
 
 __all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "start_loading"]
 
-MIN_FILES = 100  # fewer spec files load here: a child would not pay for its start
-FILES_PER_PROCESS = 200  # one more child for every this many files, one CPU left to the caller
+MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
+FILES_PER_PROCESS = 200  # one more child for every this many files
 MAX_PROCESSES = 4
-CHILD_NICENESS = 10  # the parent's own reads go first when the cores are short
+CHILD_NICENESS = 10  # the caller's own work goes first when the cores are short
 
 
-def start_loading(directory: str | os.PathLike, *, processes: int | None = None) -> PendingSpecs:
+def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
+                  processes: int | None = None) -> PendingSpecs:
     """Start loading the specs under `directory`; the outcome is `load_specs(directory)`'s.
 
-    `processes` is how many children share the files: None for as many as pay (none for
-    a small folder), 0 to load here and now."""
+    `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it;
+    False when it only waits (validate). `processes` overrides how many children share
+    the files (0: load here, now)."""
     files, listed = sources.find_files(directory)
     if processes is None:
-        processes = _processes_for(len(files))
+        processes = _processes_for(len(files), _cpus() - caller_busy)
     processes = min(processes, len(files))
-    if processes > 0 and _fork_available():
+    if processes > 0 and sys.platform.startswith("linux"):  # fork is not safe elsewhere
         try:
             return PendingSpecs(_start(files, processes), [str(p) for p in listed])
         except OSError:  # no fork to be had (resources): load here instead
@@ -73,7 +72,7 @@ class PendingSpecs:
     def loaded_here(cls, directory: str | os.PathLike) -> PendingSpecs:
         from reconciler.desired.loader import load_specs
 
-        pending = cls([], [])
+        pending = cls([], [])  # done at once
         try:
             pending._workloads = load_specs(directory)
         except Exception as exc:  # noqa: BLE001 - raised by result(), as from a child
@@ -95,8 +94,8 @@ class PendingSpecs:
         return self._workloads is not None or self._error is not None
 
     def result(self) -> list[DesiredWorkload]:
-        """The workloads, in file order; blocks until the children have sent them.
-        Raises SpecError as load_specs would, or ReconcileError when a child failed."""
+        """The workloads in file order, once the children sent them; SpecError as
+        load_specs would, or ReconcileError when a child failed."""
         while not self.done():
             self._receive(multiprocessing.connection.wait(self._waiting()))
         return self._outcome()
@@ -132,10 +131,15 @@ class PendingSpecs:
         for index, (process, conn) in enumerate(self._children):
             if conn not in ready:
                 continue
+            collecting = gc.isenabled()
+            gc.disable()  # the workloads are many containers, none of them garbage
             try:
                 reply = conn.recv()
             except (EOFError, OSError):
                 reply = (None, None, None, _death(process))
+            finally:
+                if collecting:
+                    gc.enable()
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
@@ -164,8 +168,8 @@ class PendingSpecs:
         return self._workloads
 
     def _reap(self) -> None:
-        """Close the pipes and wait for the children; kill those still running unless
-        the load succeeded (they exit once their reply is sent)."""
+        """Close the pipes and reap the children, killed first unless the load succeeded
+        (then they exit once their reply is sent)."""
         for process, conn in self._children:
             conn.close()
             if self._workloads is None and process.exitcode is None:
@@ -195,7 +199,7 @@ def _start(files: list, count: int) -> list[tuple[Any, Any]]:
 
 
 def _fork(share: list, which: str, others: list[Any]) -> tuple[Any, Any]:
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("fork")  # the child inherits what is imported
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(share, send, others), daemon=True,
                               name=f"runai-reconcile spec loader {which}")
@@ -240,27 +244,19 @@ def _death(process: Any) -> str:
     if code is not None and code < 0:
         try:
             return f"the loader process was killed ({signal.Signals(-code).name})"
-        except ValueError:
+        except ValueError:  # a real-time signal
             return f"the loader process was killed (signal {-code})"
     return f"the loader process exited with status {code} before sending the specs"
 
 
-def _processes_for(files: int) -> int:
-    """How many children pay for `files` spec files: none below MIN_FILES, else one
-    per FILES_PER_PROCESS files, at least one, at most one per CPU but the caller's."""
-    cpus = _cpus()
-    if files < MIN_FILES or cpus < 2 or threading.active_count() > 1:
-        return 0  # one CPU: nothing to overlap; other threads: forking them is unsafe
-    return max(1, min(cpus - 1, MAX_PROCESSES, files // FILES_PER_PROCESS))
-
-
-def _fork_available() -> bool:
-    # fork without exec is only safe on Linux (macOS' system libraries are not fork-safe).
-    return sys.platform.startswith("linux") and hasattr(os, "fork")
+def _processes_for(files: int, cpus: int) -> int:
+    """How many children pay: none below MIN_FILES or with one CPU in all (nothing to
+    overlap) or other threads running (forking them is unsafe); else one per
+    FILES_PER_PROCESS files, at least one, at most `cpus`."""
+    if files < MIN_FILES or _cpus() < 2 or threading.active_count() > 1:
+        return 0
+    return max(1, min(cpus, MAX_PROCESSES, files // FILES_PER_PROCESS))
 
 
 def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
