@@ -11,8 +11,7 @@ and keys through a pipe. The parent joins the shares in file order and checks ac
 files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
-Below `MIN_FILES` files, without fork (not Linux), with one CPU or with other threads
-running, the specs load here at once. Callers: the CLI (`validate`, `plan`, `apply`).
+Callers: the CLI (`validate`, `plan`, `apply`).
 """
 
 from __future__ import annotations
@@ -48,7 +47,11 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     the files (0: load here, now)."""
     files, listed = sources.find_files(directory)
     if processes is None:
-        processes = _processes_for(len(files), _cpus() - caller_busy)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        # None with one CPU (nothing to overlap) or other threads (forking them is unsafe).
+        alone = len(files) < MIN_FILES or cpus < 2 or threading.active_count() > 1
+        processes = 0 if alone else max(1, min(cpus - caller_busy, MAX_PROCESSES,
+                                               len(files) // FILES_PER_PROCESS))
     processes = min(processes, len(files))
     if processes > 0 and sys.platform.startswith("linux"):  # fork is not safe elsewhere
         try:
@@ -118,8 +121,8 @@ class PendingSpecs:
         return self._outcome()
 
     def cancel(self) -> None:
-        """Kill the children still running and close the pipes. Idempotent; a load
-        already done keeps its outcome, else result() raises ReconcileError."""
+        """Kill the children still running, close the pipes (idempotent); unless the
+        load was done, result() then raises ReconcileError."""
         if not self.done():
             self._error = ReconcileError("loading the specs was cancelled")
         self._reap()
@@ -247,16 +250,3 @@ def _death(process: Any) -> str:
         except ValueError:  # a real-time signal
             return f"the loader process was killed (signal {-code})"
     return f"the loader process exited with status {code} before sending the specs"
-
-
-def _processes_for(files: int, cpus: int) -> int:
-    """How many children pay: none below MIN_FILES or with one CPU in all (nothing to
-    overlap) or other threads running (forking them is unsafe); else one per
-    FILES_PER_PROCESS files, at least one, at most `cpus`."""
-    if files < MIN_FILES or _cpus() < 2 or threading.active_count() > 1:
-        return 0
-    return max(1, min(cpus, MAX_PROCESSES, files // FILES_PER_PROCESS))
-
-
-def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
