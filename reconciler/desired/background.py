@@ -44,7 +44,8 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
 
     `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it;
     False when it only waits (validate). `processes` overrides how many children share
-    the files (0: load here, now)."""
+    the files (0: load here, now). They load here, at once, below MIN_FILES files, off
+    Linux (fork is not safe elsewhere), with one CPU or with other threads running."""
     files, listed = sources.find_files(directory)
     if processes is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -53,7 +54,7 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
         processes = 0 if alone else max(1, min(cpus - caller_busy, MAX_PROCESSES,
                                                len(files) // FILES_PER_PROCESS))
     processes = min(processes, len(files))
-    if processes > 0 and sys.platform.startswith("linux"):  # fork is not safe elsewhere
+    if processes > 0 and sys.platform.startswith("linux"):
         try:
             return PendingSpecs(_start(files, processes), [str(p) for p in listed])
         except OSError:  # no fork to be had (resources): load here instead
