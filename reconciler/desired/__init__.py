@@ -2,13 +2,13 @@
 
     from reconciler.desired import load_specs
     workloads = load_specs("specs")   # raises reconciler.errors.SpecError with every problem
-    pending = start_loading("specs")  # the same, in a forked child when that pays
+    pending = start_loading("specs")  # the same, in forked children when that pays
     workloads = pending.result()      # or `await pending.wait()`
 
 Modules: `sources` (files → raw documents with line numbers), `fields` and `models`
 (the pydantic models of each kind's create body), `loader` (validation and error
 messages), `types` (DesiredWorkload, Lifecycle; shared with the planner), `background`
-(start_loading: load_specs in a child process while the caller works).
+(start_loading: load_specs in child processes while the caller works).
 Callers: the CLI and the planner's tests.
 """
 
@@ -18,7 +18,7 @@ __all__ = ["DesiredWorkload", "Lifecycle", "PendingSpecs", "load_specs", "start_
 
 
 def __getattr__(name: str):
-    # The pydantic models take a second to build: import them only when specs are loaded,
+    # The pydantic models take long to build: import them only when specs are loaded,
     # so that `sim serve`, `state list` and the planner's importers start fast.
     if name == "load_specs":
         from reconciler.desired.loader import load_specs

@@ -4,8 +4,9 @@ Reads the files (`sources`), picks each document's model by `kind` (`models.MODE
 validates it, checks the `lifecycle` paths against the model and refuses duplicate
 addresses. Every problem in every file is collected and raised at once as one
 `SpecError`, each line naming the file, the YAML line, the field path and the bad value.
-`load_share` and `cross_file_problems` are the same steps one by one (after
-`sources.find_files`), for `background`, which loads a big folder in several processes.
+`load_share`, `workload_keys` and `cross_file_problems` are the same steps one by one
+(after `sources.find_files`), for `background`, which loads a big folder in child
+processes.
 Callers: the CLI (`validate`, `plan`, `apply`), `background` and tests.
 """
 
@@ -46,8 +47,8 @@ def load_specs(directory: str | os.PathLike) -> list[DesiredWorkload]:
 
 @contextlib.contextmanager
 def _collector_paused():
-    """Loading builds ~130 containers per spec and frees none: with the cycle collector
-    on, its passes over the growing heap cost a third of loading 1,000 specs."""
+    """Loading builds many containers per spec and frees none: the cycle collector's
+    passes over the growing heap would find nothing to free."""
     was_on = gc.isenabled()
     gc.disable()
     try:
