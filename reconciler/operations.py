@@ -54,12 +54,13 @@ def _quiet(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _loading(directory: str) -> Iterator[Any]:
+def _loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     """The specs loading (on the other core for a big folder) while the caller reads the
-    state and the live workloads; stopped when the operation ends."""
+    state and the live workloads; stopped when the operation ends. `caller_busy=False`
+    when the caller only waits (validate): then the loaders take every core."""
     from reconciler.desired import start_loading
 
-    pending = start_loading(directory)
+    pending = start_loading(directory, caller_busy=caller_busy)
     try:
         yield pending
     finally:
@@ -71,7 +72,7 @@ def _loading(directory: str) -> Iterator[Any]:
 
 def validate(specs_dir: str) -> list[DesiredWorkload]:
     """The specs of `specs_dir`, checked offline; `errors.SpecError` lists every problem."""
-    with _loading(specs_dir) as specs:
+    with _loading(specs_dir, caller_busy=False) as specs:
         return list(specs.result())
 
 
