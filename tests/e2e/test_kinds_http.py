@@ -338,3 +338,16 @@ def test_inference_patched_out_of_band_is_drift_patched_back(ws, sim):
     assert body == {"spec": {"autoscaling": {
         "minReplicas": 1, "maxReplicas": 4, "metric": "concurrency", "metricThreshold": 16}}}
 
+
+
+def test_inference_patched_through_the_api_out_of_band_is_drift_patched_back(ws, sim):
+    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    r = sim.api("PATCH", f"/api/v1/workloads/inferences/{wid}",
+                json={"spec": {"image": "vllm/vllm-openai:nightly"}})
+    assert r.status_code == 202, r.text
+    doc = ws.plan_json()
+    drift = {d["address"]: d for d in doc["resource_drift"]}
+    assert "Inference/7/mistral-chat" in drift
+    assert "nightly" in ws.plan().output
+    sim.clear_requests()
+    assert _one_patch(ws, sim, wid) == {"spec": {"image": "vllm/vllm-openai:v0.6.3"}}
