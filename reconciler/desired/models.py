@@ -44,10 +44,9 @@ class Lifecycle(Strict):
 
 # --- DistributedTraining -------------------------------------------------------------
 
-class MasterSpec(Container):
-    """`MasterSpec`: the training keys without the distributed-only ones."""
-    autoDeletionTimeAfterCompletionSeconds: Int64 | None = None
-    backoffLimit: Int64 | None = None
+class WorkloadContainer(Container):
+    """The keys of a single-container spec that trainings, workspaces and inferences
+    share beyond `Container` (placement, ports and URLs)."""
     category: str | None = None
     exposedUrls: list[ExposedUrl] | None = None
     nodePools: list[str] | None = None
@@ -55,6 +54,12 @@ class MasterSpec(Container):
     preemptibility: Preemptibility | None = None
     priorityClass: str | None = None
     relatedUrls: list[RelatedUrl] | None = None
+
+
+class MasterSpec(WorkloadContainer):
+    """`MasterSpec`: the training keys without the distributed-only ones."""
+    autoDeletionTimeAfterCompletionSeconds: Int64 | None = None
+    backoffLimit: Int64 | None = None
     restartPolicy: Literal["Always", "Never", "OnFailure"] | None = None
     security: Security | None = None
     stdin: bool | None = None
@@ -216,15 +221,8 @@ class ServingConfiguration(Strict):
     requestTimeoutSeconds: PosInt32 | None = None
 
 
-class InferenceSpec(Container):
+class InferenceSpec(WorkloadContainer):
     """`InferenceSpecSpec`: a container without the run-to-completion keys, served."""
-    category: str | None = None
-    exposedUrls: list[ExposedUrl] | None = None
-    nodePools: list[str] | None = None
-    ports: list[PortSpec] | None = None
-    preemptibility: Preemptibility | None = None
-    priorityClass: str | None = None
-    relatedUrls: list[RelatedUrl] | None = None
     security: InferenceSecurity | None = None
     storage: InferenceStorage | None = None
     servingPort: InferenceServingPort | None = None
