@@ -351,3 +351,10 @@ def test_inference_patched_through_the_api_out_of_band_is_drift_patched_back(ws,
     assert "nightly" in ws.plan().output
     sim.clear_requests()
     assert _one_patch(ws, sim, wid) == {"spec": {"image": "vllm/vllm-openai:v0.6.3"}}
+
+
+def test_removing_an_inference_environment_variable_is_one_patch_of_the_rest(ws, sim):
+    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    ws.write("serve.yaml", INFERENCE.replace("    - name: VLLM_LOGGING_LEVEL\n      value: INFO\n", ""))
+    assert _one_patch(ws, sim, wid) == {"spec": {"environmentVariables": [
+        {"name": "HF_HOME", "value": "/models/hf"}]}}

@@ -133,3 +133,32 @@ def test_any_change_of_a_training_or_workspace_replaces(kind):
                           {f"{kind}/7/job-a": live_of(body, defaults=False)})
     rc = p.changes[0]
     assert rc.action is Action.REPLACE and rc.replace_paths == ["spec.compute.gpuDevicesRequest"]
+
+
+def test_removing_an_environment_variable_patches_the_remaining_list():
+    new = copy.deepcopy(BODY)
+    new["spec"]["environmentVariables"] = [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]
+    rc = plan_inference(new, applied=_with_two_env(BODY))
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"environmentVariables": new["spec"]["environmentVariables"]}}
+
+
+def test_removing_an_autoscaling_key_patches_autoscaling_whole():
+    new = set_path(BODY, "spec.autoscaling.metricThreshold", None)
+    new = set_path(set_path(new, "spec.autoscaling.metric", None), "spec.autoscaling.maxReplicas", 1)
+    rc = plan_inference(new)
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"autoscaling": {"minReplicas": 1, "maxReplicas": 1}}}
+
+
+@pytest.mark.parametrize("field", ["image", "autoscaling", "environmentVariables"])
+def test_removing_a_whole_updatable_field_replaces(field):
+    rc = plan_inference(set_path(BODY, f"spec.{field}", None))
+    assert rc.action is Action.REPLACE and rc.replace_paths == [f"spec.{field}"]
+
+
+def _with_two_env(body: dict) -> dict:
+    out = copy.deepcopy(body)
+    out["spec"]["environmentVariables"] = [{"name": "HF_HOME", "value": "/models/hf"},
+                                           {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]
+    return out
