@@ -162,3 +162,15 @@ def _with_two_env(body: dict) -> dict:
     out["spec"]["environmentVariables"] = [{"name": "HF_HOME", "value": "/models/hf"},
                                            {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]
     return out
+
+
+def test_a_patch_keeps_the_prior_value_of_an_ignored_path_inside_the_field_it_sends():
+    new = set_path(set_path(BODY, "spec.autoscaling.maxReplicas", 8),
+                   "spec.autoscaling.metricThreshold", 32)
+    p = planner.make_plan(
+        [desired(new, "Inference", ignore=("spec.autoscaling.maxReplicas",))],
+        state_of(rstate(BODY, "Inference")), {"Inference/7/mistral-chat": _live(BODY)})
+    rc = p.changes[0]
+    assert rc.action is Action.UPDATE and [c.path for c in rc.changes] == [
+        "spec.autoscaling.metricThreshold"]
+    assert rc.patch == {"spec": {"autoscaling": {**BODY["spec"]["autoscaling"], "metricThreshold": 32}}}
