@@ -16,9 +16,10 @@ from pydantic import BeforeValidator, Field, StringConstraints, field_validator,
 
 from reconciler import kinds
 from reconciler.desired.fields import (
-    DIGITS_RE, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity, InferenceStorage,
-    Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec, PosInt32, Preemptibility, RelatedUrl, Security, Storage,
-    Strict, Uuid, rule_error, users_or_groups,
+    DIGITS_RE, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity,
+    InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
+    PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
+    users_or_groups,
 )
 
 
