@@ -2,9 +2,11 @@
 
 Callers: `benchmarks/bench.py` and the smoke test in tests/perf/. Deterministic for a
 given seed: the same N gives byte-identical files, so runs compare.
-Spec shapes follow the examples under specs/: PyTorch DDP and MPI trainings, and vLLM
-distributed inferences, spread over 20 projects, padded with environment variables,
-labels and annotations as real team specs are.
+Spec shapes follow the examples under specs/, in a mix of the five kinds as a platform
+team's fleet has them: single-node fine-tuning trainings, Jupyter workspaces (a quarter
+kept suspended), autoscaled vLLM inferences, PyTorch DDP and MPI distributed trainings
+and vLLM distributed inferences; spread over 20 projects, padded with environment
+variables, labels and annotations as real team specs are.
 """
 
 from __future__ import annotations
@@ -156,6 +158,122 @@ spec:
         value: /models/hf
 """
 
+_TRAINING = """\
+kind: Training
+name: {name}
+projectId: "{project}"
+clusterId: {cluster}
+spec:
+  image: nvcr.io/nvidia/pytorch:{tag}-py3
+  command: accelerate
+  args: >-
+    launch --num_processes {gpus} /workspace/finetune/sft_lora.py
+    --model_name_or_path meta-llama/Llama-3.1-8B-Instruct --dataset_name /data/{name}
+    --output_dir /checkpoints/{name} --lora_r 16 --learning_rate 2e-4 --bf16
+  workingDir: /workspace/finetune
+  backoffLimit: 2
+  compute:
+    gpuDevicesRequest: {gpus}
+    cpuCoreRequest: {cpus}
+    cpuMemoryRequest: {mem}Gi
+    largeShmRequest: true
+  environmentVariables:
+{env}
+  labels:
+{labels}
+  nodePools: [h100, default]
+  storage:
+    pvc:
+      - name: checkpoints
+        path: /checkpoints
+        claimName: {name}-checkpoints
+        existingPvc: true
+    nfs:
+      - name: datasets
+        server: nfs.data.example.com
+        path: /exports/datasets
+        mountPath: /data
+        readOnly: true
+"""
+
+_WORKSPACE = """\
+kind: Workspace
+name: {name}
+projectId: "{project}"
+clusterId: {cluster}
+desiredPhase: {phase}
+spec:
+  image: jupyter/pytorch-notebook:cuda12-python-3.11
+  command: start-notebook.sh
+  args: --NotebookApp.base_url=/{name} --NotebookApp.token=''
+  createHomeDir: true
+  compute:
+    gpuDevicesRequest: 1
+    cpuCoreRequest: 4
+    cpuMemoryRequest: 32Gi
+  environmentVariables:
+{env}
+  labels:
+{labels}
+  ports:
+    - container: 8888
+      serviceType: ClusterIP
+      toolType: jupyter-notebook
+      toolName: Jupyter
+  exposedUrls:
+    - container: 8888
+      authorizationType: authenticatedUsers
+      toolType: jupyter-notebook
+  storage:
+    pvc:
+      - name: home
+        path: /home/jovyan/work
+        claimName: {name}-home
+        existingPvc: true
+"""
+
+_SERVE = """\
+kind: Inference
+name: {name}
+projectId: "{project}"
+clusterId: {cluster}
+spec:
+  image: vllm/vllm-openai:v0.6.{minor}
+  command: python3 -m vllm.entrypoints.openai.api_server
+  args: >-
+    --model mistralai/Mistral-7B-Instruct-v0.3 --served-model-name {name}
+    --max-model-len 16384 --port 8000
+  compute:
+    gpuDevicesRequest: 1
+    cpuCoreRequest: 8
+    cpuMemoryRequest: 48Gi
+  environmentVariables:
+{env}
+  labels:
+{labels}
+  servingPort:
+    container: 8000
+    authorizationType: authenticatedUsers
+  autoscaling:
+    minReplicas: 1
+    maxReplicas: {replicas}
+    metric: concurrency
+    metricThreshold: 16
+  servingConfiguration:
+    initializationTimeoutSeconds: 600
+  storage:
+    pvc:
+      - name: model-cache
+        path: /models
+        claimName: {name}-weights
+        existingPvc: true
+        readOnly: true
+"""
+
+# (share, template, name prefix), the shares summing to 1
+_MIX = ((0.25, _TRAINING, "ft"), (0.20, _WORKSPACE, "lab"), (0.20, _SERVE, "chat"),
+        (0.20, _PYTORCH, "ddp"), (0.07, _MPI, "mpi"), (0.08, _INFERENCE, "serve"))
+
 
 def _items(pairs: list[tuple[str, str]], indent: int) -> str:
     pad = " " * indent
@@ -165,8 +283,10 @@ def _items(pairs: list[tuple[str, str]], indent: int) -> str:
 def spec_text(i: int, rng: random.Random) -> tuple[str, str]:
     """(file stem, YAML text) of the i-th workload."""
     roll = rng.random()
-    template, prefix = ((_PYTORCH, "ddp") if roll < 0.5 else
-                        (_MPI, "mpi") if roll < 0.7 else (_INFERENCE, "serve"))
+    for share, template, prefix in _MIX:
+        roll -= share
+        if roll < 0:
+            break
     name = f"{prefix}-{i:05d}"
     gpus = rng.choice((1, 2, 4, 8))
     workers = rng.randint(1, 8)
@@ -178,6 +298,7 @@ def spec_text(i: int, rng: random.Random) -> tuple[str, str]:
         name=name, project=1 + i % PROJECTS, cluster=CLUSTER,
         tag=rng.choice(("24.05", "24.07", "24.10")), workers=workers, gpus=gpus,
         cpus=gpus * 4, mem=gpus * 32, slots=workers * gpus, replicas=rng.randint(1, 4),
+        phase="Stopped" if rng.random() < 0.25 else "Running",
         minor=rng.randint(0, 4), env=_items(env, 4), env_deep=_items(env, 6),
         labels=_items(labels, 4))
     return name, text

@@ -23,7 +23,9 @@ carrying the whole value. A user change that live already matches is no change: 
 is nothing to send.
 
 Compromise: removing an updatable field (e.g. DistributedInference `spec.replicas`)
-forces a replacement, because the API offers no way to unset a field in place.
+forces a replacement, because the API offers no way to unset a field in place. Removing
+something inside one that stays (an Inference's environment variable, an autoscaling
+key) is an update: the PATCH sends that field's whole desired value.
 """
 
 from __future__ import annotations
@@ -219,7 +221,8 @@ class _Walker:
 
     def _add(self, path: str, before: Any, after: Any, *, drift: bool) -> None:
         after_c = _clean(after)
-        forces = after_c is None or not self.kind.is_updatable(path)
+        forces = not self.kind.is_updatable(path) or (
+            after_c is None and path in self.kind.updatable_paths)
         self.changes.append(plans.FieldChange(
             path=path, before=_clean(before), after=after_c, drift=drift,
             forces_replacement=forces))

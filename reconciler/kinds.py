@@ -49,6 +49,34 @@ DISTRIBUTED_INFERENCE = Kind(
     updatable_paths=frozenset({"spec.replicas"}),
 )
 
+TRAINING = Kind(
+    name="Training",
+    api_path="/api/v1/workloads/trainings",
+    body_keys=("spec",),
+    can_suspend=True,
+    completes=True,
+)
+
+WORKSPACE = Kind(
+    name="Workspace",
+    api_path="/api/v1/workloads/workspaces",
+    body_keys=("spec",),
+    can_suspend=True,
+)
+
+INFERENCE = Kind(
+    name="Inference",
+    api_path="/api/v1/workloads/inferences",
+    body_keys=("spec",),
+    # InferenceUpdateSpec (CONTRACT.md §4): each top-level field is sent whole.
+    updatable_paths=frozenset(f"spec.{key}" for key in (
+        "args", "category", "command", "compute", "createHomeDir", "environmentVariables",
+        "image", "imagePullPolicy", "imagePullSecrets", "nodeAffinityRequired", "nodePools",
+        "nodeType", "podAffinity", "preemptibility", "priorityClass", "probes", "workingDir",
+        "autoscaling", "servingConfiguration")),
+)
+
+
 def under(path: str, prefix: str) -> bool:
     """True when dotted `path` is `prefix` or lies under it: `prefix.member` or
     `prefix[item key]` (the path syntax of `plans.FieldChange.path`)."""
@@ -60,7 +88,8 @@ def under_any(path: str, prefixes: Iterable[str]) -> bool:
     return any(under(path, p) for p in prefixes)
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE)}
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)}
 
 
 def get(name: str) -> Kind:

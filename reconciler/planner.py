@@ -190,7 +190,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         return ch(dw, live_body, rs, Action.REPLACE, reason, fcs)
     if fcs:
         rc = ch(dw, live_body, rs, Action.UPDATE, reason, fcs)
-        rc.patch = _patch(kind, dw.body, fcs)
+        rc.patch = _patch(kind, rc.after, fcs)  # ignored paths keep their prior value
         return rc
 
     if kind.can_suspend:

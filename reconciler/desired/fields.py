@@ -27,6 +27,7 @@ DIGITS_RE = r"^[0-9]+$"
 DEFAULT_MODE_RE = r"^0[0-7]{3}$"
 ATTR_KEY_RE = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
 HTTP_PATH_RE = r"^(/[a-zA-Z0-9\-_./]*)?$"
+METRIC_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 HOSTNAME_RE = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
 
 # What a failed pattern means, in words a user can act on.
@@ -41,6 +42,8 @@ PATTERN_HINTS = {
                  "letter or digit",
     HTTP_PATH_RE: "must be an absolute HTTP path such as /healthz",
     HOSTNAME_RE: "must be a host name",
+    METRIC_RE: "must be a metric name: letters, digits, '_' or ':', not starting with a "
+               "digit (such as concurrency or throughput)",
 }
 
 INT32_MAX = 2**31 - 1
@@ -484,7 +487,7 @@ class InferencePvcVolume(PvcVolume):
         return self
 
 
-class InferenceStorage(Strict):
+class LeaderWorkerStorage(Strict):
     """`storage` of distributed inference containers."""
     configMapVolume: list[ConfigMapVolume] | None = None
     emptyDirVolume: list[EmptyDirVolume] | None = None
@@ -492,16 +495,15 @@ class InferenceStorage(Strict):
     secretVolume: list[SecretVolume] | None = None
 
 
-class Storage(Strict):
-    """`storage` of training containers."""
+class InferenceStorage(Strict):
+    """`storage` of an inference: a training's without s3, no ephemeral PVC."""
     configMapVolume: list[ConfigMapVolume] | None = None
     dataVolume: list[DataVolume] | None = None
     emptyDirVolume: list[EmptyDirVolume] | None = None
     git: list[GitVolume] | None = None
     hostPath: list[HostPathVolume] | None = None
     nfs: list[NfsVolume] | None = None
-    pvc: list[PvcVolume] | None = None
-    s3: list[S3Volume] | None = None
+    pvc: list[InferencePvcVolume] | None = None
     secretVolume: list[SecretVolume] | None = None
 
     @model_validator(mode="after")
@@ -510,6 +512,12 @@ class Storage(Strict):
         if len(modes) > 1:
             raise rule_error("every hostPath volume must use the same mountPropagation", "hostPath")
         return self
+
+
+class Storage(InferenceStorage):
+    """`storage` of training containers."""
+    pvc: list[PvcVolume] | None = None
+    s3: list[S3Volume] | None = None
 
 
 # --- the container fields every kind has -------------------------------------------

@@ -1,6 +1,7 @@
 """The pydantic model of one spec document, per workload kind.
 
-A document is the API's create body (`DistributedCreationRequest`,
+A document is the API's create body (`TrainingCreationRequest`,
+`WorkspaceCreationRequest`, `InferenceCreationRequest`, `DistributedCreationRequest`,
 `DistributedInferenceCreationRequest`) plus `kind` and the reconciler's controls
 (`desiredPhase`, `lifecycle`). `MODELS` maps a kind's name to its document model; adding
 a kind is one entry in `reconciler.kinds` and one model here. Shared sub-models live in
@@ -15,9 +16,10 @@ from pydantic import BeforeValidator, Field, StringConstraints, field_validator,
 
 from reconciler import kinds
 from reconciler.desired.fields import (
-    DIGITS_RE, DNS_LABEL_RE, Container, ExposedUrl, InferenceSecurity, InferenceStorage,
-    Int64, NonNegInt64, PortSpec, PosInt32, Preemptibility, RelatedUrl, Security, Storage,
-    Strict, Uuid, rule_error, users_or_groups,
+    DIGITS_RE, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity,
+    InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
+    PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
+    users_or_groups,
 )
 
 
@@ -43,10 +45,9 @@ class Lifecycle(Strict):
 
 # --- DistributedTraining -------------------------------------------------------------
 
-class MasterSpec(Container):
-    """`MasterSpec`: the training keys without the distributed-only ones."""
-    autoDeletionTimeAfterCompletionSeconds: Int64 | None = None
-    backoffLimit: Int64 | None = None
+class WorkloadContainer(Container):
+    """The keys of a single-container spec that trainings, workspaces and inferences
+    share beyond `Container` (placement, ports and URLs)."""
     category: str | None = None
     exposedUrls: list[ExposedUrl] | None = None
     nodePools: list[str] | None = None
@@ -54,6 +55,12 @@ class MasterSpec(Container):
     preemptibility: Preemptibility | None = None
     priorityClass: str | None = None
     relatedUrls: list[RelatedUrl] | None = None
+
+
+class MasterSpec(WorkloadContainer):
+    """`MasterSpec`: the training keys without the distributed-only ones."""
+    autoDeletionTimeAfterCompletionSeconds: Int64 | None = None
+    backoffLimit: Int64 | None = None
     restartPolicy: Literal["Always", "Never", "OnFailure"] | None = None
     security: Security | None = None
     stdin: bool | None = None
@@ -103,7 +110,7 @@ class DistributedTrainingSpec(MasterSpec):
 class LeaderWorkerSpec(Container):
     """`DistributedInferenceLeaderWorkerSpec1`."""
     security: InferenceSecurity | None = None
-    storage: InferenceStorage | None = None
+    storage: LeaderWorkerStorage | None = None
 
 
 class ServingPort(Strict):
@@ -144,6 +151,86 @@ class DistributedInferenceSpec(Strict):
         return self
 
 
+# --- Training and Workspace ----------------------------------------------------------
+
+class WorkspaceSpec(MasterSpec):
+    """`WorkspaceSpecSpec`: exactly the keys a training container has."""
+
+
+class TrainingSpec(MasterSpec):
+    """`TrainingSpecSpec`."""
+    completions: NonNegInt32 | None = None
+    parallelism: NonNegInt32 | None = None
+
+
+# --- Inference -----------------------------------------------------------------------
+
+Seconds3600 = Annotated[int, Field(ge=0, le=3600)]
+
+
+class InferenceServingPort(Strict):
+    container: Annotated[int, Field(ge=1, le=65535)] | None = None
+    protocol: Literal["http", "grpc"] | None = None
+    authorizationType: Literal["public", "authenticatedUsers", "authorizedUsers",
+                               "authorizedGroups", "authorizedUsersOrGroups"] | None = None
+    authorizedUsers: list[str] | None = None
+    authorizedGroups: list[str] | None = None
+    clusterLocalAccessOnly: bool | None = None
+
+    @model_validator(mode="after")
+    def _auth(self):
+        if self.authorizationType != "authorizedUsersOrGroups":
+            users_or_groups(self)
+        return self
+
+
+class Autoscaling(Strict):
+    metricThresholdPercentage: Annotated[float, Field(ge=1, le=100)] | None = None
+    minReplicas: NonNegInt32 | None = None
+    maxReplicas: PosInt32 | None = None
+    initialReplicas: NonNegInt32 | None = None
+    activationReplicas: PosInt32 | None = None
+    concurrencyHardLimit: NonNegInt32 | None = None
+    scaleToZeroRetentionSeconds: Seconds3600 | None = None
+    scaleDownDelaySeconds: Seconds3600 | None = None
+    initializationTimeoutSeconds: PosInt32 | None = None  # deprecated by the API
+    metric: Annotated[str, StringConstraints(pattern=METRIC_RE)] | None = None
+    metricThreshold: Int32 | None = None
+
+    @model_validator(mode="after")
+    def _rules(self):
+        # CONTRACT.md §5/§7: minReplicas defaults to 1, maxReplicas to minReplicas (or 1).
+        low = 1 if self.minReplicas is None else self.minReplicas
+        high = (low or 1) if self.maxReplicas is None else self.maxReplicas
+        if low > high:
+            at = "maxReplicas" if self.maxReplicas is not None else "minReplicas"
+            raise rule_error(f"minReplicas ({low}) must not be greater than maxReplicas ({high})",
+                             at)
+        if low < high and (low, high) != (0, 1) and self.metric is None:
+            raise rule_error(f"is required when minReplicas ({low}) is less than maxReplicas "
+                             f"({high}), except 0 and 1", "metric")
+        if self.metric is not None and self.metricThreshold is None:
+            raise rule_error("is required with metric", "metricThreshold")
+        if self.scaleToZeroRetentionSeconds is not None and low != 0:
+            raise rule_error(f"is allowed only when minReplicas is 0 (minReplicas: {low})",
+                             "scaleToZeroRetentionSeconds")
+        return self
+
+
+class ServingConfiguration(Strict):
+    initializationTimeoutSeconds: PosInt32 | None = None
+    requestTimeoutSeconds: PosInt32 | None = None
+
+
+class InferenceSpec(WorkloadContainer):
+    """`InferenceSpecSpec`: a container without the run-to-completion keys, served."""
+    security: InferenceSecurity | None = None
+    storage: InferenceStorage | None = None
+    servingPort: InferenceServingPort | None = None
+    autoscaling: Autoscaling | None = None
+    servingConfiguration: ServingConfiguration | None = None
+
+
 # --- documents -----------------------------------------------------------------------
 
 class Document(Strict):
@@ -175,7 +262,19 @@ class Document(Strict):
         return value
 
 
-class DistributedTrainingDocument(Document):
+class _SingleContainer(Document):
+    """A kind whose `spec` is one container: the API needs its image unless a template
+    gives it."""
+
+    @model_validator(mode="after")
+    def _image(self):
+        if self.templateId is None and (self.spec is None or self.spec.image is None):
+            raise rule_error("is required (the API needs an image unless templateId is given)",
+                             "spec", "image")
+        return self
+
+
+class DistributedTrainingDocument(_SingleContainer):
     KIND: ClassVar[kinds.Kind] = kinds.DISTRIBUTED_TRAINING
 
     spec: DistributedTrainingSpec | None = None
@@ -186,9 +285,6 @@ class DistributedTrainingDocument(Document):
     def _rules(self):
         if self.masterSpecSameAsWorker and self.masterSpec is not None:
             raise rule_error("must not be given when masterSpecSameAsWorker is true", "masterSpec")
-        if self.templateId is None and (self.spec is None or self.spec.image is None):
-            raise rule_error("is required (the API needs an image unless templateId is given)",
-                             "spec", "image")
         return self
 
 
@@ -208,6 +304,25 @@ class DistributedInferenceDocument(Document):
         return self
 
 
+class TrainingDocument(_SingleContainer):
+    KIND: ClassVar[kinds.Kind] = kinds.TRAINING
+
+    spec: TrainingSpec | None = None
+
+
+class WorkspaceDocument(_SingleContainer):
+    KIND: ClassVar[kinds.Kind] = kinds.WORKSPACE
+
+    spec: WorkspaceSpec | None = None
+
+
+class InferenceDocument(_SingleContainer):
+    KIND: ClassVar[kinds.Kind] = kinds.INFERENCE
+
+    spec: InferenceSpec | None = None
+
+
 MODELS: dict[str, type[Document]] = {
-    m.KIND.name: m for m in (DistributedTrainingDocument, DistributedInferenceDocument)
+    m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
+                             DistributedTrainingDocument, DistributedInferenceDocument)
 }

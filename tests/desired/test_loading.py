@@ -252,9 +252,12 @@ def test_a_single_file_can_be_loaded(specdir):
 def test_the_example_specs_load():
     loaded = {w.address: w for w in load_specs(ROOT / "specs")}
     assert set(loaded) >= {"DistributedTraining/7/bert-ddp", "DistributedTraining/7/resnet-mpi",
-                           "DistributedInference/7/llama-70b-serve"}
+                           "DistributedInference/7/llama-70b-serve", "Training/7/llama-8b-lora",
+                           "Workspace/7/jupyter-research", "Inference/7/mistral-7b-chat"}
     for w in loaded.values():
-        assert w.cluster_id == CLUSTER and w.desired_phase == "Running"
+        kept_stopped = w.address == "Workspace/7/jupyter-research"
+        assert w.cluster_id == CLUSTER
+        assert w.desired_phase == ("Stopped" if kept_stopped else "Running")
         assert not w.lifecycle.prevent_destroy
         assert not {"kind", "desiredPhase", "lifecycle"} & set(w.body)
     assert "masterSpec" in loaded["DistributedTraining/7/resnet-mpi"].body

@@ -51,6 +51,9 @@ CONTROL = {"kind", "desiredPhase", "lifecycle"}
 
 
 @pytest.mark.parametrize("kind,file,request_schema", [
+    ("Training", "trainings.yml", "TrainingCreationRequest"),
+    ("Workspace", "workspaces.yml", "WorkspaceCreationRequest"),
+    ("Inference", "inferences.yml", "InferenceCreationRequest"),
     ("DistributedTraining", "distributed.yml", "DistributedCreationRequest"),
     ("DistributedInference", "distributed-inferences.yml", "DistributedInferenceCreationRequest"),
 ])

@@ -442,8 +442,8 @@ def test_a_create_waits_for_the_deletion_that_frees_its_name():
 
 def test_state_of_an_unknown_kind_is_a_plan_error():
     st = state_of(rstate(B))
-    st.resources["Workspace/7/ws"] = rstate(dt_body("ws"), "Workspace")
-    with pytest.raises(errors.PlanError, match="Workspace/7/ws"):
+    st.resources["Notebook/7/ws"] = rstate(dt_body("ws"), "Notebook")
+    with pytest.raises(errors.PlanError, match="Notebook/7/ws"):
         planner.make_plan([], st, {})
 
 

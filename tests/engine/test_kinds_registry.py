@@ -1,0 +1,176 @@
+"""The registry's Training, Workspace and Inference entries: what they say agrees with
+NVIDIA's OpenAPI and with the simulator's own table, and the planner acts on them
+(offline: specs + state + a live body with the server's defaults -> the action)."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import yaml
+
+from reconciler import kinds, planner
+from reconciler.desired import models
+from reconciler.plans import Action
+from reconciler.simulator import defaults
+from reconciler.simulator import kinds as sim_kinds
+
+from .builders import CLUSTER, desired, live_of, rstate, set_path, state_of
+
+NEW = {"Training": ("trainings.yml", sim_kinds.TRAINING),
+       "Workspace": ("workspaces.yml", sim_kinds.WORKSPACE),
+       "Inference": ("inferences.yml", sim_kinds.INFERENCE)}
+
+
+def test_every_kind_has_a_model_and_every_model_a_kind():
+    assert set(models.MODELS) == set(kinds.KINDS)
+    assert all(m.KIND is kinds.KINDS[name] for name, m in models.MODELS.items())
+
+
+@pytest.mark.parametrize("name", sorted(NEW))
+def test_the_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir, name):
+    file, sim = NEW[name]
+    kind = kinds.get(name)
+    api = yaml.safe_load((shared_api_dir / file).read_text())
+    assert kind.api_path in api["paths"] and kind.api_path == sim.path
+    assert kind.can_suspend == sim.suspends == (f"{kind.api_path}/{{workloadId}}/suspend" in api["paths"])
+    patch = api["paths"][f"{kind.api_path}/{{workloadId}}"].get("patch")
+    assert kind.can_update == (patch is not None)
+    assert kind.updatable_paths == frozenset(sim.updatable)
+    assert kind.body_keys == sim.body_keys
+
+
+def test_inference_updatable_paths_are_the_update_schema_s_spec_keys(shared_api_dir):
+    schemas = yaml.safe_load((shared_api_dir / "inferences.yml").read_text())["components"]["schemas"]
+    spec = schemas["InferenceUpdateSpec"]["properties"]["spec"]
+    keys = set()
+    for part in spec["allOf"]:
+        part = schemas[part["$ref"].rsplit("/", 1)[1]] if "$ref" in part else part
+        keys |= set(part["properties"])
+    assert kinds.INFERENCE.updatable_paths == {f"spec.{k}" for k in keys}
+
+
+# --- the planner on an Inference --------------------------------------------------------
+
+BODY = {
+    "name": "mistral-chat", "projectId": "7", "clusterId": CLUSTER,
+    "spec": {
+        "image": "vllm/vllm-openai:v0.6.3",
+        "command": "python3 -m vllm.entrypoints.openai.api_server",
+        "compute": {"gpuDevicesRequest": 1, "cpuMemoryRequest": "48Gi"},
+        "environmentVariables": [{"name": "HF_HOME", "value": "/models/hf"}],
+        "servingPort": {"container": 8000},
+        "autoscaling": {"minReplicas": 1, "maxReplicas": 4, "metric": "concurrency",
+                        "metricThreshold": 16},
+        "storage": {"pvc": [{"name": "weights", "path": "/models", "existingPvc": True,
+                             "claimName": "mistral-weights"}]},
+    },
+}
+
+
+def _live(body: dict) -> dict:
+    """What the server answers: the simulator's defaults for an Inference filled in."""
+    live = live_of(body, defaults=False)
+    defaults.fill_inference(live, random.Random(1))
+    return live
+
+
+def plan_inference(new: dict, applied: dict = BODY, live: dict | None = None):
+    p = planner.make_plan([desired(new, "Inference")], state_of(rstate(applied, "Inference")),
+                          {"Inference/7/mistral-chat": live or _live(applied)})
+    return p.changes[0]
+
+
+def test_unchanged_inference_with_the_server_s_defaults_is_a_noop():
+    live = _live(BODY)
+    assert live["spec"]["autoscaling"]["metricThresholdPercentage"] == 70
+    assert plan_inference(BODY, live=live).action is Action.NOOP
+
+
+def test_image_and_autoscaling_change_is_one_patch_of_both_whole():
+    new = set_path(set_path(BODY, "spec.image", "vllm/vllm-openai:v0.6.4"),
+                   "spec.autoscaling.maxReplicas", 8)
+    rc = plan_inference(new)
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"image": "vllm/vllm-openai:v0.6.4",
+                                 "autoscaling": new["spec"]["autoscaling"]}}
+
+
+def test_an_added_environment_variable_patches_the_whole_list():
+    new = copy.deepcopy(BODY)
+    new["spec"]["environmentVariables"].append({"name": "VLLM_LOGGING_LEVEL", "value": "INFO"})
+    rc = plan_inference(new)
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"environmentVariables": new["spec"]["environmentVariables"]}}
+
+
+def _claim(body: dict) -> None:
+    body["spec"]["storage"]["pvc"][0]["claimName"] = "mistral-weights-v2"
+
+
+@pytest.mark.parametrize("path,change", [
+    ("spec.servingPort.container", lambda b: b["spec"]["servingPort"].update(container=8080)),
+    ("spec.storage.pvc[weights].claimName", _claim),
+    ("spec.labels", lambda b: b["spec"].update(labels=[{"name": "team", "value": "serving"}])),
+    ("spec.security", lambda b: b["spec"].update(security={"runAsNonRoot": True})),
+])
+def test_a_create_only_change_replaces_naming_only_the_paths_that_force_it(path, change):
+    new = set_path(BODY, "spec.image", "vllm/vllm-openai:v0.6.4")
+    change(new)
+    rc = plan_inference(new)
+    assert rc.action is Action.REPLACE and rc.patch is None
+    assert rc.replace_paths == [path]
+    assert "spec.image" in [c.path for c in rc.changes]
+
+
+@pytest.mark.parametrize("kind", ["Training", "Workspace"])
+def test_any_change_of_a_training_or_workspace_replaces(kind):
+    body = {"name": "job-a", "projectId": "7", "clusterId": CLUSTER,
+            "spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "compute": {"gpuDevicesRequest": 1}}}
+    new = set_path(body, "spec.compute.gpuDevicesRequest", 2)
+    p = planner.make_plan([desired(new, kind)], state_of(rstate(body, kind)),
+                          {f"{kind}/7/job-a": live_of(body, defaults=False)})
+    rc = p.changes[0]
+    assert rc.action is Action.REPLACE and rc.replace_paths == ["spec.compute.gpuDevicesRequest"]
+
+
+def test_removing_an_environment_variable_patches_the_remaining_list():
+    new = copy.deepcopy(BODY)
+    new["spec"]["environmentVariables"] = [{"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]
+    rc = plan_inference(new, applied=_with_two_env(BODY))
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"environmentVariables": new["spec"]["environmentVariables"]}}
+
+
+def test_removing_an_autoscaling_key_patches_autoscaling_whole():
+    new = set_path(BODY, "spec.autoscaling.metricThreshold", None)
+    new = set_path(set_path(new, "spec.autoscaling.metric", None), "spec.autoscaling.maxReplicas", 1)
+    rc = plan_inference(new)
+    assert rc.action is Action.UPDATE
+    assert rc.patch == {"spec": {"autoscaling": {"minReplicas": 1, "maxReplicas": 1}}}
+
+
+@pytest.mark.parametrize("field", ["image", "autoscaling", "environmentVariables"])
+def test_removing_a_whole_updatable_field_replaces(field):
+    rc = plan_inference(set_path(BODY, f"spec.{field}", None))
+    assert rc.action is Action.REPLACE and rc.replace_paths == [f"spec.{field}"]
+
+
+def _with_two_env(body: dict) -> dict:
+    out = copy.deepcopy(body)
+    out["spec"]["environmentVariables"] = [{"name": "HF_HOME", "value": "/models/hf"},
+                                           {"name": "VLLM_LOGGING_LEVEL", "value": "INFO"}]
+    return out
+
+
+def test_a_patch_keeps_the_prior_value_of_an_ignored_path_inside_the_field_it_sends():
+    new = set_path(set_path(BODY, "spec.autoscaling.maxReplicas", 8),
+                   "spec.autoscaling.metricThreshold", 32)
+    p = planner.make_plan(
+        [desired(new, "Inference", ignore=("spec.autoscaling.maxReplicas",))],
+        state_of(rstate(BODY, "Inference")), {"Inference/7/mistral-chat": _live(BODY)})
+    rc = p.changes[0]
+    assert rc.action is Action.UPDATE and [c.path for c in rc.changes] == [
+        "spec.autoscaling.metricThreshold"]
+    assert rc.patch == {"spec": {"autoscaling": {**BODY["spec"]["autoscaling"], "metricThreshold": 32}}}
