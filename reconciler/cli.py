@@ -466,6 +466,9 @@ def state_migrate(cfg: Config, to: str | None, to_name: str) -> None:
     from reconciler.state.backends import is_url, without_password
 
     to = to or cfg.state_path
+    if not is_url(to) and to_name != "default":
+        raise errors.ReconcileError("--to-name selects a state in a PostgreSQL --to; a state "
+                                    "file holds one state (give another --to path instead)")
     target = open_store(to, name=to_name, lock_timeout=cfg.lock_timeout)
     source = _store(cfg)
     done = operations.state_migrate(source, target)

@@ -320,10 +320,12 @@ class LocalFileStore(_Store):
         return _read_or_none(self.path, f"the state file {self.path}")
 
     def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
-        for path in (self.path, self.backup_path):
+        # The state file's mtime is when it was written; the backup's is when it became
+        # the backup (the next command's first write), so its version's time is unknown.
+        for path, when in ((self.path, _mtime(self.path)), (self.backup_path, None)):
             raw = _read_or_none(path, str(path))
             if raw is not None:
-                yield raw, str(path), _mtime(path)
+                yield raw, str(path), when
 
     def _save(self, data: bytes, backup: bytes | None) -> None:
         try:

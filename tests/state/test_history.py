@@ -33,6 +33,8 @@ def test_history_lists_the_versions_kept_newest_first_with_their_workload_counts
         assert all(v.written_at and v.written_by and v.operation for v in history)
     else:  # the state and its backup: the state before the last command's first write
         assert [(v.serial, v.workloads) for v in history] == [(3, 1), (2, 2)]
+        if isinstance(store, LocalFileStore):  # the file's time; the backup's is unknown
+            assert history[0].written_at and history[1].written_at is None
 
 
 def test_restore_brings_back_what_a_wrong_state_rm_forgot_as_a_new_serial(open_store):
@@ -144,3 +146,30 @@ def test_migrate_refuses_another_lineage_a_newer_target_open_intents_and_no_stat
     with pytest.raises(ReconcileError, match="still open in its journal; run apply first"):
         operations.state_migrate(open_store(), file_store("third"))
     assert not file_store("third").path.exists()
+
+
+def test_the_cli_on_a_state_file_says_it_keeps_one_previous_version_and_restores_it(tmp_path):
+    from click.testing import CliRunner
+
+    from reconciler.cli import main
+
+    path = tmp_path / "state.json"
+    three_versions(lambda: LocalFileStore(path))
+
+    def cli(*args: str):
+        return CliRunner().invoke(main, ["--state", str(path), "state", *args])
+
+    res = cli("history")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].split() == ["SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS"]
+    assert [ln.split()[0] for ln in lines[1:3]] == ["3", "2"]
+    assert "A state file keeps one previous version (its .backup)" in res.output
+    res = cli("restore", "2")
+    assert res.exit_code == 0 and "Restored serial 2 (2 workloads) as serial 4" in res.output
+    res = cli("restore", "1")
+    assert res.exit_code == 1
+    assert "keeps no version with serial 1 (it keeps the state and the one before it: " \
+           "serials 4, 3)" in res.output
+    res = cli("migrate", "--to-name", "x")
+    assert res.exit_code == 1 and "--to-name selects a state in a PostgreSQL --to" in res.output
