@@ -3,6 +3,7 @@
 #
 #   eval "$(.ci/postgres.sh start)"   # prints the exports: RUNAI_RECONCILE_TEST_PG (the URL,
 #                                     # with a random password) and RUNAI_RECONCILE_TEST_PG_DIR
+#   .ci/postgres.sh restart           # restarts it, same port and data (a test of a server restart)
 #   .ci/postgres.sh stop              # stops it and removes the folder ($RUNAI_RECONCILE_TEST_PG_DIR)
 #
 # Needs the PostgreSQL server binaries (Debian: apt-get install postgresql). As root the
@@ -62,8 +63,16 @@ stop() {
   rm -rf "$dir"
 }
 
+restart() {
+  local dir=${1:-${RUNAI_RECONCILE_TEST_PG_DIR:-}} bin
+  [ -n "$dir" ] && [ -d "$dir/data" ] || { echo "postgres.sh: no server folder to restart" >&2; exit 1; }
+  bin=$(bindir)
+  as_owner "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -m fast -w -t 60 restart >/dev/null"
+}
+
 case "${1:-}" in
   start) start ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: $0 start | stop [DIR]" >&2; exit 1 ;;
+  restart) shift; restart "$@" ;;
+  *) echo "usage: $0 start | restart [DIR] | stop [DIR]" >&2; exit 1 ;;
 esac

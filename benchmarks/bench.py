@@ -11,6 +11,10 @@ folder of generated specs (`specgen`). Each step runs the real CLI in a subproce
   plan (unchanged)     N GETs + a token
   plan --no-refresh    CPU only: load specs, read state, diff, render
 
+With `--state postgresql://...`, each N also gets `--repeat` alternating pairs of applies
+of N creates (nothing live, a fresh state each): one on a state file, one on a fresh
+state name in that database; the rows are the medians, and the check compares them.
+
 The table gives wall time, the network bound N*L/P for the step's requests, their
 ratio, the API requests the simulator counted (GET /_sim/requests), the CLI's peak RSS
 and the simulator's CPU seconds (to show it is not the bottleneck).
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +78,7 @@ class Sim:
     """A `sim serve` subprocess and its admin surface."""
 
     def __init__(self, latency_ms: float, workdir: Path):
+        self.latency_ms = latency_ms
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(workdir / "sim.log", "w")
@@ -129,8 +135,13 @@ def run_cli(args: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
+FILE_APPLY = "apply (N creates), state file"
+PG_APPLY = "apply (N creates), PostgreSQL state"
+PG_TARGET = 1.2  # the PostgreSQL state's apply within 1.2 x the state file's
+
+
 def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
-               repeat: int = 1) -> list[Row]:
+               repeat: int = 1, state_url: str | None = None) -> list[Row]:
     """The four steps at N = n. The plans write nothing, so each runs `repeat` times and
     its row is the run of median wall time (a shared machine's noise is one-sided)."""
     work = root / f"n{n}"
@@ -167,9 +178,59 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
             runs.sort(key=lambda r: r.wall_s)
             rows.append(runs[len(runs) // 2])
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
+        if state_url:
+            rows += apply_pairs(n, sim, env, work, specs, state_url, parallelism, repeat,
+                                n * per_request)
     finally:
         sim.close()
     return rows
+
+
+def apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, state_url: str,
+                parallelism: int, repeat: int, bound: float) -> list[Row]:
+    """`repeat` pairs of applies of n creates, state file then PostgreSQL, each from an
+    empty simulator and a new state; the median row of each. The URL goes in the
+    environment, so that its password is in no command line."""
+    names = []
+    runs: dict[str, list[Row]] = {FILE_APPLY: [], PG_APPLY: []}
+    try:
+        for i in range(max(1, repeat)):
+            for label in (FILE_APPLY, PG_APPLY):
+                sim.admin("DELETE", "/_sim/workloads")
+                sim.admin("DELETE", "/_sim/requests")
+                if label == FILE_APPLY:
+                    state, run_env = ["--state", str(work / f"pair-{i}.json")], env
+                else:
+                    names.append(f"bench-{uuid.uuid4().hex[:12]}")
+                    state = ["--state-name", names[-1]]
+                    run_env = dict(env, RUNAI_RECONCILE_STATE=state_url)
+                cpu0 = sim.cpu_seconds()
+                wall, rss, code = run_cli(state + ["--parallelism", str(parallelism), "apply",
+                                                   str(specs), "--auto-approve"], run_env, work)
+                runs[label].append(Row(label, n, sim.latency_ms, parallelism, wall, bound,
+                                       sim.request_count(), rss, sim.cpu_seconds() - cpu0, code))
+                print(f"  pair {i + 1}: {label}: {wall:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        _drop_states(state_url, names)
+    rows = []
+    for label, got in runs.items():
+        got.sort(key=lambda r: r.wall_s)
+        rows.append(got[len(got) // 2])
+        print(format_row(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def _drop_states(url: str, names: list[str]) -> None:
+    """Remove the state names the pairs wrote (their versions and journal rows)."""
+    if not names:
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        ids = "(SELECT id FROM runai_reconcile.states WHERE name = ANY(%s))"
+        for table in ("journal", "versions"):
+            conn.execute(f"DELETE FROM runai_reconcile.{table} WHERE state_id IN {ids}", (names,))
+        conn.execute("DELETE FROM runai_reconcile.states WHERE name = ANY(%s)", (names,))
 
 
 HEADER = ("| step | N | latency | P | wall s | bound s (N·L/P) | ratio | requests | peak RSS MB "
@@ -215,6 +276,11 @@ def checks(rows: list[Row]) -> list[str]:
         if n == 1000:
             rss = max(r.rss_mb for r in rows if r.n == n)
             out.append(_check(n, "peak RSS of plan and apply < 400 MB", rss, 400.0, unit=" MB"))
+        on_file, on_pg = by.get((n, FILE_APPLY)), by.get((n, PG_APPLY))
+        if on_file and on_pg:
+            out.append(_check(n, f"apply on a PostgreSQL state ≤ {PG_TARGET:g} × on a state file "
+                              f"({on_file.wall_s:.2f} s)", on_pg.wall_s,
+                              PG_TARGET * on_file.wall_s))
     small = {r.step: r for r in rows if r.n == 1000}
     for r in rows:
         if r.n > 1000 and r.step in small:  # linear: N times more costs at most ~N times more
@@ -254,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="run each plan K times and keep the median (apply runs once)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (specs, state, sim.log)")
+    ap.add_argument("--state", metavar="URL", dest="state_url",
+                    help="a postgresql:// URL: also time applies on a PostgreSQL state there, "
+                         "alternating with a state file")
     args = ap.parse_args(argv)
     sizes = [100] if args.smoke else [int(s.replace("_", "")) for s in args.sizes.split(",")]
     latency = 20.0 if args.smoke else args.latency_ms
@@ -264,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in sizes:
             rows += bench_size(n, latency_ms=latency, parallelism=args.parallelism, root=root,
-                               repeat=args.repeat)
+                               repeat=args.repeat, state_url=args.state_url)
     finally:
         if args.keep:
             print(f"work folder: {root}", file=sys.stderr)

@@ -372,7 +372,7 @@ def force_unlock(cfg: Config, lock_id: str) -> None:
 
 @main.group("state")
 def state_group() -> None:
-    """Inspect or edit the state file."""
+    """Inspect, edit, restore or move the state."""
 
 
 @state_group.command("list")
@@ -406,6 +406,85 @@ def state_rm(cfg: Config, addresses: tuple[str, ...]) -> None:
     """Forget addresses without touching the workloads (they are no longer managed)."""
     for a in operations.state_rm(_store(cfg), addresses):
         click.echo(f"Removed {a}")
+
+
+@state_group.command("history")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+@pass_config
+def state_history(cfg: Config, fmt: str) -> None:
+    """List the versions kept: serial, when, who, operation, workload count.
+
+    A PostgreSQL state keeps every version; a state file keeps one previous version (its
+    .backup), so its history is the state and that one."""
+    store = _store(cfg)
+    versions = operations.state_history(store)
+    every = store.keeps_every_version
+    if fmt == "json":
+        click.echo(json.dumps({"state": store.where, "keeps": "every version" if every
+                               else "one previous version",
+                               "versions": [v.to_json() for v in versions]}, indent=2))
+        return
+    if not versions:
+        click.echo(f"No versions: nothing was written to {store.where} yet.")
+        return
+    rows = [("SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS")] + [
+        (str(v.serial), v.written_at or "-", v.written_by or "-", v.operation or "-",
+         str(v.workloads)) for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+    if not every:
+        click.echo(f"\nA state file keeps one previous version (its .backup); a PostgreSQL "
+                   "--state keeps every version.")
+
+
+@state_group.command("restore")
+@click.argument("serial", type=click.IntRange(1))
+@pass_config
+def state_restore(cfg: Config, serial: int) -> None:
+    """Write version SERIAL again as a new serial (the workloads are not touched)."""
+    store = _store(cfg)
+    restored = operations.state_restore(store, serial)
+    n = len(restored.resources)
+    click.echo(f"Restored serial {serial} ({n} workload{'s' if n != 1 else ''}) as serial "
+               f"{restored.serial} of {store.where}. No workload was changed: `plan` shows "
+               "how live differs from it.")
+
+
+@state_group.command("migrate")
+@click.option("--to", "to", metavar="PATH|URL",
+              help="Where to copy the state: a file path or a postgresql:// URL "
+                   "(default: the current --state, with another --to-name).")
+@click.option("--to-name", default="default", show_default=True,
+              help="The state name at a PostgreSQL --to.")
+@pass_config
+def state_migrate(cfg: Config, to: str | None, to_name: str) -> None:
+    """Copy the current state (serial and lineage kept, empty journal) to another backend
+    or state name; the source is left as it is."""
+    from reconciler.state import open_store
+    from reconciler.state.backends import is_url, without_password
+
+    to = to or cfg.state_path
+    if not is_url(to) and to_name != "default":
+        raise errors.ReconcileError("--to-name selects a state in a PostgreSQL --to; a state "
+                                    "file holds one state (give another --to path instead)")
+    target = open_store(to, name=to_name, lock_timeout=cfg.lock_timeout)
+    source = _store(cfg)
+    done = operations.state_migrate(source, target)
+    n = len(done.state.resources)
+    what = (f"serial {done.state.serial}, {n} workload{'s' if n != 1 else ''}, lineage "
+            f"{done.state.lineage}")
+    if done.copied:
+        click.echo(f"Copied the state ({what}) from {source.where} to {target.where}; "
+                   f"the source is unchanged.")
+    else:
+        click.echo(f"{target.where} already holds this state ({what}); nothing copied.")
+    nxt = f"--state '{without_password(to)}'"
+    if is_url(to) and to_name != "default":
+        nxt += f" --state-name '{to_name}'"
+    click.echo(f"Next, pass {nxt} (or set RUNAI_RECONCILE_STATE)"
+               + (", the password from PGPASSWORD or ~/.pgpass." if is_url(to) else "."))
 
 
 def _register_sim() -> None:

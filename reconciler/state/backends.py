@@ -4,6 +4,8 @@ PGSSLMODE, ...). Callers: the CLI's `_store`, tests."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from reconciler.errors import StateError
 from reconciler.state.store import LocalFileStore, StateStore
 
@@ -13,6 +15,21 @@ DEFAULT_SCHEMA = "runai_reconcile"
 
 def is_url(text: str) -> bool:
     return text.startswith(("postgresql://", "postgres://"))
+
+
+def without_password(url_or_path: str) -> str:
+    """`url_or_path` as it may be printed: a URL's password (user:password@, ?password=)
+    left out; libpq then takes it from PGPASSWORD or ~/.pgpass."""
+    if not is_url(url_or_path):
+        return url_or_path
+    parts = urlsplit(url_or_path)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                       if k != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def open_store(url_or_path: str, *, name: str = DEFAULT_NAME, schema: str = DEFAULT_SCHEMA,

@@ -46,7 +46,7 @@ from reconciler.errors import StateError
 from reconciler.state.backends import DEFAULT_SCHEMA
 from reconciler.state.locking import LockInfo, identity, take_or_wait, who
 from reconciler.state.model import State
-from reconciler.state.store import _Store, loads
+from reconciler.state.store import Version, _Store, loads
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +383,35 @@ class PostgresStore(_Store):
         return None if row is None else loads(row[0].encode(), f"{self.where} serial "
                                                                f"{self._backup_serial}")
 
+    keeps_every_version = True
+
+    def history(self) -> list[Version]:
+        """Every version written, newest first, in one query (the bodies stay on the server)."""
+        with self._mutex:
+            if self._state_id(create=False) is None:
+                return []
+            with self._errors("read the state history"):
+                rows = self._db().execute(sql.SQL(
+                    "SELECT serial, written_at, written_by, operation, (SELECT count(*) "
+                    "FROM jsonb_object_keys(body -> 'resources')) FROM {s}.versions "
+                    "WHERE state_id = %s ORDER BY serial DESC").format(s=self._s),
+                    (self._id,)).fetchall()
+        return [Version(int(serial), _utc(when), by, operation, int(n))
+                for serial, when, by, operation, n in rows]
+
+    def read_version(self, serial: int) -> State:
+        with self._mutex:
+            row = None
+            if self._state_id(create=False) is not None:
+                with self._errors("read the state history"):
+                    row = self._db().execute(sql.SQL(
+                        "SELECT body::text FROM {s}.versions WHERE state_id = %s AND "
+                        "serial = %s").format(s=self._s), (self._id, serial)).fetchone()
+        if row is None:
+            raise StateError(f"{self.where} has no version with serial {serial} "
+                             "(`state history` lists them)")
+        return loads(row[0].encode(), f"{self.where} serial {serial}")
+
     # --- the lock ------------------------------------------------------------------
 
     def _holder(self) -> tuple[LockInfo | None, int | None]:
@@ -396,9 +425,8 @@ class PostgresStore(_Store):
         if row is None or row[0] is None:
             return None, None
         lock_id, operation, user, host, pid, since, backend, _ = row
-        created = since.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
         return LockInfo(id=lock_id, operation=operation, who=who(user, host, pid),
-                        created=created), backend
+                        created=_utc(since)), backend
 
     def _try_lock(self) -> bool:
         """pg_try_advisory_lock, only in the session this store started with."""
@@ -477,6 +505,10 @@ class PostgresStore(_Store):
                     f"pg_terminate_backend({backend})")
             self._release(holder)
             return holder
+
+
+def _utc(when: _dt.datetime) -> str:
+    return when.astimezone(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _lines(rows: list[str] | None) -> bytes | None:

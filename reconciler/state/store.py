@@ -9,6 +9,9 @@
                                         or foreign state; folds the journal in: compaction)
     with store.lock(op): ...           (one writer at a time; the error names the holder)
     store.force_unlock(lock_id)        drop a lock whose holder is gone
+    store.history() -> [Version]       the versions kept, newest first (a file: the state
+                                        and its backup; PostgreSQL: every version)
+    store.read_version(serial) -> State   one of them
 
 The journal (`<path>.journal`, see `journal`) is what keeps an apply's cost per action
 O(1): the executor appends a line per step and the state file is rewritten once, at the
@@ -29,11 +32,13 @@ planner's caller (reads) and the executor (journals each action, compacts at the
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import tempfile
 import threading
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Protocol, runtime_checkable
 
@@ -58,6 +63,24 @@ class StateStore(Protocol):
     def append(self, entries: list[dict], lineage: str) -> None: ...
 
     def force_unlock(self, lock_id: str) -> LockInfo: ...
+
+    def history(self) -> list[Version]: ...
+
+    def read_version(self, serial: int) -> State: ...
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a state as `state history` lists it (None: not recorded)."""
+
+    serial: int
+    written_at: str | None  # ISO 8601, UTC, to the second
+    written_by: str | None  # user@host pid N
+    operation: str | None
+    workloads: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 def dumps(state: State, *, serial: int | None = None) -> bytes:
@@ -233,6 +256,32 @@ class _Store:
                 self._held = self._held_info = None
             self._release(handle)
 
+    # A store of files (or their memory twin) keeps the state and its backup only.
+    keeps_every_version = False
+
+    def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
+        """(bytes, where, when written) of the state and of its backup, when they exist."""
+        raise NotImplementedError
+
+    def history(self) -> list[Version]:
+        """The versions kept, newest first: here the state and the one before it."""
+        versions: dict[int, Version] = {}
+        for raw, where, when in self._kept():
+            state = loads(raw, where)
+            versions.setdefault(state.serial, Version(state.serial, when, None, None,
+                                                      len(state.resources)))
+        return sorted(versions.values(), key=lambda v: -v.serial)
+
+    def read_version(self, serial: int) -> State:
+        """The kept version `serial`; StateError naming the serials kept otherwise."""
+        for raw, where, _ in self._kept():
+            state = loads(raw, where)
+            if state.serial == serial:
+                return state
+        kept = ", ".join(str(v.serial) for v in self.history()) or "none"
+        raise StateError(f"{self.where} keeps no version with serial {serial} (it keeps "
+                         f"the state and the one before it: serials {kept})")
+
     def _acquire(self, operation: str) -> tuple[object, LockInfo]:
         raise NotImplementedError
 
@@ -269,6 +318,14 @@ class LocalFileStore(_Store):
 
     def _load(self) -> bytes | None:
         return _read_or_none(self.path, f"the state file {self.path}")
+
+    def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
+        # The state file's mtime is when it was written; the backup's is when it became
+        # the backup (the next command's first write), so its version's time is unknown.
+        for path, when in ((self.path, _mtime(self.path)), (self.backup_path, None)):
+            raw = _read_or_none(path, str(path))
+            if raw is not None:
+                yield raw, str(path), when
 
     def _save(self, data: bytes, backup: bytes | None) -> None:
         try:
@@ -335,6 +392,14 @@ def _read_or_none(path: Path, what: str) -> bytes | None:
         raise StateError(f"cannot read {what}: {exc.strerror}") from exc
 
 
+def _mtime(path: Path) -> str | None:
+    try:
+        when = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.timezone.utc)
+    except OSError:
+        return None
+    return when.isoformat(timespec="seconds")
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -396,6 +461,12 @@ class MemoryStore(_Store):
 
     def _load(self) -> bytes | None:
         return self._backing.data
+
+    def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
+        for raw, where in ((self._backing.data, self.where),
+                           (self._backing.backup, self.where + ".backup")):
+            if raw is not None:
+                yield raw, where, None
 
     def _save(self, data: bytes, backup: bytes | None) -> None:
         if backup is not None:

@@ -4,14 +4,14 @@ ends with live equal to desired, the state equal to live, and no duplicates."""
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import time
 
 import pytest
 
-from tests.reliability.conftest import (convergence, interrupt_after_posts, live_names, spawn,
+from tests.reliability.conftest import (backends, convergence, interrupt_after_posts,
+                                        journal_left, live_names, spawn, stored_state,
                                         wait_for_posts, write_fleet)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
@@ -47,7 +47,9 @@ def test_a_hundred_workloads_converge_in_one_run_under_errors_and_commit_failure
     fig.seconds = time.monotonic() - start
 
 
-@pytest.mark.parametrize("trial", range(4))
+@pytest.mark.parametrize(("ws", "trial"), [*(("file", t) for t in range(4)), *(
+    pytest.param("postgres", t, marks=pytest.mark.postgres) for t in range(2))],
+    indirect=["ws"])
 def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, figures, trial):
     rng = random.Random(1000 + trial)
     fig = figures("kill -9 mid-apply, then plan + apply", "kill -9 at a random moment; 60 ms latency")
@@ -62,8 +64,7 @@ def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, 
     time.sleep(0.3)  # requests the dead process had sent still land (latency <= 100 ms)
     faults(sim_server, latencyMs=0, jitterMs=0)
 
-    if ws.state_path.exists():
-        json.loads(ws.state_path.read_text())  # the state file always parses
+    stored_state(ws)  # the state always parses
     created = live_names(sim_server)
     doc = ws.plan_json()
     proposed = {rc["address"].rsplit("/", 1)[1] for rc in doc["resource_changes"]
@@ -75,7 +76,7 @@ def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, 
     assert res.exit_code == 0, res.output
     conv = convergence(ws, sim_server, names)
     assert conv.ok, conv
-    assert not ws.state_path.with_name("state.json.journal").exists()
+    assert not journal_left(ws)
     fig.runs, fig.workloads, fig.duplicates, fig.lost = 2, len(names), conv.duplicates, conv.lost
     fig.recoveries = res.stderr.count("created by an interrupted run")
     fig.notes.append(f"{len(created)} created before the kill")
@@ -102,6 +103,7 @@ def test_ctrl_c_finishes_what_is_in_flight_records_it_and_exits_130(ws, sim_serv
     fig.seconds = time.monotonic() - start
 
 
+@backends
 def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(ws, sim_server, figures):
     fig = figures("two concurrent applies", "second apply while the first holds the lock")
     # 20 creates, 2 at a time, 400 ms each: the first apply holds the lock ~4 s, long

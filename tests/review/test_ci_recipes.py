@@ -99,7 +99,7 @@ def test_recipes_use_what_the_issue_asks():
     assert "pull_request" in plan[True]  # YAML 1.1 reads `on:` as true
     assert "--out plan.json --format markdown" in text["github-plan.yml"]
     assert "upload-artifact" in text["github-plan.yml"] and "updateComment" in text["github-plan.yml"]
-    assert "runai-reconcile --no-color apply plan.json" in text["github-apply.yml"]
+    assert "runai-reconcile --no-color --lock-timeout 900 apply plan.json" in text["github-apply.yml"]
     drift = yaml.safe_load(text["github-drift.yml"])
     assert "schedule" in drift[True]
     assert "--detailed-exitcode" in text["github-drift.yml"] and "GITHUB_STEP_SUMMARY" in text["github-drift.yml"]

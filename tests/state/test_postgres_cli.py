@@ -4,6 +4,7 @@ a server that cannot be reached; and the URL's password in no output."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,12 +32,13 @@ class PgState:
         self.password = conninfo_to_dict(url).get("password") or ""
         self.outputs: list[str] = []
 
-    def spawn(self, *args: str, state: str | None = None) -> subprocess.Popen:
+    def spawn(self, *args: str, state: str | None = None,
+              name: str | None = None) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNAI_", "PG"))}
         env.update({k: v for k, v in self.ws.env.items() if v is not None})
         return subprocess.Popen(
             [sys.executable, "-m", "reconciler.cli", "--state", state or self.url,
-             "--state-name", self.name, *args],
+             "--state-name", name or self.name, *args],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             stdin=subprocess.DEVNULL, cwd=self.ws.root)
 
@@ -45,8 +47,9 @@ class PgState:
         self.outputs += [out, err]
         return proc.returncode, out, err
 
-    def run(self, *args: str, state: str | None = None) -> tuple[int, str, str]:
-        return self.wait(self.spawn(*args, state=state))
+    def run(self, *args: str, state: str | None = None,
+            name: str | None = None) -> tuple[int, str, str]:
+        return self.wait(self.spawn(*args, state=state, name=name))
 
     def apply(self, *extra: str) -> tuple[int, str, str]:
         return self.run(*extra, "apply", str(self.ws.specs), "--auto-approve")
@@ -275,3 +278,54 @@ def test_a_session_lost_mid_apply_starts_no_new_action_exits_1_and_the_next_appl
     code, out, err = pg.apply()
     assert code == 0, err
     pg.converged(sim_server, names)
+
+
+def test_history_and_restore_after_a_wrong_state_rm(pg, sim_server):
+    names = write_fleet(pg.ws, 3)
+    assert pg.apply()[0] == 0
+    gone = f"DistributedTraining/7/{names[0]}"
+    assert pg.run("state", "rm", gone)[0] == 0
+    code, out, err = pg.run("state", "history")
+    assert code == 0, err
+    header, *rows = out.strip().splitlines()
+    assert header.split() == ["SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS"]
+    assert [(r.split()[0], r.split()[-1]) for r in rows] == [("2", "2"), ("1", "3")]
+    assert "state rm" in rows[0] and "apply" in rows[1] and " pid " in rows[0]
+    code, out, err = pg.run("state", "restore", "1")
+    assert code == 0, err
+    assert out.startswith("Restored serial 1 (3 workloads) as serial 3 of postgresql://")
+    code, out, _ = pg.run("state", "history", "--format", "json")
+    doc = json.loads(out)
+    assert doc["keeps"] == "every version"
+    assert [(v["serial"], v["workloads"], v["operation"]) for v in doc["versions"]] == [
+        (3, 3, "state restore 1"), (2, 2, "state rm"), (1, 3, "apply")]
+    code, out, err = pg.run("plan", str(pg.ws.specs), "--detailed-exitcode")
+    assert code == 0, out + err  # the forgotten workload is tracked again: no create
+    pg.converged(sim_server, names)
+
+
+def test_migrate_file_to_postgresql_then_plan_shows_no_changes_and_says_what_to_pass(pg, sim_server):
+    names = write_fleet(pg.ws, 4)
+    code, out, err = pg.run("apply", str(pg.ws.specs), "--auto-approve", name="default",
+                            state=str(pg.ws.state_path))
+    assert code == 0, err
+    before = pg.ws.state_path.read_bytes()
+    code, out, err = pg.run("state", "migrate", "--to", pg.url, "--to-name", pg.name,
+                            name="default", state=str(pg.ws.state_path))
+    assert code == 0, err
+    assert "Copied the state (serial 1, 4 workloads" in out and "the source is unchanged" in out
+    server = pg.url.split("@", 1)[1]
+    assert f"Next, pass --state 'postgresql://postgres@{server}' --state-name '{pg.name}'" in out
+    assert pg.ws.state_path.read_bytes() == before
+    code, out, err = pg.run("plan", str(pg.ws.specs), "--detailed-exitcode")
+    assert code == 0, out + err
+    pg.converged(sim_server, names)
+    code, out, err = pg.run("state", "migrate", "--to-name", pg.name + "-copy")
+    assert code == 0 and f"--state-name '{pg.name}-copy'" in out, err
+    other = pg.ws.root / "back" / "state.json"
+    code, out, err = pg.run("state", "migrate", "--to", str(other))
+    assert code == 0 and f"Next, pass --state '{other}' (or" in out, err
+    assert json.loads(other.read_text())["serial"] == 1
+    code, out, err = pg.run("state", "migrate", "--to", pg.url, "--to-name", pg.name,
+                            name="default", state=str(other))
+    assert code == 0 and "already holds this state" in out, err
