@@ -10,7 +10,6 @@ from reconciler.errors import StateError
 from reconciler.state.store import LocalFileStore, StateStore
 
 DEFAULT_NAME = "default"
-DEFAULT_SCHEMA = "runai_reconcile"
 
 
 def is_url(text: str) -> bool:
@@ -32,9 +31,10 @@ def without_password(url_or_path: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
-def open_store(url_or_path: str, *, name: str = DEFAULT_NAME, schema: str = DEFAULT_SCHEMA,
+def open_store(url_or_path: str, *, name: str = DEFAULT_NAME, schema: str | None = None,
                lock_timeout: float = 0.0) -> StateStore:
-    """The store for `url_or_path`; StateError (one line, no password) when it cannot be."""
+    """The store for `url_or_path`; StateError (one line, no password) when it cannot be.
+    `schema`: the PostgreSQL schema (default `postgres.DEFAULT_SCHEMA`)."""
     if not is_url(url_or_path):
         if "://" in url_or_path:
             scheme = url_or_path.split("://", 1)[0]
@@ -45,8 +45,9 @@ def open_store(url_or_path: str, *, name: str = DEFAULT_NAME, schema: str = DEFA
                              "file holds one state (give another --state path instead)")
         return LocalFileStore(url_or_path, lock_timeout=lock_timeout)
     try:
-        from reconciler.state.postgres import PostgresStore
+        from reconciler.state.postgres import DEFAULT_SCHEMA, PostgresStore
     except ImportError:
         raise StateError("a PostgreSQL --state needs psycopg: pip install "
                          "'runai-reconcile[postgres]'") from None
-    return PostgresStore(url_or_path, name=name, schema=schema, lock_timeout=lock_timeout)
+    return PostgresStore(url_or_path, name=name, schema=schema or DEFAULT_SCHEMA,
+                         lock_timeout=lock_timeout)

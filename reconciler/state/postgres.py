@@ -43,7 +43,6 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.errors import StateError
-from reconciler.state.backends import DEFAULT_SCHEMA
 from reconciler.state.locking import LockInfo, identity, take_or_wait, who
 from reconciler.state.model import State
 from reconciler.state.store import Version, _Store, loads
@@ -51,6 +50,7 @@ from reconciler.state.store import Version, _Store, loads
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+DEFAULT_SCHEMA = "runai_reconcile"
 CONNECT_TIMEOUT = 10  # seconds, unless the URL or PGCONNECT_TIMEOUT says otherwise
 # The server drops a holder cut off from the network after about idle + interval * count
 # seconds (TCP keepalive of its session), which releases the lock; an idle session (an

@@ -87,9 +87,8 @@ def dumps(state: State, *, serial: int | None = None) -> bytes:
     """The file's bytes: keys sorted and indented so that state diffs read well.
 
     orjson writes the same bytes as `json.dumps(doc, indent=2, sort_keys=True,
-    ensure_ascii=False)` forty times faster (json's C encoder does not indent: 0.47 s
-    for 1,000 workloads, at the end of every apply); json remains for what orjson
-    refuses (an integer beyond 64 bits)."""
+    ensure_ascii=False)`, much faster (json's C encoder does not indent; figures in
+    docs/performance.md); json remains for what orjson refuses (an integer beyond 64 bits)."""
     doc = state.to_json()
     if serial is not None:
         doc["serial"] = serial
