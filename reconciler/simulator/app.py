@@ -545,6 +545,7 @@ class Simulator:
     async def admin_workloads(self, request: Request) -> Response:
         if request.method == "DELETE":
             self.store.clear()
+            self.projects.defined.clear()
         self.store.settle()
         return JSONResponse({
             "workloads": [self.render(r) | {"kind": r.kind} for r in self.store.live.values()],
