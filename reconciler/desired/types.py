@@ -50,7 +50,8 @@ class DesiredWorkload:
                                    body={**self.body, "projectId": project_id})
 
 
-def duplicate_addresses(keys: list[tuple[str, str, int | None]]) -> list[tuple[str, int | None, str]]:
+def duplicate_addresses(keys: list[tuple[str, str, int | None]],
+                        ) -> list[tuple[str, int | None, str]]:
     """(source, line, message) for each address defined again, given the (address,
     source, line) of every workload in file order: the message names the first place."""
     first: dict[str, tuple[str, int | None]] = {}

@@ -148,7 +148,8 @@ def _plan_line(rc: ResourceChange) -> str:
 def _plan_details(rc: ResourceChange) -> str:
     summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
                f"<b>{html.escape(rc.address)}</b>"
-               f"{html.escape(words.project_name_note(rc.project_name))} {html.escape(words.phrase(rc))}")
+               f"{html.escape(words.project_name_note(rc.project_name))} "
+               f"{html.escape(words.phrase(rc))}")
     changes = list(rc.changes)
     implied = words.phase_change(rc)
     if implied is not None:

@@ -6,7 +6,8 @@
 
 Symbols: `+` create, `~` update in place, `-/+` replace, `-` delete, `<` suspend,
 `>` resume (plain ASCII, so any terminal and any CI log shows them). Values are JSON.
-The project's name follows its id when the spec or the state knows it. No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
+The project's name follows its id when the spec or the state knows it.
+No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
 from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 """
 

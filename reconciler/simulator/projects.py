@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-DEFAULT_CLUSTER_ID = "00000000-0000-4000-8000-000000000001"  # a default project's cluster when none is asked
+# A default project's cluster when the request names none and no workload is in it.
+DEFAULT_CLUSTER_ID = "00000000-0000-4000-8000-000000000001"
 PARENT_ID = "4f1a9c3e-2b7d-4e8a-9c1f-0d2e3f4a5b6c"  # the one department every project is in
 DEFAULT_NODE_POOL = {"id": "1", "name": "default"}
 DEFAULT_CREATED = "2025-01-01T00:00:00.000Z"
