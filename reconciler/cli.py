@@ -378,9 +378,11 @@ def state_group() -> None:
 @state_group.command("list")
 @pass_config
 def state_list(cfg: Config) -> None:
-    """List the addresses the state tracks."""
-    for addr in operations.state_list(_store(cfg)):
-        click.echo(addr)
+    """List the addresses the state tracks (with the project's name when known)."""
+    from reconciler.render import words
+
+    for addr, project_name in operations.state_list(_store(cfg)):
+        click.echo(addr + words.project_name_note(project_name))
 
 
 @state_group.command("show")

@@ -347,6 +347,7 @@ class Executor:
             prevent_destroy=(d.lifecycle.prevent_destroy if d else (prev.prevent_destroy if prev else False)),
             completed=bool(prev and prev.completed and prev.workload_id == workload_id),
             sensitive=list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else []),
+            project_name=ch.project_name or (prev.project_name if prev else None),
         )
         if res.last_phase == phases.COMPLETED:
             res.completed = True

@@ -87,7 +87,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:
-                return await _make_plan(None, specs, state, options)
+                desired = await _resolved_without_refresh(specs, connect)
+                return await _make_plan(None, specs, state, options, desired=desired)
             async with connect() as client:
                 return await _make_plan(client, specs, state, options)
 
@@ -109,17 +110,21 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     return result
 
 
-async def _make_plan(client, specs, state: State, options: PlanOptions) -> tuple[Plan, dict, list]:
+async def _make_plan(client, specs, state: State, options: PlanOptions, *,
+                     desired: list[DesiredWorkload] | None = None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     GETs of the workloads the state knows start while the specs still load, and each
-    workload is planned as its live body arrives (`planner.Incremental`)."""
+    workload is planned as its live body arrives (`planner.Incremental`). The specs'
+    project names are resolved once they are loaded, before the lookups by name.
+    Without a client, `desired` are the specs (already resolved)."""
     incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy)
     live: dict[str, dict | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
 
         async def specs_in() -> list[DesiredWorkload]:
-            desired = await specs.wait()
+            nonlocal desired
+            desired = await refresh.resolve_projects(client, await specs.wait())
             incremental.specs_loaded(desired)
             return desired
 
@@ -134,8 +139,21 @@ async def _make_plan(client, specs, state: State, options: PlanOptions) -> tuple
             if warm is not None:  # its failure, if any, the requests have met and said
                 warm.cancel()
                 await asyncio.gather(warm, return_exceptions=True)
-    desired = await specs.wait()
+    if desired is None:  # a refresh ends only once the specs are in (or raises)
+        raise AssertionError("the specs were never read")
     return incremental.plan(desired, live, targets=options.targets), live, desired
+
+
+async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
+    """The specs, with the API asked only when some name their project (`project:`):
+    even without a refresh, a name's id comes from the API."""
+    desired = list(await specs.wait())
+    if all(d.resolved for d in desired):
+        return desired
+    from reconciler import refresh
+
+    async with connect() as client:
+        return await refresh.resolve_projects(client, desired)
 
 
 # --- apply --------------------------------------------------------------------------
@@ -249,16 +267,23 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
                 f"no state at {store.where}: nothing has been applied with it, so "
                 "nothing can drift. Point --state at the state your applies write.")
         if not state.resources:
-            return drifts.find_drift(list(specs.result()), state, {})
+            return drifts.find_drift(asyncio.run(_resolved_without_refresh(specs, connect)),
+                                     state, {})
 
         async def run() -> tuple[dict, list]:
             from reconciler import refresh
 
             async with connect() as client:
-                live = await refresh.read_live(client, specs.wait(), state,
+                resolved: list[DesiredWorkload] = []
+
+                async def specs_in() -> list[DesiredWorkload]:
+                    resolved.extend(await refresh.resolve_projects(client, await specs.wait()))
+                    return resolved
+
+                live = await refresh.read_live(client, specs_in(), state,
                                                parallelism=parallelism,
                                                only=set(state.resources))
-                return live, await specs.wait()
+                return live, resolved
 
         live, desired = asyncio.run(run())
     return drifts.find_drift(list(desired), state, live)
@@ -267,8 +292,9 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
 # --- state --------------------------------------------------------------------------
 
 
-def state_list(store) -> list[str]:
-    return sorted(store.read().resources)
+def state_list(store) -> list[tuple[str, str | None]]:
+    """(address, project name or None) of each workload the state tracks, sorted."""
+    return [(a, r.project_name) for a, r in sorted(store.read().resources.items())]
 
 
 def state_show(store, address: str) -> ResourceState:

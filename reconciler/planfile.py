@@ -254,7 +254,7 @@ def _desired_doc(d: DesiredWorkload) -> dict[str, Any]:
             "lifecycle": {"prevent_destroy": d.lifecycle.prevent_destroy,
                           "ignore_changes": list(d.lifecycle.ignore_changes),
                           "sensitive": list(d.lifecycle.sensitive)},
-            "source": d.source, "line": d.line}
+            "source": d.source, "line": d.line, "project_name": d.project_name}
 
 
 def _desired_from(doc: dict[str, Any]) -> DesiredWorkload:
@@ -266,4 +266,5 @@ def _desired_from(doc: dict[str, Any]) -> DesiredWorkload:
         lifecycle=Lifecycle(prevent_destroy=bool(lc["prevent_destroy"]),
                             ignore_changes=tuple(lc["ignore_changes"]),
                             sensitive=tuple(lc["sensitive"])),
-        source=doc.get("source") or "", line=doc.get("line"))
+        source=doc.get("source") or "", line=doc.get("line"),
+        project_name=doc.get("project_name"))

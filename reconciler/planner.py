@@ -277,6 +277,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
                    else tuple(rs.sensitive) if rs is not None else ()),
         ignore_changes=tuple(dw.lifecycle.ignore_changes) if dw is not None else (),
         adopted=rs is None and dw is not None and live_body is not None,
+        project_name=(dw.project_name if dw is not None and dw.project_name
+                      else rs.project_name if rs is not None else None),
     )
 
 

@@ -78,6 +78,7 @@ class ResourceChange:
     # lifecycle.ignoreChanges paths (the diff already left them out); empty without a spec.
     sensitive: tuple[str, ...] = ()
     ignore_changes: tuple[str, ...] = ()
+    project_name: str | None = None  # the project's name when known (spec or state)
 
     @property
     def replace_paths(self) -> list[str]:

@@ -6,6 +6,9 @@ by workload id; for desired addresses the state does not know (first run, lost s
 one list call per project (pages of 500) finds existing workloads by name, and only
 those found are read with a GET. So an unchanged fleet of N costs N GETs, and a new one
 a handful of list calls.
+
+Before any of that needs them, `resolve_projects` turns the specs' project names
+(`project: team-a`) into project ids: one projects lookup per distinct name and cluster.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 
 from reconciler import kinds, phases
 from reconciler.api import errors as api_errors
-from reconciler.desired.types import DesiredWorkload
+from reconciler.desired.types import DesiredWorkload, duplicate_addresses
+from reconciler.errors import SpecError
 from reconciler.state.model import State
 
 log = logging.getLogger("reconciler.refresh")
@@ -86,6 +90,47 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
         await asyncio.gather(*reads, return_exceptions=True)
         raise
     return live
+
+
+async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[DesiredWorkload]:
+    """`desired` with each `project:` name replaced by its project's id (the address
+    always holds the id), looking each distinct (name, cluster) up once.
+
+    Raises SpecError naming the spec file and the project for every name that does not
+    match exactly one project in its cluster, and for two specs that turn out to have
+    one address (`project: team-a` and `projectId` of team-a)."""
+    desired = list(desired)
+    wanted = sorted({(d.project_name, d.cluster_id) for d in desired if not d.resolved})
+    if not wanted:
+        return desired
+    answers = await asyncio.gather(*(client.find_projects(n, c) for n, c in wanted))
+    matches = dict(zip(wanted, answers))
+    problems: list[str] = []
+    out: list[DesiredWorkload] = []
+    for d in desired:
+        if d.resolved:
+            out.append(d)
+            continue
+        found = matches[(d.project_name, d.cluster_id)]
+        if len(found) == 1 and found[0].get("id"):
+            out.append(d.with_project_id(str(found[0]["id"])))
+            continue
+        why = ("no project of that name" if not found else
+               f"{len(found)} projects of that name (ids "
+               + ", ".join(sorted(str(p.get("id")) for p in found))
+               + "): give projectId instead")
+        problems.append(f"{_where(d.source, d.line)}: project: {d.project_name!r} does not "
+                        f"resolve in cluster {d.cluster_id}: {why}")
+    if not problems:
+        problems = [f"{_where(source, line)}: {message}" for source, line, message
+                    in duplicate_addresses([(d.address, d.source, d.line) for d in out])]
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def _where(source: str, line: int | None) -> str:
+    return source if line is None else f"{source}:{line}"
 
 
 async def _find_by_name(client, wanted: list[DesiredWorkload]) -> Mapping[str, str]:

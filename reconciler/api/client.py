@@ -47,6 +47,7 @@ _USER_AGENT = f"runai-reconcile/{__version__}"
 TOKEN_PATH = "/api/v1/token"
 WORKLOADS_PATH = "/api/v1/workloads"
 MAX_PAGE = 500
+PROJECTS_PATH = "/api/v1/org-unit/projects"
 
 OnAmbiguous = Callable[[], Awaitable[dict | None]]
 
@@ -265,6 +266,31 @@ class RunaiClient:
             if include_deleting or live.get("desiredPhase") != "Deleted":
                 return live
         return None
+
+    # --- projects -------------------------------------------------------------------
+
+    async def find_projects(self, name: str, cluster_id: str) -> list[dict]:
+        """Every project named `name` in the cluster (`GET /api/v1/org-unit/projects`,
+        page after page): the lookup of a spec's `project:`. Names are not known to be
+        unique, so the caller decides what other than one match means."""
+        found: list[dict] = []
+        offset = 0
+        while True:
+            params = {"filterBy": f"name=={name},clusterId=={cluster_id}",
+                      "limit": MAX_PAGE, "offset": offset}
+            page = await self._send("GET", PROJECTS_PATH, params=params)
+            items = page.get("projects")
+            if not isinstance(items, list):
+                raise errors.PermanentError(
+                    f"GET {PROJECTS_PATH}: the answer has no `projects` list",
+                    method="GET", path=PROJECTS_PATH, status=200)
+            # The filter is the server's; the exact match is checked here too.
+            found += [p for p in items if isinstance(p, dict) and p.get("name") == name
+                      and p.get("clusterId") == cluster_id]
+            nxt = page.get("next")
+            if len(items) < MAX_PAGE or not isinstance(nxt, int) or nxt <= offset:
+                return found
+            offset = nxt
 
     # --- the one place that talks to the network ------------------------------------
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from reconciler import kinds
 from reconciler.desired import fields, models, sources
 from reconciler.desired.sources import Path_, Problem, RawDocument
-from reconciler.desired.types import DesiredWorkload, Lifecycle
+from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
 
 _SEGMENT = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([^\[\]]+)\]")
@@ -99,17 +99,8 @@ def workload_keys(workloads: list[DesiredWorkload]) -> list[tuple[str, str, int 
 def cross_file_problems(keys: list[tuple[str, str, int | None]]) -> list[Problem]:
     """The problems that span files, given every valid workload's key in file order:
     an address defined twice, naming both places."""
-    first: dict[str, tuple[str, int | None]] = {}
-    problems = []
-    for address, source, line in keys:
-        if address in first:
-            other, other_line = first[address]
-            where = other if other_line is None else f"{other}:{other_line}"
-            problems.append(Problem(source, line, "",
-                                    f"duplicate address {address}: already defined at {where}"))
-        else:
-            first[address] = (source, line)
-    return problems
+    return [Problem(source, line, "", message)
+            for source, line, message in duplicate_addresses(keys)]
 
 
 def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Problem]]:
@@ -138,25 +129,39 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
             path, message = _translate(err, model)
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
+    found.extend(problem(p, m) for p, m in _project_problems(data))
     if validated is None or found:
         return None, found
 
     lc = validated.lifecycle or models.Lifecycle()
-    body: dict[str, Any] = {"name": validated.name, "projectId": validated.projectId,
-                            "clusterId": validated.clusterId}
+    body: dict[str, Any] = {"name": validated.name}
+    if validated.projectId is not None:
+        body["projectId"] = validated.projectId
+    body["clusterId"] = validated.clusterId
     if validated.templateId is not None:
         body["templateId"] = validated.templateId
     for key in model.KIND.body_keys:
         if key in data:
             body[key] = data[key]
     return DesiredWorkload(
-        kind=model.KIND.name, name=validated.name, project_id=validated.projectId,
-        cluster_id=validated.clusterId, body=body,
+        kind=model.KIND.name, name=validated.name, project_id=validated.projectId or "",
+        project_name=validated.project, cluster_id=validated.clusterId, body=body,
         desired_phase=validated.desiredPhase or "Running",
         lifecycle=Lifecycle(prevent_destroy=bool(lc.preventDestroy),
                             ignore_changes=tuple(lc.ignoreChanges or ()),
                             sensitive=tuple(lc.sensitive or ())),
         source=doc.file, line=doc.line), []
+
+
+def _project_problems(data: dict) -> list[tuple[Path_, str]]:
+    """Exactly one of projectId and project (the project's name) must be given."""
+    if "projectId" in data and "project" in data:
+        return [(("project",), "give either project (the project's name) or projectId, "
+                               "not both")]
+    if "projectId" not in data and "project" not in data:
+        return [(("projectId",), "required field is missing (or give project: with the "
+                                 "project's name)")]
+    return []
 
 
 def _drop_nulls(value: Any) -> Any:

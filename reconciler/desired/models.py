@@ -32,9 +32,11 @@ def _int_to_str(value: Any) -> Any:
 
 ProjectId = Annotated[str, BeforeValidator(_int_to_str), StringConstraints(pattern=DIGITS_RE)]
 WorkloadName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
+# A Run:ai project's name (its namespace is runai-<name>): only the form, not existence.
+ProjectName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
 
 # Keys of a document that are never sent to the API.
-CONTROL_KEYS = ("kind", "desiredPhase", "lifecycle", "useGivenNameAsPrefix")
+CONTROL_KEYS = ("kind", "desiredPhase", "lifecycle", "useGivenNameAsPrefix", "project")
 
 
 class Lifecycle(Strict):
@@ -234,12 +236,14 @@ class InferenceSpec(WorkloadContainer):
 # --- documents -----------------------------------------------------------------------
 
 class Document(Strict):
-    """The keys every kind's document has."""
+    """The keys every kind's document has. Exactly one of `projectId` and `project` (the
+    project's name, resolved to its id by plan/apply/drift): the loader checks that."""
     KIND: ClassVar[kinds.Kind]
 
     kind: str
     name: WorkloadName
-    projectId: ProjectId
+    projectId: ProjectId | None = None
+    project: ProjectName | None = None
     clusterId: Uuid
     templateId: Uuid | None = None
     useGivenNameAsPrefix: bool | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,17 +18,49 @@ class Lifecycle:
 class DesiredWorkload:
     kind: str  # a key of reconciler.kinds.KINDS
     name: str
+    # "" while a spec that names its project (`project: team-a`) is not resolved yet;
+    # the operations fill it (`with_project_id`) before anything is planned.
     project_id: str
     cluster_id: str
     # Exactly the API's create body: name, projectId, clusterId and the kind's body keys
     # (spec, masterSpec, masterSpecSameAsWorker), with None/absent fields dropped.
-    # Never holds kind, desiredPhase or lifecycle.
+    # Never holds kind, desiredPhase or lifecycle; no projectId until it is resolved.
     body: dict[str, Any]
     desired_phase: str = "Running"  # Running | Stopped
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     source: str = ""  # file path as given by the user
     line: int | None = None  # line of the document's first key
+    project_name: str | None = None  # the spec's `project:`, or a name learnt for its id
 
     @property
     def address(self) -> str:
-        return f"{self.kind}/{self.project_id}/{self.name}"
+        """`Kind/<project id>/<name>`. Before its project is resolved, a `project:` spec
+        has the provisional `Kind/project=<name>/<name>` (never a real address: project
+        ids are digits), which is enough to find two specs of the same project name."""
+        project = self.project_id or f"project={self.project_name}"
+        return f"{self.kind}/{project}/{self.name}"
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.project_id)
+
+    def with_project_id(self, project_id: str) -> "DesiredWorkload":
+        """This workload in the project `project_id` (its name's resolution)."""
+        return dataclasses.replace(self, project_id=project_id,
+                                   body={**self.body, "projectId": project_id})
+
+
+def duplicate_addresses(keys: list[tuple[str, str, int | None]],
+                        ) -> list[tuple[str, int | None, str]]:
+    """(source, line, message) for each address defined again, given the (address,
+    source, line) of every workload in file order: the message names the first place."""
+    first: dict[str, tuple[str, int | None]] = {}
+    found = []
+    for address, source, line in keys:
+        if address in first:
+            other, other_line = first[address]
+            where = other if other_line is None else f"{other}:{other_line}"
+            found.append((source, line, f"duplicate address {address}: already defined at {where}"))
+        else:
+            first[address] = (source, line)
+    return found

@@ -141,12 +141,15 @@ def _plan_table(todo: list[ResourceChange]) -> list[str]:
 
 
 def _plan_line(rc: ResourceChange) -> str:
-    return f"- `{words.SYMBOLS[rc.action]}` {rc.address} ({rc.action.value})"
+    return (f"- `{words.SYMBOLS[rc.action]}` {rc.address}{words.project_name_note(rc.project_name)}"
+            f" ({rc.action.value})")
 
 
 def _plan_details(rc: ResourceChange) -> str:
     summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
-               f"<b>{html.escape(rc.address)}</b> {html.escape(words.phrase(rc))}")
+               f"<b>{html.escape(rc.address)}</b>"
+               f"{html.escape(words.project_name_note(rc.project_name))} "
+               f"{html.escape(words.phrase(rc))}")
     changes = list(rc.changes)
     implied = words.phase_change(rc)
     if implied is not None:

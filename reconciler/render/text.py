@@ -1,11 +1,12 @@
 """The human plan: Terraform's vocabulary and symbols, only what changes (pure).
 
     # DistributedInference/7/llama-70b-serve will be updated in place
-      ~ DistributedInference llama-70b-serve (project 7)
+      ~ DistributedInference llama-70b-serve (project 7, team-a)
           ~ spec.replicas: 2 -> 4
 
 Symbols: `+` create, `~` update in place, `-/+` replace, `-` delete, `<` suspend,
 `>` resume (plain ASCII, so any terminal and any CI log shows them). Values are JSON.
+The project's name follows its id when the spec or the state knows it.
 No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
 from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 """
@@ -63,7 +64,8 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     pad = " " * (3 - len(words.SYMBOLS[rc.action]))
     out = [
         "  " + paint(_BOLD, words.header(rc)),
-        f"{pad}{sym} {rc.kind} {rc.name} (project {rc.project_id})",
+        f"{pad}{sym} {rc.kind} {rc.name} (project {rc.project_id}"
+        + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
     changes = list(rc.changes)
     implied = words.phase_change(rc)

@@ -67,6 +67,11 @@ def header(rc: ResourceChange) -> str:
     return f"# {rc.address} {phrase(rc)}"
 
 
+def project_name_note(project_name: str | None) -> str:
+    """` (project team-a)` after an address whose project's name is known, else ``."""
+    return f" (project {project_name})" if project_name else ""
+
+
 def targets_note(targets) -> str:
     """Said wherever a plan limited by --target is shown: it may be incomplete."""
     targets = sorted(targets)

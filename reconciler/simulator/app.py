@@ -8,6 +8,8 @@ API routes (bearer JWT required, except the token route):
     POST   /api/v1/token                          client_credentials, app_token
     GET    /api/v1/workloads                      filterBy, limit, offset, deleted, sortBy, sortOrder
     GET    /api/v1/workloads/{id}                 WorkloadDetailed
+    GET    /api/v1/org-unit/projects              filterBy, limit, offset, sortBy, sortOrder, search
+    GET    /api/v1/org-unit/projects/{id}         Project (see `projects` for which are known)
     and for each kind of `kinds.KINDS`, under its path P:
     POST   P                                      202, the workload
     GET    P/{id}                                 200, the workload
@@ -25,7 +27,8 @@ sample body for it (and a PATCH body, if it has PATCH).
 Admin routes (no auth, never faulted): GET|DELETE /_sim/requests, GET|DELETE
 /_sim/workloads, GET|PATCH|DELETE /_sim/workloads/{id} (PATCH: JSON merge patch,
 RFC 7386, on the stored body; DELETE: gone at once, out of band),
-POST /_sim/workloads/{id}/phase, GET|PUT /_sim/faults.
+POST /_sim/workloads/{id}/phase, GET|PUT /_sim/faults, POST /_sim/projects (define one:
+{"id", "name", "clusterId", "gpuQuota"}; 201, the Project).
 
 Choices where the API spec is silent:
 - Names are unique per project among live workloads of every kind (a Deleting workload
@@ -74,6 +77,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from reconciler.simulator import schema
+from reconciler.simulator.projects import DEFAULT_CLUSTER_ID, FILTER as _PROJECT_FILTER, Projects
 from reconciler.simulator.kinds import KINDS, Kind
 from reconciler.simulator.store import (CREATE_PHASES, DELETE_PHASES, RESUME_PHASES,
                                         SUSPEND_PHASES, UPDATE_PHASES, Record, Store, iso)
@@ -223,6 +227,7 @@ class Simulator:
                            data_path=pathlib.Path(data_path) if data_path is not None else None,
                            kinds=frozenset(self.kinds))
         self.store.load()
+        self.projects = Projects()
         self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
         self.api_routes: list[Route] = []  # set by create_app; names the log's routes
 
@@ -362,14 +367,7 @@ class Simulator:
         sort_order = q.get("sortOrder", "asc")
         if sort_order not in ("asc", "desc"):
             raise ApiError(400, "sortOrder must be asc or desc")
-        filters = []
-        for raw in q.getlist("filterBy"):
-            for part in raw.split(","):
-                m = _FILTER.match(part)
-                if not m:
-                    raise ApiError(400, f"invalid filterBy item {part!r}: expected "
-                                        "<field><op><value>, op one of == != <= >= =@ !@ =^ =$")
-                filters.append(m.groups())
+        filters = _filters(q, _FILTER)
         source = self.store.deleted if deleted == "true" else self.store.live
         records = sorted(source.values(), key=lambda r: r.created)
         # Filters on what a record holds as is need no list item built to be checked.
@@ -388,6 +386,52 @@ class Simulator:
         if offset + limit < len(items):
             out["next"] = offset + limit
         return JSONResponse(out)
+
+    # --- projects (`projects` module) --------------------------------------------------
+
+    async def list_projects(self, request: Request) -> Response:
+        self._auth(request)
+        q = request.query_params
+        limit = _int_param(q, "limit", 50, 1, 500)
+        offset = _int_param(q, "offset", 0, 0, None)
+        sort_order = q.get("sortOrder", "asc")
+        if sort_order not in ("asc", "desc"):
+            raise ApiError(400, "sortOrder must be asc or desc")
+        filters = _filters(q, _PROJECT_FILTER)
+        in_use = [(r.body.get("projectId"), r.body.get("clusterId"))
+                  for r in self.store.live.values() if r.body.get("projectId")]
+        found = [p for p in self.projects.listed(filters, in_use)
+                 if all(_match(p.field(f), op, v) for f, op, v in filters)]
+        search = q.get("search")
+        if search:
+            found = [p for p in found if search in p.name]
+        sort_by = q.get("sortBy")
+        if sort_by:
+            found.sort(key=lambda p: "" if p.field(sort_by) is None else str(p.field(sort_by)))
+        if sort_order == "desc":
+            found.reverse()
+        out: dict = {"projects": [p.body() for p in found[offset:offset + limit]]}
+        if offset + limit < len(found):
+            out["next"] = offset + limit
+        return JSONResponse(out)
+
+    async def get_project(self, request: Request) -> Response:
+        self._auth(request)
+        pid = request.path_params["projectId"]
+        cluster = next((r.body.get("clusterId") for r in self.store.live.values()
+                        if r.body.get("projectId") == pid), DEFAULT_CLUSTER_ID)
+        project = self.projects.by_id(pid, cluster)
+        if project is None:
+            raise ApiError(404, f"Project {pid} not found")
+        return JSONResponse(project.body())
+
+    async def admin_projects(self, request: Request) -> Response:
+        body = await self._json(request, submission=False)
+        try:
+            project = self.projects.define(body, iso(self.clock()))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        return JSONResponse(project.body(), status_code=201)
 
     async def get_any(self, request: Request) -> Response:
         self._auth(request)
@@ -501,6 +545,7 @@ class Simulator:
     async def admin_workloads(self, request: Request) -> Response:
         if request.method == "DELETE":
             self.store.clear()
+            self.projects.defined.clear()
         self.store.settle()
         return JSONResponse({
             "workloads": [self.render(r) | {"kind": r.kind} for r in self.store.live.values()],
@@ -589,6 +634,19 @@ def _k8s_phase(phase: str) -> str:
     return {"Running": "Running", "Completed": "Succeeded", "Failed": "Failed",
             "Creating": "Pending", "Initializing": "Pending", "Pending": "Pending"}.get(phase,
                                                                                           phase)
+
+
+def _filters(q, pattern: re.Pattern) -> list[tuple[str, str, str]]:
+    """The (field, op, value) of each comma-joined `filterBy` item; 400 for a bad one."""
+    filters = []
+    for raw in q.getlist("filterBy"):
+        for part in raw.split(","):
+            m = pattern.match(part)
+            if not m:
+                raise ApiError(400, f"invalid filterBy item {part!r}: expected "
+                                    "<field><op><value>, op one of == != <= >= =@ !@ =^ =$")
+            filters.append(m.groups())
+    return filters
 
 
 def _int_param(q, name: str, default: int, lo: int, hi: int | None) -> int:
@@ -813,6 +871,8 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
         Route("/api/v1/workloads", sim.list_workloads, methods=["GET"]),
         *(route for kind in kinds for route in kind_routes(kind)),
         Route("/api/v1/workloads/{workloadId}", sim.get_any, methods=["GET"]),
+        Route("/api/v1/org-unit/projects", sim.list_projects, methods=["GET"]),
+        Route("/api/v1/org-unit/projects/{projectId}", sim.get_project, methods=["GET"]),
     ]
     admin_routes = [
         Route("/_sim/requests", sim.admin_requests, methods=["GET", "DELETE"]),
@@ -821,6 +881,7 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
               methods=["GET", "PATCH", "DELETE"]),
         Route("/_sim/workloads/{workloadId}/phase", sim.admin_phase, methods=["POST"]),
         Route("/_sim/faults", sim.admin_faults, methods=["GET", "PUT"]),
+        Route("/_sim/projects", sim.admin_projects, methods=["POST"]),
     ]
     app = Starlette(
         routes=api_routes + admin_routes,

@@ -37,14 +37,19 @@ class ResourceState:
     # The spec's lifecycle.sensitive paths, kept so that a plan deleting the workload
     # after its spec is gone still masks them.
     sensitive: list[str] = field(default_factory=list)
+    project_name: str | None = None  # the project's name when known (older states lack it)
 
     @property
     def address(self) -> str:
         return kinds.address(self.kind, self.project_id, self.name)
 
     def to_json(self) -> dict[str, Any]:
-        """The fields as a dict for `json.dumps`: `applied` is this record's own, not a copy."""
-        return {name: getattr(self, name) for name in _FIELD_NAMES}
+        """The fields as a dict for `json.dumps`: `applied` is this record's own, not a copy.
+        An unknown project name is left out (the file stays as older versions wrote it)."""
+        out = {name: getattr(self, name) for name in _FIELD_NAMES}
+        if out["project_name"] is None:
+            del out["project_name"]
+        return out
 
     @classmethod
     def from_json(cls, data: Any, *, where: str = "resource") -> "ResourceState":
@@ -116,6 +121,7 @@ _RESOURCE_FIELDS = (
     ("prevent_destroy", _is_bool, False),
     ("completed", _is_bool, False),
     ("sensitive", lambda v: isinstance(v, list) and all(_is_str(p) for p in v), False),
+    ("project_name", _is_opt_str, False),
 )
 
 

@@ -47,7 +47,7 @@ def _compare(schema: dict, annotation, components: dict, path: str, out: list[st
         _compare(props[name], t.model_fields[name].annotation, components, f"{path}.{name}", out)
 
 
-CONTROL = {"kind", "desiredPhase", "lifecycle"}
+CONTROL = {"kind", "desiredPhase", "lifecycle", "project"}  # project: the name, for projectId
 
 
 @pytest.mark.parametrize("kind,file,request_schema", [
