@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.render import words
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -40,6 +40,9 @@ def render_text(report) -> str:
                 lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
             lines.append("")
         lines.append("`runai-reconcile plan` shows how apply would bring them back to the specs.")
+    if report.interrupted:
+        lines += ["", words.interrupted_heading(len(report.interrupted))]
+        lines += [f"  {words.interrupted_item(item)}" for item in report.interrupted]
     pending = report.pending_changes()
     if report.pending_error:
         lines += ["", "The specs cannot be planned against the state:", report.pending_error]
@@ -78,8 +81,13 @@ def report_document(report) -> dict[str, Any]:
                                "after": words.mask_at(c.path, c.after, rc.sensitive)}
                               for c in rc.changes],
         } for rc in pending],
+        "interrupted": [{
+            "address": item.address, "kind": item.kind, "name": item.name,
+            "project_id": item.project_id, "workload_id": item.workload_id,
+        } for item in report.interrupted],
         "pending_error": report.pending_error,
-        "summary": {"drifted": len(report.drifted), "pending": len(pending)},
+        "summary": {"drifted": len(report.drifted), "pending": len(pending),
+                    "interrupted": len(report.interrupted)},
         "state": {"lineage": report.lineage, "serial": report.serial},
     }
 
