@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds, phases
+from reconciler import diff, kinds, phases, plans
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
-from reconciler.plans import ADOPT, REASON_GONE, STATE_ONLY, Action, Plan, ResourceChange
+from reconciler.plans import REASON_GONE, Action, Plan, ResourceChange
 from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
 
@@ -81,18 +81,9 @@ class ApplyResult:
         """What was done, per action (`create`, ...), plus `adopt` and `state_only` as the
         plan counts them (`Plan.counts`)."""
         changes = {c.address: c for c in self.plan.changes} if self.plan else {}
-        out = {a.value: 0 for a in Action if a is not Action.NOOP}
-        out[ADOPT] = out[STATE_ONLY] = 0
-        for o in self.outcomes:
-            ch = changes.get(o.address)
-            if not o.ok or ch is None:
-                continue
-            if o.action is not Action.NOOP:
-                out[o.action.value] += 1
-            if ch.adopted:
-                out[ADOPT] += 1
-            elif ch.action is Action.NOOP and ch.state_changes:
-                out[STATE_ONLY] += 1
+        out = plans.counts(changes[o.address] for o in self.outcomes
+                           if o.ok and o.address in changes)
+        del out[Action.NOOP.value]
         return out
 
 

@@ -7,6 +7,7 @@ diff or talks to anything.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,18 +125,22 @@ class Plan:
         return any(c.changes_state for c in self.changes)
 
     def counts(self) -> dict[str, int]:
-        """Workloads per action, plus `adopt` (found live, taken into the state; an adoption
-        may also have an action) and `state_only` (no-ops whose lifecycle flags only the
-        state records change)."""
-        out = {a.value: 0 for a in Action}
-        out[ADOPT] = out[STATE_ONLY] = 0
-        for c in self.changes:
-            out[c.action.value] += 1
-            if c.adopted:
-                out[ADOPT] += 1
-            elif c.action is Action.NOOP and c.state_changes:
-                out[STATE_ONLY] += 1
-        return out
+        return counts(self.changes)
+
+
+def counts(changes: Iterable[ResourceChange]) -> dict[str, int]:
+    """Workloads per action, plus `adopt` (found live, taken into the state; an adoption
+    may also have an action) and `state_only` (no-ops whose lifecycle flags only the state
+    records change). For a plan, and for what an apply did (`executor.ApplyResult`)."""
+    out = {a.value: 0 for a in Action}
+    out[ADOPT] = out[STATE_ONLY] = 0
+    for c in changes:
+        out[c.action.value] += 1
+        if c.adopted:
+            out[ADOPT] += 1
+        elif c.action is Action.NOOP and c.state_changes:
+            out[STATE_ONLY] += 1
+    return out
 
 
 # The two counts of changes to the state alone, beside the actions' counts.
