@@ -7,13 +7,16 @@ drift."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
+import uuid
 
 import pytest
 
 from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
                                         write_fleet)
+from tests.state.conftest import PG_ENV, missing
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 
@@ -126,12 +129,44 @@ def test_a_second_signal_abandons_the_replacements_in_flight_and_says_they_may_h
     assert ws.plan("--detailed-exitcode").exit_code == 0
 
 
+@pytest.fixture(params=["file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def state_args(request, ws) -> list[str]:
+    """The global flags that point the CLI at the state: the workspace's file, or a fresh
+    state name in the PostgreSQL of $RUNAI_RECONCILE_TEST_PG."""
+    if request.param == "file":
+        return ["--state", str(ws.state_path)]
+    url = os.environ.get(PG_ENV)
+    if not url:
+        missing(f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"')
+    return ["--state", url, "--state-name", f"signals-{uuid.uuid4().hex[:8]}"]
+
+
+def stored(state_args: list[str]):
+    """(serial, address -> workload id, open intents' seqs) as the CLI's store reads them."""
+    from reconciler.state import open_store
+
+    name = state_args[3] if len(state_args) > 2 else "default"
+    store = open_store(state_args[1], name=name)
+    try:
+        state, pending = store.read_with_pending()
+    finally:
+        getattr(store, "close", lambda: None)()
+    return (state.serial, {a: r.workload_id for a, r in state.resources.items()},
+            [i.seq for i in pending])
+
+
 def test_after_kill_9_mid_replacement_drift_and_plan_say_interrupted_apply_not_drift(
-        ws, sim_server):
-    names = applied_fleet(ws, sim_server, 4)
+        ws, sim_server, state_args):
+    def cli(*args: str):
+        return ws.cli(*state_args, *args)
+
+    names = write_fleet(ws, 4)
+    assert cli("apply", str(ws.specs), "--auto-approve").exit_code == 0
+    write_fleet(ws, 4, image="nvcr.io/nvidia/pytorch:24.10-py3")
+    sim_server.clear_requests()
     addresses = {f"DistributedTraining/7/{n}" for n in names}
     faults(sim_server, latencyMs=400)
-    proc = spawn(ws, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
+    proc = spawn(ws, *state_args, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
     wait_until(lambda: deletes(sim_server) >= 4, proc)
     proc.send_signal(signal.SIGKILL)  # the deletes are sent, their answers not yet read
     proc.communicate(timeout=30)
@@ -140,38 +175,39 @@ def test_after_kill_9_mid_replacement_drift_and_plan_say_interrupted_apply_not_d
     while live_names(sim_server) and time.monotonic() < deadline:
         time.sleep(0.05)  # the server performs them, then they finish deleting
     assert not live_names(sim_server)
-    state_before, journal_before = ws.state_path.read_bytes(), journal(ws).read_bytes()
+    before = stored(state_args)
+    assert len(before[2]) == 4  # four open delete intents
 
-    text = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    text = cli("drift", str(ws.specs), "--detailed-exitcode")
     assert text.exit_code == 0, text.output  # an interrupted apply alone is not drift
     assert "deleted outside" not in text.output
     assert "No drift." in text.output
     assert "Interrupted apply (not drift): 4 workloads were being deleted, replaced or created" \
         in text.output
-    doc = json.loads(ws.cli("drift", str(ws.specs), "--format", "json").stdout)
+    doc = json.loads(cli("drift", str(ws.specs), "--format", "json").stdout)
     assert doc["has_drift"] is False and doc["drift"] == []
     assert {i["address"] for i in doc["interrupted"]} == addresses
     assert doc["summary"]["interrupted"] == 4
-    md = ws.cli("drift", str(ws.specs), "--format", "markdown").stdout
+    md = cli("drift", str(ws.specs), "--format", "markdown").stdout
     assert "**Interrupted apply (not drift):**" in md and "deleted outside" not in md
-    # drift is read-only: it neither recovers nor compacts
-    assert ws.state_path.read_bytes() == state_before
-    assert journal(ws).read_bytes() == journal_before
+    assert stored(state_args) == before  # drift is read-only: it neither recovers nor compacts
 
-    plan = ws.plan_json()
+    res = cli("plan", str(ws.specs), "--format", "json")
+    plan = json.loads(res.stdout)
     finished = {rc["address"] for rc in plan["resource_changes"]
                 if rc["action_reason"] == "interrupted_apply"}
     assert finished == {i["address"] for i in doc["interrupted"]}  # plan and drift agree
     assert all(rc["change"]["actions"] == ["create"] for rc in plan["resource_changes"])
     assert plan["resource_drift"] == []
-    out = ws.plan().output
+    out = cli("plan", str(ws.specs)).output
     assert "was left half-done by an interrupted apply (not drift) and will be created" in out
     assert "deleted outside" not in out
 
-    res = ws.apply()
+    res = cli("apply", str(ws.specs), "--auto-approve")
     assert res.exit_code == 0, res.output
     assert "4 created" in res.output
-    conv = convergence(ws, sim_server, names)
-    assert conv.ok, conv
-    assert not journal(ws).exists()
-    assert ws.cli("drift", str(ws.specs), "--detailed-exitcode").exit_code == 0
+    serial, ids, pending = stored(state_args)
+    assert pending == []
+    assert ids == {f"DistributedTraining/7/{w['name']}": w["id"] for w in sim_server.live()}
+    assert sorted(live_names(sim_server)) == names
+    assert cli("drift", str(ws.specs), "--detailed-exitcode").exit_code == 0
