@@ -66,7 +66,8 @@ class DriftReport:
         return bool(self.drifted)
 
     def pending_changes(self) -> list[plans.ResourceChange]:
-        return self.pending.actionable() if self.pending is not None else []
+        """The specs' changes to apply: actions, and lifecycle flags only the state records."""
+        return [c for c in self.pending.changes if c.changes_state] if self.pending else []
 
 
 def find_drift(desired: list[DesiredWorkload], state: State,

@@ -51,7 +51,8 @@ def render_text(report) -> str:
         lines += ["", f"Pending (not drift): the specs differ from the state for {m} "
                       f"workload{'s' if m != 1 else ''}; `runai-reconcile apply` makes them:"]
         for rc in sorted(pending, key=lambda rc: rc.address):
-            lines.append(f"  {words.SYMBOLS[rc.action]:>3} {rc.address} ({rc.action.value})")
+            symbol, rest = words.listed(rc).split(" ", 1)
+            lines.append(f"  {symbol:>3} {rest}")
             for c in rc.changes:
                 before = words.shown(c.path, c.before, rc.sensitive)
                 after = words.shown(c.path, c.after, rc.sensitive)
@@ -75,7 +76,7 @@ def report_document(report) -> dict[str, Any]:
         } for item in report.drifted],
         "pending_changes": [{
             "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
-            "action_reason": rc.reason,
+            "action_reason": rc.reason, "state_changes": rc.state_changes,
             "changed_paths": [{"path": c.path,
                                "before": words.mask_at(c.path, c.before, rc.sensitive),
                                "after": words.mask_at(c.path, c.after, rc.sensitive)}

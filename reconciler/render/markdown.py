@@ -152,7 +152,8 @@ def _plan_table(todo: list[ResourceChange]) -> list[str]:
 
 
 def _plan_line(rc: ResourceChange) -> str:
-    return f"- `{words.SYMBOLS[rc.action]}` {rc.address} ({rc.action.value})"
+    symbol, rest = words.listed(rc).split(" ", 1)
+    return f"- `{symbol}` {rest}"
 
 
 def _plan_details(rc: ResourceChange) -> str:

@@ -65,6 +65,14 @@ def phrase(rc: ResourceChange) -> str:
     return _HEADERS.get((rc.action, rc.reason)) or _HEADERS[(rc.action, None)]
 
 
+def listed(rc: ResourceChange) -> str:
+    """`<symbol> <address> (<action>)`: one change on one line; a no-op that changes the
+    state alone is `= <address> (state only: <settings>)`."""
+    if rc.action is Action.NOOP:
+        return f"= {rc.address} (state only: {', '.join(rc.state_changes) or 'adopted'})"
+    return f"{SYMBOLS[rc.action]} {rc.address} ({rc.action.value})"
+
+
 def header(rc: ResourceChange) -> str:
     """`# <address> will be ...`."""
     return f"# {rc.address} {phrase(rc)}"

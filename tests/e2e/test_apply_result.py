@@ -111,6 +111,12 @@ def test_a_lifecycle_flag_only_the_state_records_is_a_change(ws, sim_server):
     assert doc["has_changes"] and doc["summary"]["state_only"] == 1
     (rc,) = doc["resource_changes"]
     assert rc["state_changes"] == ["lifecycle.preventDestroy"]
+    drift = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert drift.exit_code == 0, drift.output  # pending, not drift
+    assert "= DistributedTraining/7/guarded (state only: lifecycle.preventDestroy)" in drift.output
+    (pending,) = json.loads(ws.cli("drift", str(ws.specs), "--format", "json").stdout
+                            )["pending_changes"]
+    assert pending["state_changes"] == ["lifecycle.preventDestroy"]
     sim_server.clear_requests()
     res = ws.apply()
     assert res.exit_code == 0, res.output
