@@ -147,9 +147,14 @@ def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_c
 
 _SIGTERM_SEEN: list[bool] = []
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_PID = os.getpid()
 
 
 def _on_sigterm(signum, frame) -> None:
+    if os.getpid() != _PID:  # a forked child (a spec loader): SIGTERM's default, death
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     _SIGTERM_SEEN.append(True)
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):

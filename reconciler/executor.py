@@ -45,7 +45,6 @@ from reconciler.state.model import ResourceState, State
 DONE = "done"
 FAILED = "failed"
 UNKNOWN = "unknown"  # abandoned with an API call in flight: it may have happened
-NOT_STARTED = "not_started"
 
 
 @dataclass
@@ -148,6 +147,10 @@ class Executor:
         """No new actions start; those in flight finish and are recorded."""
         self._stop = True
 
+    def abandon(self) -> None:
+        """Before cancelling `run`: the journal is left as it is, open intents included."""
+        self._abandoned = True
+
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = self.result = ApplyResult(plan=plan)
@@ -185,11 +188,9 @@ class Executor:
 
         try:
             await asyncio.gather(*(one(ch) for ch in plan.changes))
-        except asyncio.CancelledError:
+        finally:
             # Abandoned: no compaction, so the intents in flight stay open in the journal
             # for the next read to see, as after a kill.
-            raise
-        finally:
             if not self._abandoned:
                 await asyncio.to_thread(self.store.write, self.state)
         result.interrupted = self._stop
@@ -442,7 +443,7 @@ async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
             executor.on_event(f"{name} received: no new actions start; waiting for those in "
                               "flight to finish (a second Ctrl-C or SIGTERM abandons them)")
         else:
-            executor._abandoned = True
+            executor.abandon()
             task.cancel()
 
     installed: list[tuple[int, object]] = []
@@ -462,7 +463,8 @@ async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
     finally:
         for signum, previous in installed:
             loop.remove_signal_handler(signum)
-            signal.signal(signum, previous)  # what the caller had (the CLI's SIGTERM)
+            if previous is not None:  # what the caller had (the CLI's SIGTERM handler)
+                signal.signal(signum, previous)
     result.signal = received[0] if received else None
     return result
 

@@ -147,7 +147,7 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
           approve: Approve, on_event: OnEvent = _quiet):
     """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
-    plan and record each outcome; Ctrl-C lets the actions in flight finish.
+    plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
 
     Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
     `errors.ReconcileError` when `approve` declines."""
@@ -202,7 +202,7 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
              parallelism: int, approve: Approve, on_event: OnEvent):
     """The common path of both applies, with the state lock held: recover, `make` the
-    plan, approve, execute (SIGINT: `executor.run_interruptible`)."""
+    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`)."""
     from reconciler import executor
 
     async def run():
