@@ -93,16 +93,18 @@ def test_sigterm_finishes_what_is_in_flight_records_it_and_exits_143(ws, sim_ser
 def test_a_second_signal_abandons_the_replacements_in_flight_and_says_they_may_have_happened(
         ws, sim_server):
     names = applied_fleet(ws, sim_server, 2)
-    faults(sim_server, latencyMs=300)
+    faults(sim_server, latencyMs=600)
     proc = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve",
                  "--format", "json")
     wait_until(lambda: deletes(sim_server) >= 2, proc)
-    time.sleep(0.4)  # both deletes are done on the server; their waits are in flight
+    # Deletes answered at 0.6 s, then waits until gone (each GET 0.6 s): signals at 0.8 s
+    # and 0.9 s land during those waits.
+    time.sleep(0.8)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
-    time.sleep(0.5)  # a create the dead process had sent still lands
+    time.sleep(1.0)  # a create the dead process had sent still lands
     faults(sim_server, latencyMs=0)
     assert proc.returncode == 130, err  # the first signal decides
     assert "Traceback" not in err
@@ -165,7 +167,9 @@ def test_after_kill_9_mid_replacement_drift_and_plan_say_interrupted_apply_not_d
     write_fleet(ws, 4, image="nvcr.io/nvidia/pytorch:24.10-py3")
     sim_server.clear_requests()
     addresses = {f"DistributedTraining/7/{n}" for n in names}
-    faults(sim_server, latencyMs=400)
+    # 1.5 s per request: the kill lands long before the first delete is answered, even on
+    # a loaded machine.
+    faults(sim_server, latencyMs=1500)
     proc = spawn(ws, *state_args, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
     wait_until(lambda: deletes(sim_server) >= 4, proc)
     proc.send_signal(signal.SIGKILL)  # the deletes are sent, their answers not yet read
