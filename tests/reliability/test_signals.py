@@ -22,7 +22,10 @@ pytestmark = [pytest.mark.chaos, pytest.mark.http]
 
 
 def faults(sim, **settings) -> None:
-    sim.admin.put("/_sim/faults", json=settings).raise_for_status()
+    # tokenTtl too: the session's simulator keeps another test's short token lifetime
+    # (the `sim_server` fixture resets latency and error rates only), and a token that
+    # expires within one slow request is refused again after its renewal.
+    sim.admin.put("/_sim/faults", json={"tokenTtl": 3600, **settings}).raise_for_status()
 
 
 def deletes(sim) -> int:
