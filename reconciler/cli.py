@@ -4,7 +4,7 @@ Thin by design: each command turns its flags into the inputs of an operation
 (`reconciler.operations`: a specs folder, the state store of `_store`, the API client
 factory of `_client`, options and callbacks), renders what it returns, and picks the
 exit code: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 changes,
-130 an apply interrupted by Ctrl-C. Errors become one clear message and exit 1.
+130 interrupted by Ctrl-C, 143 by SIGTERM (which is handled as Ctrl-C). Errors become one clear message and exit 1.
 `_client` is the one place, besides the `sim` command, that imports the simulator
 (`--sim`). Caller: the `runai-reconcile` console script (`entry`).
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,10 @@ class _Group(click.Group):
         except click.ClickException as exc:
             exc.show()
             sys.exit(1)
-        except click.Abort:
+        except click.Abort as exc:
+            if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C or SIGTERM
+                click.echo("Interrupted.", err=True)
+                sys.exit(_interrupted_exit())
             click.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -129,6 +133,38 @@ def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_c
                      color=color, insecure=insecure, lock_timeout=lock_timeout)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        return
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+# --- SIGTERM as Ctrl-C --------------------------------------------------------------
+# CI cancellation and pod shutdown send SIGTERM: it goes to the SIGINT handler in force
+# (Python's KeyboardInterrupt, asyncio's, or the executor's own during an apply), and
+# the exit code says which signal it was: 130 after Ctrl-C, 143 after SIGTERM.
+
+_SIGTERM_SEEN: list[bool] = []
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_PID = os.getpid()
+
+
+def _on_sigterm(signum, frame) -> None:
+    if os.getpid() != _PID:  # a forked child (a spec loader): SIGTERM's default, death
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _SIGTERM_SEEN.append(True)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _interrupted_exit() -> int:
+    return SIGNAL_EXIT[signal.SIGTERM if _SIGTERM_SEEN else signal.SIGINT]
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -260,35 +296,53 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
     """Plan, show, confirm, then perform the actions and record them in the state.
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
-    refused as stale when the state or a live workload it acts on changed since."""
+    refused as stale when the state or a live workload it acts on changed since.
+
+    With --format json, stdout holds one document, the plan and what became of each
+    change (docs/plan-format.md, "Apply result"); a plan to confirm is shown on stderr."""
     saved = os.path.isfile(directory)
 
     def approve(the_plan: Plan) -> bool:
-        _show_plan(the_plan, fmt, cfg)
         # A saved plan is what was reviewed: it applies without a prompt.
-        return saved or auto_approve or not the_plan.has_changes or _confirm()
+        ask = not (saved or auto_approve or not the_plan.has_changes)
+        if fmt != "json":
+            _show_plan(the_plan, fmt, cfg)
+        elif ask:
+            _say(_render(the_plan, "text", cfg))
+        return not ask or _confirm(err=fmt == "json")
 
-    if saved:
-        if targets or replace or destroy:
-            raise errors.ReconcileError(
-                "--target, --replace and --destroy cannot be given with a saved plan: "
-                "they were fixed when the plan was made")
-        result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
-                                        parallelism=cfg.parallelism, approve=approve,
-                                        on_event=_say)
-    else:
-        options = operations.PlanOptions(
-            targets=_check_addresses(targets, "--target"),
-            replace=_check_addresses(replace, "--replace"), destroy=destroy,
-            parallelism=cfg.parallelism)
-        result = operations.apply(directory, _store(cfg), _connect(cfg), options,
-                                  approve=approve, on_event=_say)
-    if not result.plan.has_changes and not result.failed:
-        return
-    _apply_summary(result, err=fmt != "text")
+    try:
+        if saved:
+            if targets or replace or destroy:
+                raise errors.ReconcileError(
+                    "--target, --replace and --destroy cannot be given with a saved plan: "
+                    "they were fixed when the plan was made")
+            result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
+                                            parallelism=cfg.parallelism, approve=approve,
+                                            on_event=_say)
+        else:
+            options = operations.PlanOptions(
+                targets=_check_addresses(targets, "--target"),
+                replace=_check_addresses(replace, "--replace"), destroy=destroy,
+                parallelism=cfg.parallelism)
+            result = operations.apply(directory, _store(cfg), _connect(cfg), options,
+                                      approve=approve, on_event=_say)
+    except (KeyboardInterrupt, click.Abort) as exc:
+        # Before any action started (the refresh, the prompt): the executor handles the
+        # signals once it runs.
+        if isinstance(exc, click.Abort) and not isinstance(exc.__context__, KeyboardInterrupt):
+            raise
+        _say("\nInterrupted before any action started: nothing was applied.")
+        sys.exit(_interrupted_exit())
+    if fmt == "json":
+        from reconciler.render import json as json_render
+
+        _echo_out(json_render.render_apply(result))
+    if result.plan.has_changes or result.failed:
+        _apply_summary(result, err=fmt != "text")
     if result.interrupted:
-        sys.exit(130)
-    if result.failed:
+        sys.exit(SIGNAL_EXIT.get(result.signal, 130))
+    if result.failed or result.unknown:
         sys.exit(1)
 
 
@@ -296,27 +350,41 @@ def _stdin_is_tty() -> bool:
     return sys.stdin.isatty()
 
 
-def _confirm() -> bool:
+def _confirm(*, err: bool = False) -> bool:
     if not _stdin_is_tty():
         raise errors.ReconcileError(
             "apply needs confirmation: run it in a terminal, or pass --auto-approve")
-    click.echo("\nDo you want to perform these actions? Only 'yes' will be accepted.")
-    answer = click.prompt("  Enter a value", default="", show_default=False)
+    click.echo("\nDo you want to perform these actions? Only 'yes' will be accepted.", err=err)
+    answer = click.prompt("  Enter a value", default="", show_default=False, err=err)
     return answer.strip() == "yes"
 
 
 def _apply_summary(result, *, err: bool = False) -> None:
     for o in result.failed:
         _say(f"Error: {o.address}: {o.action.value} failed: {o.message}")
-    parts = [f"{result.count(Action.CREATE)} created", f"{result.count(Action.UPDATE)} updated",
-             f"{result.count(Action.REPLACE)} replaced", f"{result.count(Action.DELETE)} deleted",
-             f"{result.count(Action.SUSPEND)} suspended", f"{result.count(Action.RESUME)} resumed"]
-    head = "Apply failed!" if result.failed else "Apply complete!"
+    for o in result.unknown:
+        _say(f"Unknown: {o.address}: {o.action.value} abandoned ({o.message}): it may have "
+             "happened; the next apply looks it up")
+    done = result.counts()
+    parts = [f"{done[a.value]} {_DONE[a]}" for a in _SUMMARY_ORDER]
+    if done["adopt"]:
+        parts.append(f"{done['adopt']} adopted")
+    if done["state_only"]:
+        parts.append(f"{done['state_only']} recorded in the state")
+    head = "Apply failed!" if result.failed or result.unknown else "Apply complete!"
     tail = f", {len(result.failed)} failed" if result.failed else ""
     if result.interrupted:
         head = "Apply interrupted!"
         tail += f", {len(result.not_started)} not started"
+        if result.unknown:
+            tail += f", {len(result.unknown)} unknown"
     click.echo(f"\n{head} Resources: {', '.join(parts)}{tail}.", err=err)
+
+
+_SUMMARY_ORDER = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.DELETE, Action.SUSPEND,
+                  Action.RESUME)
+_DONE = {Action.CREATE: "created", Action.UPDATE: "updated", Action.REPLACE: "replaced",
+         Action.DELETE: "deleted", Action.SUSPEND: "suspended", Action.RESUME: "resumed"}
 
 
 @main.command()

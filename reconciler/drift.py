@@ -6,6 +6,11 @@ applied body (server defaults and server-owned fields aside, as in `diff`), a wo
 drifted when it was suspended or resumed outside, or deleted outside without having
 completed. Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
 
+A workload gone from live while the journal holds an open intent to delete or create
+it (a replace is both) was being changed by an apply that was killed or abandoned: it is
+reported apart, as an interrupted apply, not as drift; `plan` shows the action that
+finishes it (reason `interrupted_apply`).
+
 Where the specs differ from the state is reported beside it as pending changes: the
 `plan --no-refresh` of the same inputs, which is not drift (git changed, live did not).
 Renderers: `render.drift` (text, json) and `render.markdown.render_drift`.
@@ -13,7 +18,7 @@ Renderers: `render.drift` (text, json) and `render.markdown.render_drift`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +29,7 @@ from reconciler.state.model import State
 DRIFT = plans.REASON_DRIFT
 PHASE_DRIFT = plans.REASON_PHASE_DRIFT
 DELETED_OUTSIDE = plans.REASON_DELETED_OUTSIDE
+INTERRUPTED = plans.REASON_INTERRUPTED
 
 
 @dataclass
@@ -40,7 +46,7 @@ class DriftedWorkload:
     name: str
     project_id: str
     workload_id: str | None
-    reason: str  # DRIFT (fields, maybe the phase too), PHASE_DRIFT or DELETED_OUTSIDE
+    reason: str  # DRIFT (fields, maybe the phase too), PHASE_DRIFT, DELETED_OUTSIDE; INTERRUPTED
     paths: list[DriftedPath] = field(default_factory=list)
     sensitive: tuple[str, ...] = ()  # the spec's lifecycle.sensitive, for masking
 
@@ -52,25 +58,38 @@ class DriftReport:
     pending_error: str | None = None  # why not (e.g. a protected workload's spec removed)
     lineage: str | None = None
     serial: int | None = None
+    # Gone while an apply that did not finish was deleting or creating them (not drift).
+    interrupted: list[DriftedWorkload] = field(default_factory=list)
 
     @property
     def has_drift(self) -> bool:
         return bool(self.drifted)
 
     def pending_changes(self) -> list[plans.ResourceChange]:
-        return self.pending.actionable() if self.pending is not None else []
+        """The specs' changes to apply: actions, and lifecycle flags only the state records."""
+        return [c for c in self.pending.changes if c.changes_state] if self.pending else []
 
 
 def find_drift(desired: list[DesiredWorkload], state: State,
-               live: Mapping[str, dict | None]) -> DriftReport:
-    """The drift of every state address found in `live`, and the pending spec changes."""
+               live: Mapping[str, dict | None], *,
+               interrupted: Collection[str] = ()) -> DriftReport:
+    """The drift of every state address found in `live`, and the pending spec changes.
+
+    `interrupted`: the addresses of the journal's open deletes and creates; those gone
+    from live are listed in `DriftReport.interrupted` instead."""
     by_addr = {d.address: d for d in desired}
-    drifted = []
+    drifted, cut_short = [], []
     for addr in sorted(state.resources):
         if addr not in live:
             continue
         rs = state.resources[addr]
-        if rs.kind not in kinds.KINDS or not rs.workload_id:
+        if rs.kind not in kinds.KINDS:
+            continue
+        if addr in interrupted and live[addr] is None:
+            cut_short.append(DriftedWorkload(addr, rs.kind, rs.name, rs.project_id,
+                                             rs.workload_id, INTERRUPTED))
+            continue
+        if not rs.workload_id:
             continue
         dw = by_addr.get(addr)
         item = _one(addr, rs, live[addr], dw)
@@ -78,11 +97,11 @@ def find_drift(desired: list[DesiredWorkload], state: State,
             drifted.append(item)
     pending, pending_error = None, None
     try:
-        pending = planner.make_plan(desired, state, {})
+        pending = planner.make_plan(desired, state, {}, interrupted=interrupted)
     except errors.PlanError as exc:
         pending_error = str(exc)
     return DriftReport(drifted=drifted, pending=pending, pending_error=pending_error,
-                       lineage=state.lineage, serial=state.serial)
+                       lineage=state.lineage, serial=state.serial, interrupted=cut_short)
 
 
 def _one(addr: str, rs, live_body: dict | None,

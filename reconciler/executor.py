@@ -19,7 +19,9 @@ the POST) is resolved by looking the workload up by name before anything is retr
 409 whose holder is the workload we asked for adopts it; a delete or suspend/resume
 that ended ambiguous re-reads the workload to see whether it happened.
 
-`stop()` (Ctrl-C): no new actions start, those in flight finish and are recorded.
+`stop()` (Ctrl-C, SIGTERM): no new actions start, those in flight finish and are
+recorded. Each API step is tracked from its intent to its answer, so that when a second
+signal abandons the steps in flight the result says which may have happened (`UNKNOWN`).
 """
 
 from __future__ import annotations
@@ -31,12 +33,18 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds, phases
+from reconciler import diff, kinds, phases, plans
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
-from reconciler.plans import Action, Plan, ResourceChange, REASON_GONE
+from reconciler.plans import REASON_GONE, Action, Plan, ResourceChange
 from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
+
+
+# What became of a change (`Outcome.status`).
+DONE = "done"
+FAILED = "failed"
+UNKNOWN = "unknown"  # abandoned with an API call in flight: it may have happened
 
 
 @dataclass
@@ -44,15 +52,22 @@ class Outcome:
     address: str
     action: Action
     ok: bool
-    message: str = ""
+    message: str = ""  # the error of a failure; what is known of an unknown one
+    status: str = ""  # DONE, FAILED or UNKNOWN (from `ok` when not given)
+    workload_id: str | None = None  # the id the state holds after it (a delete's: the old)
+
+    def __post_init__(self) -> None:
+        self.status = self.status or (DONE if self.ok else FAILED)
 
 
 @dataclass(repr=False)  # asyncio formats its main task's result on the way out: keep it short
 class ApplyResult:
     plan: Plan | None = None  # the plan performed
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)  # done and failed
     interrupted: bool = False
     not_started: list[str] = field(default_factory=list)  # addresses skipped after stop()
+    unknown: list[Outcome] = field(default_factory=list)  # abandoned by a second signal
+    signal: int | None = None  # the first signal received (SIGINT or SIGTERM)
 
     @property
     def failed(self) -> list[Outcome]:
@@ -60,6 +75,15 @@ class ApplyResult:
 
     def count(self, action: Action) -> int:
         return sum(1 for o in self.outcomes if o.ok and o.action is action)
+
+    def counts(self) -> dict[str, int]:
+        """What was done, per action (`create`, ...), plus `adopt` and `state_only` as the
+        plan counts them (`Plan.counts`)."""
+        changes = {c.address: c for c in self.plan.changes} if self.plan else {}
+        out = plans.counts(changes[o.address] for o in self.outcomes
+                           if o.ok and o.address in changes)
+        del out[Action.NOOP.value]
+        return out
 
 
 class _Journal:
@@ -111,13 +135,21 @@ class Executor:
         self.on_event = on_event or (lambda msg: None)
         self.clock = clock
         self._stop = False
+        self._abandoned = False
         self._seq = 0
         self._journal: _Journal | None = None
+        # address -> its API steps so far, [action, "sent" | "done" | "failed"]; by seq too
+        self.steps: dict[str, list[list[str]]] = {}
+        self._step_of: dict[int, list[str]] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
         """No new actions start; those in flight finish and are recorded."""
         self._stop = True
+
+    def abandon(self) -> None:
+        """Before cancelling `run`: the journal is left as it is, open intents included."""
+        self._abandoned = True
 
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
@@ -132,34 +164,43 @@ class Executor:
                     if addr in finished:
                         await finished[addr].wait()
                 if self._stop:
-                    if ch.action is not Action.NOOP:
+                    if ch.changes_state:
                         result.not_started.append(ch.address)
                     return
                 async with sem:
                     if self._stop:
-                        if ch.action is not Action.NOOP:
+                        if ch.changes_state:
                             result.not_started.append(ch.address)
                         return
                     await self._perform(ch)
-                result.outcomes.append(Outcome(ch.address, ch.action, True))
+                result.outcomes.append(Outcome(ch.address, ch.action, True,
+                                               workload_id=self._workload_id(ch)))
                 if ch.action is not Action.NOOP:
                     self.on_event(f"{ch.address}: {_done_word(ch.action)}")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per action, the others go on
                 # Reported once, in the CLI's summary.
-                result.outcomes.append(Outcome(ch.address, ch.action, False, _describe(exc)))
+                result.outcomes.append(Outcome(ch.address, ch.action, False, _describe(exc),
+                                               workload_id=self._workload_id(ch)))
             finally:
                 finished[ch.address].set()
 
         try:
             await asyncio.gather(*(one(ch) for ch in plan.changes))
         finally:
-            await asyncio.to_thread(self.store.write, self.state)
+            # Abandoned: no compaction, so the intents in flight stay open in the journal
+            # for the next read to see, as after a kill.
+            if not self._abandoned:
+                await asyncio.to_thread(self.store.write, self.state)
         result.interrupted = self._stop
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()
         return result
+
+    def _workload_id(self, ch: ResourceChange) -> str | None:
+        res = self.state.resources.get(ch.address)
+        return res.workload_id if res is not None and res.workload_id else ch.workload_id
 
     # --- actions -------------------------------------------------------------------
 
@@ -299,6 +340,9 @@ class Executor:
                       body: dict | None = None, maybe: ResourceState | None = None) -> int:
         self._seq += 1
         seq = self._seq
+        # "sent" before the intent is on disk: abandoned from here on, it may have happened.
+        step = self._step_of[seq] = [action, "sent"]
+        self.steps.setdefault(ch.address, []).append(step)
         prev = self.state.resources.get(ch.address)
         entry = journal.Intent(seq, action, ch.address, workload_id=workload_id, body=body,
                                maybe=maybe, prev=prev).to_json()
@@ -314,6 +358,8 @@ class Executor:
             raise
 
     async def _set(self, address: str, res: ResourceState | None, *, closes: int | None = None) -> None:
+        if closes in self._step_of:
+            self._step_of[closes][1] = "done"
         if res is None:
             self.state.resources.pop(address, None)
         else:
@@ -321,6 +367,8 @@ class Executor:
         await self._journal_write(journal.set_entry(address, res, closes))
 
     async def _close(self, seq: int) -> None:
+        if seq in self._step_of:
+            self._step_of[seq][1] = "failed"
         await self._journal_write(journal.close(seq))
 
     async def _journal_write(self, entry: dict) -> None:
@@ -372,48 +420,78 @@ class Executor:
             await self._set(ch.address, res)
 
 
-# --- Ctrl-C --------------------------------------------------------------------------
+# --- Ctrl-C and SIGTERM ----------------------------------------------------------------
 
 
 async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
-    """`executor.run(plan)` with SIGINT turned into `stop()`: no new actions start, those
-    in flight finish and are recorded. A second SIGINT abandons those in flight too (their
-    intents stay open in the journal, for the next apply to resolve). Called by both of `operations`' applies."""
+    """`executor.run(plan)` with SIGINT and SIGTERM turned into `stop()`: no new actions
+    start, those in flight finish and are recorded. A second signal abandons those in
+    flight too: their intents stay open in the journal, for the next apply to resolve,
+    and the result lists them as `unknown` (an API call was sent, its answer was not
+    recorded), apart from those not started. `result.signal` is the first signal.
+    Called by both of `operations`' applies."""
     import signal
 
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(executor.run(plan))
-    interrupts = 0
+    received: list[int] = []
 
-    def on_sigint() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1:
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        if len(received) == 1:
             executor.stop()
-            executor.on_event("Interrupt received: no new actions start; waiting for those in "
-                              "flight to finish (Ctrl-C again to abandon them)")
+            name = "Interrupt" if signum == signal.SIGINT else "SIGTERM"
+            executor.on_event(f"{name} received: no new actions start; waiting for those in "
+                              "flight to finish (a second Ctrl-C or SIGTERM abandons them)")
         else:
+            executor.abandon()
             task.cancel()
 
+    installed: list[tuple[int, object]] = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        try:
+            loop.add_signal_handler(signum, on_signal, signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            continue
+        installed.append((signum, previous))
     try:
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
-        installed = True
-    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-        installed = False
-    try:
-        return await task
+        result = await task
     except asyncio.CancelledError:
-        if interrupts > 1:
-            result = executor.result
-            result.interrupted = True
-            done = {o.address for o in result.outcomes}
-            result.not_started = sorted(c.address for c in plan.actionable()
-                                        if c.address not in done)
-            return result
-        raise
+        if len(received) < 2:
+            raise
+        result = _abandoned(executor, plan)
     finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
+        for signum, previous in installed:
+            loop.remove_signal_handler(signum)
+            if previous is not None:  # what the caller had (the CLI's SIGTERM handler)
+                signal.signal(signum, previous)
+    result.signal = received[0] if received else None
+    return result
+
+
+def _abandoned(executor: Executor, plan: Plan) -> ApplyResult:
+    """The result of a run cancelled with API steps in flight: each change without an
+    outcome is unknown when one of its steps was sent and not answered (or when a
+    replace's delete was done and its create not yet sent), else not started."""
+    result = executor.result
+    result.interrupted = True
+    done = {o.address for o in result.outcomes}
+    result.not_started, result.unknown = [], []
+    for ch in plan.changes:
+        if not ch.changes_state or ch.address in done:
+            continue
+        steps = executor.steps.get(ch.address, [])
+        if not steps:
+            result.not_started.append(ch.address)
+            continue
+        said = [f"{action} {'sent, no answer' if how == 'sent' else how}"
+                for action, how in steps]
+        result.unknown.append(Outcome(ch.address, ch.action, False, "; ".join(said),
+                                      status=UNKNOWN, workload_id=executor._workload_id(ch)))
+    result.outcomes.sort(key=lambda o: o.address)
+    result.not_started.sort()
+    return result
 
 
 # --- recovery ------------------------------------------------------------------------

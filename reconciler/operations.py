@@ -25,6 +25,7 @@ from typing import Any, AsyncContextManager
 from reconciler import errors, planner
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Plan
+from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
 
 ClientFactory = Callable[[], AsyncContextManager[Any]]
@@ -88,9 +89,9 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:
                 desired = await _resolved_without_refresh(specs, connect)
-                return await _make_plan(None, specs, state, options, desired=desired)
+                return await _make_plan(None, specs, state, options, pending, desired=desired)
             async with connect() as client:
-                return await _make_plan(client, specs, state, options)
+                return await _make_plan(client, specs, state, options, pending)
 
         the_plan, live, desired = asyncio.run(run())
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)
@@ -110,14 +111,17 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     return result
 
 
-async def _make_plan(client, specs, state: State, options: PlanOptions, *,
+async def _make_plan(client, specs, state: State, options: PlanOptions,
+                     pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     GETs of the workloads the state knows start while the specs still load, and each
     workload is planned as its live body arrives (`planner.Incremental`). The specs'
     project names are resolved once they are loaded, before the lookups by name.
-    Without a client, `desired` are the specs (already resolved)."""
-    incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy)
+    Without a client, `desired` are the specs (already resolved). `pending`: the
+    journal's open intents (a killed run's), whose deletes and creates the plan finishes."""
+    incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy,
+                                      interrupted=interrupted(pending))
     live: dict[str, dict | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
@@ -162,7 +166,7 @@ async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[Desir
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
           approve: Approve, on_event: OnEvent = _quiet):
     """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
-    plan and record each outcome; Ctrl-C lets the actions in flight finish.
+    plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
 
     Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
     `errors.ReconcileError` when `approve` declines."""
@@ -170,7 +174,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
         state, pending = store.read_with_pending()
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
-            the_plan, _, desired = await _make_plan(client, specs, state, options)
+            the_plan, _, desired = await _make_plan(client, specs, state, options, pending)
             return the_plan, desired
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
@@ -217,7 +221,7 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
              parallelism: int, approve: Approve, on_event: OnEvent):
     """The common path of both applies, with the state lock held: recover, `make` the
-    plan, approve, execute (SIGINT: `executor.run_interruptible`)."""
+    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`)."""
     from reconciler import executor
 
     async def run():
@@ -254,14 +258,16 @@ def show(path: str) -> Plan:
 
 def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
     """What changed live behind the reconciler's back (`drift.DriftReport`): a refresh of
-    the workloads the state knows, compared with the state; never writes anything.
+    the workloads the state knows, compared with the state; never writes anything (nor
+    recovers: the workloads a killed apply was deleting or creating, from the journal's
+    open intents, are reported as an interrupted apply, not as drift).
 
     A state that was never written is an error naming the store: a scheduled check
     pointed at the wrong (or an empty) state must not pass forever with "no drift"."""
     from reconciler import drift as drifts
 
     with _loading(specs_dir) as specs:
-        state = store.read()
+        state, pending = store.read_with_pending()
         if not state.resources and state.serial == 0 and not store.has_journal():
             raise errors.ReconcileError(
                 f"no state at {store.where}: nothing has been applied with it, so "
@@ -286,7 +292,13 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
                 return live, resolved
 
         live, desired = asyncio.run(run())
-    return drifts.find_drift(list(desired), state, live)
+    return drifts.find_drift(list(desired), state, live, interrupted=interrupted(pending))
+
+
+def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:
+    """The addresses of open intents (a run killed, or abandoned, in their middle) that
+    delete or create a workload (a replace is a delete, then a create)."""
+    return frozenset(i.address for i in pending if i.action in ("delete", "create"))
 
 
 # --- state --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ reads are on the network. Its `plan()` equals `make_plan` of the same inputs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from reconciler import diff, errors, kinds, phases, plans
@@ -37,10 +37,15 @@ _NOT_REFRESHED = object()
 
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
-              destroy: bool = False) -> plans.Plan:
+              destroy: bool = False, interrupted: Collection[str] = ()) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
-    (a protected workload would be deleted or replaced, an unknown --target or --replace)."""
-    return _assemble(desired, state, live, targets, replace, destroy, {}, {})
+    (a protected workload would be deleted or replaced, an unknown --target or --replace).
+
+    `interrupted`: the addresses a killed apply was deleting or creating (from the
+    journal's open intents, `operations`); one gone from live is finished, not called deleted
+    outside."""
+    return _assemble(desired, state, live, targets, replace, destroy, {}, {},
+                     frozenset(interrupted))
 
 
 class Incremental:
@@ -55,8 +60,10 @@ class Incremental:
     against the state (`diff.live_matches`, which needs no spec), which leaves the
     final plan a quick comparison for it. `state` must not change meanwhile."""
 
-    def __init__(self, state: State, *, replace: Sequence[str] = (), destroy: bool = False):
+    def __init__(self, state: State, *, replace: Sequence[str] = (), destroy: bool = False,
+                 interrupted: Collection[str] = ()):
         self._state = state
+        self._interrupted = frozenset(interrupted)
         self._replace = frozenset(replace)
         self._destroy = destroy
         self._specs: dict[str, DesiredWorkload] | None = None
@@ -71,20 +78,22 @@ class Incremental:
         if self._specs is not None:
             dw = self._specs.get(addr)
             if not self._destroy and dw is not None:
-                self._ready[addr] = _plan_one(addr, dw, rs, body, addr in self._replace)
+                self._ready[addr] = _plan_one(addr, dw, rs, body, addr in self._replace,
+                                              interrupted=addr in self._interrupted)
         elif rs is not None and body is not None and rs.kind in kinds.KINDS:
             self._matches[addr] = diff.live_matches(kinds.get(rs.kind), rs.applied, body)
 
     def plan(self, desired: list[DesiredWorkload], live: Mapping[str, dict | None], *,
              targets: Sequence[str] = ()) -> plans.Plan:
         return _assemble(desired, self._state, live, targets, self._replace, self._destroy,
-                         self._ready, self._matches)
+                         self._ready, self._matches, self._interrupted)
 
 
 def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None],
               targets: Sequence[str], replace: Sequence[str], destroy: bool,
               ready: Mapping[str, plans.ResourceChange],
-              live_matches: Mapping[str, bool]) -> plans.Plan:
+              live_matches: Mapping[str, bool],
+              interrupted_: frozenset[str] = frozenset()) -> plans.Plan:
     """The plan, taking `ready[address]` as that address's change where it was made
     already, and `live_matches[address]` as what `diff.live_matches` answered for it."""
     by_addr: dict[str, DesiredWorkload] = {}
@@ -125,7 +134,8 @@ def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         elif addr in ready:
             rc = ready[addr]
         else:
-            rc = _plan_one(addr, dw, rs, lv, addr in replace_set, live_matches.get(addr))
+            rc = _plan_one(addr, dw, rs, lv, addr in replace_set, live_matches.get(addr),
+                           interrupted=addr in interrupted_)
         changes.append(rc)
 
     _check_prevent_destroy(changes, by_addr, state)
@@ -144,7 +154,8 @@ def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 # --- one address --------------------------------------------------------------------
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
-              force_replace: bool, live_matches: bool | None = None) -> plans.ResourceChange:
+              force_replace: bool, live_matches: bool | None = None, *,
+              interrupted: bool = False) -> plans.ResourceChange:
     refreshed = lv is not _NOT_REFRESHED
     live_body: dict | None = lv if refreshed else None
     kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
@@ -167,6 +178,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
             if user:  # the spec changed since it ran: run it again
                 return ch(dw, None, rs, Action.CREATE, plans.REASON_SPEC_CHANGED, user)
             return ch(dw, None, rs, Action.NOOP, plans.REASON_COMPLETED)
+        if interrupted:  # our own delete (a replace's) or create, cut short
+            return ch(dw, None, rs, Action.CREATE, plans.REASON_INTERRUPTED)
         return ch(dw, None, rs, Action.CREATE, plans.REASON_DELETED_OUTSIDE)
 
     applied = rs.applied if rs is not None else None
@@ -264,6 +277,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         before, workload_id, live_phase = rs.applied, rs.workload_id, rs.last_phase
     if action is Action.CREATE:
         before = None
+    state_changes = (_state_changes(dw, rs) if action is Action.NOOP and dw is not None
+                     and rs is not None else [])
     return plans.ResourceChange(
         address=addr, kind=k, name=name, project_id=project_id, action=action, reason=reason,
         changes=sorted(fcs or (), key=lambda c: c.path),
@@ -279,7 +294,20 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         adopted=rs is None and dw is not None and live_body is not None,
         project_name=(dw.project_name if dw is not None and dw.project_name
                       else rs.project_name if rs is not None else None),
+        state_changes=state_changes,
     )
+
+
+def _state_changes(dw: DesiredWorkload, rs: ResourceState) -> list[str]:
+    """What the spec changed that only the state records (apply writes it, no API call)."""
+    out = []
+    if dw.desired_phase != rs.desired_phase:  # live is in that phase already
+        out.append("desiredPhase")
+    if dw.lifecycle.prevent_destroy != rs.prevent_destroy:
+        out.append("lifecycle.preventDestroy")
+    if list(dw.lifecycle.sensitive) != list(rs.sensitive):
+        out.append("lifecycle.sensitive")
+    return out
 
 
 def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:

@@ -7,6 +7,7 @@ diff or talks to anything.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ REASON_COMPLETED = "completed"                # training completed: left alone
 REASON_UNCHANGED = "unchanged"
 REASON_GONE = "already_gone"                  # not in specs and already gone from live
 REASON_DESTROY = "destroy_requested"          # plan --destroy
+REASON_INTERRUPTED = "interrupted_apply"      # gone while a killed apply's delete/create was open
 
 
 @dataclass
@@ -79,6 +81,14 @@ class ResourceChange:
     sensitive: tuple[str, ...] = ()
     ignore_changes: tuple[str, ...] = ()
     project_name: str | None = None  # the project's name when known (spec or state)
+    # For a no-op: the lifecycle flags that only the state records and that the spec
+    # changed (`lifecycle.preventDestroy`, `lifecycle.sensitive`); apply records them.
+    state_changes: list[str] = field(default_factory=list)
+
+    @property
+    def changes_state(self) -> bool:
+        """Apply changes the state for it: an action, an adoption or a lifecycle flag."""
+        return self.action is not Action.NOOP or self.adopted or bool(self.state_changes)
 
     @property
     def replace_paths(self) -> list[str]:
@@ -105,12 +115,35 @@ class Plan:
     def actionable(self) -> list[ResourceChange]:
         return [c for c in self.changes if c.action is not Action.NOOP]
 
+    def state_only(self) -> list[ResourceChange]:
+        """No-ops that still change the state: adoptions and lifecycle flags."""
+        return [c for c in self.changes if c.action is Action.NOOP and c.changes_state]
+
     @property
     def has_changes(self) -> bool:
-        return bool(self.actionable())
+        """Anything to apply: an API action, or a change to the state alone (Terraform
+        counts imports as changes too)."""
+        return any(c.changes_state for c in self.changes)
 
     def counts(self) -> dict[str, int]:
-        out = {a.value: 0 for a in Action}
-        for c in self.changes:
-            out[c.action.value] += 1
-        return out
+        return counts(self.changes)
+
+
+def counts(changes: Iterable[ResourceChange]) -> dict[str, int]:
+    """Workloads per action, plus `adopt` (found live, taken into the state; an adoption
+    may also have an action) and `state_only` (no-ops whose lifecycle flags only the state
+    records change). For a plan, and for what an apply did (`executor.ApplyResult`)."""
+    out = {a.value: 0 for a in Action}
+    out[ADOPT] = out[STATE_ONLY] = 0
+    for c in changes:
+        out[c.action.value] += 1
+        if c.adopted:
+            out[ADOPT] += 1
+        elif c.action is Action.NOOP and c.state_changes:
+            out[STATE_ONLY] += 1
+    return out
+
+
+# The two counts of changes to the state alone, beside the actions' counts.
+ADOPT = "adopt"
+STATE_ONLY = "state_only"

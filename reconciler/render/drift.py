@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.render import words
 
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -40,6 +40,9 @@ def render_text(report) -> str:
                 lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
             lines.append("")
         lines.append("`runai-reconcile plan` shows how apply would bring them back to the specs.")
+    if report.interrupted:
+        lines += ["", words.interrupted_heading(len(report.interrupted))]
+        lines += [f"  {words.interrupted_item(item)}" for item in report.interrupted]
     pending = report.pending_changes()
     if report.pending_error:
         lines += ["", "The specs cannot be planned against the state:", report.pending_error]
@@ -48,7 +51,8 @@ def render_text(report) -> str:
         lines += ["", f"Pending (not drift): the specs differ from the state for {m} "
                       f"workload{'s' if m != 1 else ''}; `runai-reconcile apply` makes them:"]
         for rc in sorted(pending, key=lambda rc: rc.address):
-            lines.append(f"  {words.SYMBOLS[rc.action]:>3} {rc.address} ({rc.action.value})")
+            symbol, rest = words.listed(rc).split(" ", 1)
+            lines.append(f"  {symbol:>3} {rest}")
             for c in rc.changes:
                 before = words.shown(c.path, c.before, rc.sensitive)
                 after = words.shown(c.path, c.after, rc.sensitive)
@@ -72,14 +76,19 @@ def report_document(report) -> dict[str, Any]:
         } for item in report.drifted],
         "pending_changes": [{
             "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
-            "action_reason": rc.reason,
+            "action_reason": rc.reason, "state_changes": rc.state_changes,
             "changed_paths": [{"path": c.path,
                                "before": words.mask_at(c.path, c.before, rc.sensitive),
                                "after": words.mask_at(c.path, c.after, rc.sensitive)}
                               for c in rc.changes],
         } for rc in pending],
+        "interrupted": [{
+            "address": item.address, "kind": item.kind, "name": item.name,
+            "project_id": item.project_id, "workload_id": item.workload_id,
+        } for item in report.interrupted],
         "pending_error": report.pending_error,
-        "summary": {"drifted": len(report.drifted), "pending": len(pending)},
+        "summary": {"drifted": len(report.drifted), "pending": len(pending),
+                    "interrupted": len(report.interrupted)},
         "state": {"lineage": report.lineage, "serial": report.serial},
     }
 

@@ -4,7 +4,8 @@ The format is documented field by field in docs/plan-format.md; `FORMAT_VERSION`
 follows its promise (fields are only added within 1.x; removing or changing the
 meaning of one bumps the major). Every address of the plan appears in
 `resource_changes`, no-ops included. Callers: the CLI's `--format json` of
-`plan`, `show` and `apply`'s preview.
+`plan` and `show`; and of `apply`, whose one document (`apply_document`, its own
+`APPLY_FORMAT_VERSION`, "Apply result" in the same page) holds the plan and the result.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import orjson
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import words
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
+APPLY_FORMAT_VERSION = "1.0"
 _SORTED = orjson.OPT_SORT_KEYS
 
 
@@ -30,7 +32,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "has_changes": plan.has_changes,
         "resource_changes": [_resource_change(rc) for rc in changes],
         "resource_drift": [d for d in map(_drift, changes) if d is not None],
-        "summary": {a.value: counts[a.value] for a in Action},
+        "summary": counts,
         "state": {"lineage": plan.lineage, "serial": plan.serial},
     }
     if plan.targets:
@@ -66,6 +68,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "desired_phase": rc.desired_phase,
         "live_phase": rc.live_phase,
         "adopted": rc.adopted,
+        "state_changes": rc.state_changes,
     }
 
 
@@ -108,3 +111,44 @@ def _drift(rc: ResourceChange) -> dict[str, Any] | None:
     if not paths and not rc.is_drift:
         return None
     return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths}
+
+
+# --- apply result -------------------------------------------------------------------
+
+_SIGNALS = {2: "SIGINT", 15: "SIGTERM"}
+
+
+def apply_document(result) -> dict[str, Any]:
+    """An `executor.ApplyResult` (read by its attributes: the renderers sit below the
+    executor): the plan performed, then one outcome per change that changes anything."""
+    plan = result.plan
+    by_addr = {o.address: o for o in [*result.outcomes, *result.unknown]}
+    outcomes = []
+    for rc in sorted(plan.changes if plan else [], key=lambda rc: rc.address):
+        if not rc.changes_state:
+            continue
+        o = by_addr.get(rc.address)  # none: skipped after a signal (`result.not_started`)
+        status = o.status if o is not None else "not_started"
+        outcomes.append({
+            "address": rc.address, "kind": rc.kind, "name": rc.name,
+            "project_id": rc.project_id, "action": rc.action.value,
+            "actions": rc.action.json_actions, "adopted": rc.adopted,
+            "outcome": status,
+            "error": o.message if o is not None and status == "failed" else None,
+            "detail": o.message if o is not None and status == "unknown" else None,
+            "workload_id": o.workload_id if o is not None else rc.workload_id,
+        })
+    tally = {k: sum(1 for e in outcomes if e["outcome"] == k)
+             for k in ("done", "failed", "not_started", "unknown")}
+    return {
+        "format_version": APPLY_FORMAT_VERSION,
+        "plan": plan_document(plan) if plan is not None else None,
+        "outcomes": outcomes,
+        "summary": {**tally, **result.counts()},
+        "interrupted": result.interrupted,
+        "signal": _SIGNALS.get(result.signal) if result.signal else None,
+    }
+
+
+def render_apply(result) -> str:
+    return json.dumps(apply_document(result), indent=2, sort_keys=True, ensure_ascii=False)

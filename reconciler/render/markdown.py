@@ -33,12 +33,20 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
     head = [PLAN_TITLE, ""]
     if plan.targets:
         head += ["> " + words.targets_note(plan.targets), ""]
-    if not todo:
+    if not plan.has_changes:
         return "\n".join(head + [NO_CHANGES]) + "\n"
-    counts = plan.counts()
-    head += ["**Plan:** " + ", ".join(f"{counts[a.value]} to {a.value}"
-                                      for a in words.SUMMARY_ORDER) + ".", ""]
-    head += _plan_table(todo)
+    head += ["**Plan:** " + words.plan_summary(plan) + ".", ""]
+    if todo:
+        head += _plan_table(todo)
+    adopted = sorted(rc.address for rc in plan.changes if rc.adopted)
+    if adopted:
+        head += [""] * (head[-1] != "") + ["**Adopted** (found live, not in the state; recorded instead of created): "
+                 + ", ".join(f"`{a}`" for a in adopted[:_PENDING_LISTED])
+                 + (f" and {len(adopted) - _PENDING_LISTED} more" if len(adopted) > _PENDING_LISTED
+                    else "")]
+    recording = words.state_only_lines(plan)
+    if recording:
+        head += ["", words.STATE_ONLY_NOTE, ""] + [f"- {line}" for line in recording]
     drifted = [rc for rc in todo if rc.is_drift or words.drifted_paths(rc)]
     if drifted:
         n = len(drifted)
@@ -69,6 +77,9 @@ def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
         totals = [sum(r[i] for r in by_kind.values()) for i in range(3)]
         head.append("| **total** | " + " | ".join(f"**{v}**" for v in totals) + " |")
     head.append("")
+    if report.interrupted:
+        head += [words.interrupted_heading(len(report.interrupted), bold=True), ""]
+        head += [f"- {words.interrupted_item(item)}" for item in report.interrupted] + [""]
     if report.pending_error:
         head += ["The specs cannot be planned against the state:", "",
                  _fence("\n".join(report.pending_error.splitlines())), ""]
@@ -141,8 +152,8 @@ def _plan_table(todo: list[ResourceChange]) -> list[str]:
 
 
 def _plan_line(rc: ResourceChange) -> str:
-    return (f"- `{words.SYMBOLS[rc.action]}` {rc.address}{words.project_name_note(rc.project_name)}"
-            f" ({rc.action.value})")
+    symbol, rest = words.listed(rc).split(" ", 1)
+    return f"- `{symbol}` {rest}"
 
 
 def _plan_details(rc: ResourceChange) -> str:

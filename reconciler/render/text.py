@@ -32,21 +32,25 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     todo = sorted(plan.actionable(), key=lambda rc: rc.address)
     note = [words.targets_note(plan.targets), ""] if plan.targets else []
     adopting = _adopting(plan)
-    if not todo:
+    recording = words.state_only_lines(plan)
+    if recording:
+        adopting += [words.STATE_ONLY_NOTE] + [f"  = {line}" for line in recording] + [""]
+    if not plan.has_changes:
         return "\n".join(note + adopting + [NO_CHANGES]) + "\n"
+    lines = note + adopting
     present = {rc.action for rc in todo}
-    lines = note + adopting + ["Actions are shown with these symbols:"]
+    if todo:
+        lines.append("Actions are shown with these symbols:")
     for action in words.SUMMARY_ORDER:
         if action in present:
             lines.append(f"{_symbol(action, paint):>{3 + _width_of_codes(action, paint)}} "
                          f"{words.LEGEND[action]}")
-    lines += ["", "runai-reconcile will perform the following actions:", ""]
+    if todo:
+        lines += ["", "runai-reconcile will perform the following actions:", ""]
     for rc in todo:
         lines += _resource(rc, paint)
         lines.append("")
-    counts = plan.counts()
-    summary = ", ".join(f"{counts[a.value]} to {a.value}" for a in words.SUMMARY_ORDER)
-    lines.append(paint(_BOLD, "Plan:") + f" {summary}.")
+    lines.append(paint(_BOLD, "Plan:") + f" {words.plan_summary(plan)}.")
     return "\n".join(lines) + "\n"
 
 

@@ -37,10 +37,13 @@ SUMMARY_ORDER = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.DELETE,
                  Action.SUSPEND, Action.RESUME)
 
 _OUTSIDE = "outside runai-reconcile"
+# A workload gone while a killed or abandoned apply was deleting or creating it.
+INTERRUPTED = "was left half-done by an interrupted apply (not drift)"
 
 _HEADERS: dict[tuple[Action, str | None], str] = {
     (Action.CREATE, None): "will be created",
     (Action.CREATE, plans.REASON_DELETED_OUTSIDE): f"was deleted {_OUTSIDE} and will be re-created",
+    (Action.CREATE, plans.REASON_INTERRUPTED): INTERRUPTED + " and will be created",
     (Action.UPDATE, None): "will be updated in place",
     (Action.UPDATE, plans.REASON_DRIFT): f"was changed {_OUTSIDE} (drift) and will be updated in place",
     (Action.REPLACE, None): "must be replaced",
@@ -62,6 +65,15 @@ def phrase(rc: ResourceChange) -> str:
     return _HEADERS.get((rc.action, rc.reason)) or _HEADERS[(rc.action, None)]
 
 
+def listed(rc: ResourceChange) -> str:
+    """`<symbol> <address> (<action>)`: one change on one line; a no-op that changes the
+    state alone is `= <address> (state only: <settings>)`."""
+    where = f"{rc.address}{project_name_note(rc.project_name)}"
+    if rc.action is Action.NOOP:
+        return f"= {where} (state only: {', '.join(rc.state_changes) or 'adopted'})"
+    return f"{SYMBOLS[rc.action]} {where} ({rc.action.value})"
+
+
 def header(rc: ResourceChange) -> str:
     """`# <address> will be ...`."""
     return f"# {rc.address} {phrase(rc)}"
@@ -70,6 +82,43 @@ def header(rc: ResourceChange) -> str:
 def project_name_note(project_name: str | None) -> str:
     """` (project team-a)` after an address whose project's name is known, else ``."""
     return f" (project {project_name})" if project_name else ""
+
+
+def plan_summary(plan: plans.Plan) -> str:
+    """`0 to create, ..., 0 to resume`, then the changes to the state alone when there are
+    any (Terraform's "1 to import"): `, 1 to adopt, 1 to record in the state`."""
+    counts = plan.counts()
+    parts = [f"{counts[a.value]} to {a.value}" for a in SUMMARY_ORDER]
+    if counts[plans.ADOPT]:
+        parts.append(f"{counts[plans.ADOPT]} to adopt")
+    if counts[plans.STATE_ONLY]:
+        parts.append(f"{counts[plans.STATE_ONLY]} to record in the state")
+    return ", ".join(parts)
+
+
+def state_only_lines(plan: plans.Plan) -> list[str]:
+    """One line per no-op whose lifecycle settings only the state records changed."""
+    return [f"{rc.address}: {', '.join(rc.state_changes)}" for rc in plan.state_only()
+            if rc.state_changes and not rc.adopted]
+
+
+STATE_ONLY_NOTE = ("The specs changed settings that only the state records; apply records "
+                   "them (no API call):")
+
+
+def interrupted_heading(n: int, *, bold: bool = False) -> str:
+    """Drift's section on the workloads an apply left half-done (which is not drift)."""
+    title = "Interrupted apply (not drift):"
+    return ((f"**{title}**" if bold else title)
+            + f" {n} workload{'s' if n != 1 else ''} {'were' if n != 1 else 'was'} being "
+            "deleted, replaced or created by an apply that did not finish (its intents are "
+            f"open in the journal); `runai-reconcile apply` finishes {'them' if n != 1 else 'it'}:")
+
+
+def interrupted_item(item) -> str:
+    """One such workload (a `drift.DriftedWorkload`)."""
+    gone = f"workload {item.workload_id} gone from live" if item.workload_id else "not live"
+    return f"{item.address} ({gone})"
 
 
 def targets_note(targets) -> str:

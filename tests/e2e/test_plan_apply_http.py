@@ -202,14 +202,20 @@ def test_lost_state_adopts_existing_workloads_without_creating(ws, sim_server):
     _setup(ws, sim_server)
     ws.state_path.unlink()
     res = ws.plan("--detailed-exitcode")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 2, res.output  # a change to the state alone is a change
     assert "apply adopts them" in res.output
     assert "  = DistributedTraining/7/bert-ddp" in res.output
-    assert all(rc["adopted"] for rc in ws.plan_json()["resource_changes"])
+    assert "0 to resume, 2 to adopt." in res.output
+    doc = ws.plan_json()
+    assert all(rc["adopted"] for rc in doc["resource_changes"])
+    assert doc["has_changes"] and doc["summary"]["adopt"] == 2
     sim_server.clear_requests()
-    assert ws.apply().exit_code == 0
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert "2 adopted" in res.output
     assert sim_server.writes() == []
     assert len(ws.state()["resources"]) == 2
+    assert ws.plan("--detailed-exitcode").exit_code == 0
 
 
 def test_deleted_outside_is_recreated_and_said(ws, sim_server):

@@ -139,6 +139,15 @@ def completed() -> ResourceChange:
                     live_phase="Completed")
 
 
+def state_only() -> list[ResourceChange]:
+    """An adoption with no action, and a lifecycle flag only the state records."""
+    adopted = noop("found-live")
+    adopted.adopted = True
+    flagged = noop("protected")
+    flagged.state_changes = ["lifecycle.preventDestroy"]
+    return [adopted, flagged]
+
+
 def plan(*changes: ResourceChange, targets: list[str] | None = None) -> Plan:
     return Plan(changes=sorted(changes, key=lambda c: c.address), lineage=LINEAGE, serial=3,
                 targets=targets or [])
@@ -158,5 +167,6 @@ PLANS = {
     "mixed": lambda: plan(delete(), update(), replace(), resume_phase_drift(), noop(),
                           completed(), training("new-job", Action.CREATE, plans.REASON_NEW,
                                                 after=training_body("new-job"))),
+    "state_only": lambda: plan(*state_only(), noop()),
     "targeted": lambda: plan(update(), targets=["DistributedInference/7/llama-70b-serve"]),
 }

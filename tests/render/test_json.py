@@ -32,7 +32,7 @@ def test_every_address_appears_once_noops_included(example):
     _, plan = example
     doc = json_render.plan_document(plan)
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.2"
+    assert doc["format_version"] == "1.3"
     assert doc["has_changes"] == plan.has_changes
 
 
@@ -145,7 +145,8 @@ def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
 def test_summary_state_and_targets():
     doc = json_render.plan_document(examples.PLANS["targeted"]())
     assert doc["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0,
-                              "suspend": 0, "resume": 0, "no-op": 0}
+                              "suspend": 0, "resume": 0, "no-op": 0,
+                              "adopt": 0, "state_only": 0}
     assert doc["state"] == {"lineage": examples.LINEAGE, "serial": 3}
     assert doc["targets"] == ["DistributedInference/7/llama-70b-serve"]
     assert "targets" not in json_render.plan_document(examples.PLANS["update"]())

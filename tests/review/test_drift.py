@@ -74,7 +74,7 @@ def test_spec_changes_are_pending_not_drift(ws, sim_server, applied):
     assert {p["address"]: p["actions"] for p in doc["pending_changes"]} == {
         "DistributedInference/7/llama-serve": ["update"],
         "DistributedTraining/7/new-job": ["create"]}
-    assert doc["summary"] == {"drifted": 0, "pending": 2}
+    assert doc["summary"] == {"drifted": 0, "pending": 2, "interrupted": 0}
     assert sim_server.writes() == []
 
 
