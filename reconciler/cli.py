@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,10 @@ class _Group(click.Group):
             sys.exit(1)
         except click.Abort as exc:
             if isinstance(exc.__context__, KeyboardInterrupt):  # Ctrl-C or SIGTERM
+                # What the interrupt left half-built (an event loop, a coroutine never
+                # awaited) is collected on the way out: nothing there for the user to read.
+                sys.unraisablehook = lambda _unraisable: None
+                warnings.simplefilter("ignore")
                 click.echo("Interrupted.", err=True)
                 sys.exit(_interrupted_exit())
             click.echo("Aborted!", err=True)
