@@ -510,7 +510,7 @@ def state_history(cfg: Config, fmt: str) -> None:
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
     if not every:
-        click.echo(f"\nA state file keeps one previous version (its .backup); a PostgreSQL "
+        click.echo("\nA state file keeps one previous version (its .backup); a PostgreSQL "
                    "--state keeps every version.")
 
 

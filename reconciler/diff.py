@@ -60,8 +60,7 @@ def project(kind: kinds_mod.Kind, body: dict | None) -> dict | None:
 
 
 def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
-                  live: dict | None, *, ignore: Sequence[str] = (),
-                  live_matches_applied: bool | None = None) -> list[plans.FieldChange]:
+                  live: dict | None, *, ignore: Sequence[str] = ()) -> list[plans.FieldChange]:
     """Field changes that would take the workload from its present form to `desired`.
 
     `applied` None means no state for the workload (compare D with R on D's paths);
@@ -70,7 +69,7 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     is dropped. Sorted by path.
     """
     if desired is not None and applied is not None and live is not None and _quiet(
-            kind, desired, applied, live, live_matches_applied):
+            kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
     return _walk(kind, desired, applied, live, ignore)
 
@@ -98,28 +97,22 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
     return out
 
 
-def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict,
-           live_matches_applied: bool | None = None) -> bool:
+def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict) -> bool:
     """True only when the walk would report nothing: D is L exactly (the specs did not
-    change) and live agrees with L on every path L sets (`live_matches`, or the answer
-    it gave already), found without the walk; False sends the workload through the
-    walk, which says what differs."""
+    change) and live agrees with L on every path L sets (`live_matches`), found without
+    the walk; False sends the workload through the walk, which says what differs."""
     for key in body_keys(kind):
         d, l = desired.get(key), applied.get(key)
         if key in _STRING_IDS:
             d, l = _str_id(d), _str_id(l)
         if not (d == l and _identical(d, l)):
             return False
-    if live_matches_applied is None:
-        return live_matches(kind, applied, live)
-    return live_matches_applied
+    return live_matches(kind, applied, live)
 
 
 def live_matches(kind: kinds_mod.Kind, applied: dict, live: dict) -> bool:
     """Live agrees with the last applied body on every path it sets (server defaults and
-    server-owned fields aside): no drift. Needs no spec, so `planner.Incremental` asks it
-    of each live body that arrives before the specs, and hands the answer to
-    `diff_workload(live_matches_applied=)`."""
+    server-owned fields aside): no drift."""
     for key in body_keys(kind):
         if key not in WRITE_ONLY_KEYS:
             l, r = applied.get(key), live.get(key)

@@ -115,13 +115,10 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
-    GETs of the workloads the state knows start while the specs still load, and each
-    workload is planned as its live body arrives (`planner.Incremental`). The specs'
+    GETs of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name.
     Without a client, `desired` are the specs (already resolved). `pending`: the
     journal's open intents (a killed run's), whose deletes and creates the plan finishes."""
-    incremental = planner.Incremental(state, replace=options.replace, destroy=options.destroy,
-                                      interrupted=interrupted(pending))
     live: dict[str, dict | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
@@ -129,7 +126,6 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
             desired = await refresh.resolve_projects(client, await specs.wait())
-            incremental.specs_loaded(desired)
             return desired
 
         # While the specs load on the other core: the token and the transport's set-up.
@@ -137,15 +133,17 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
         try:
             live = await refresh.read_live(client, specs_in(), state,
                                            parallelism=options.parallelism,
-                                           only=set(options.targets) or None,
-                                           on_live=incremental.live_read)
+                                           only=set(options.targets) or None)
         finally:
             if warm is not None:  # its failure, if any, the requests have met and said
                 warm.cancel()
                 await asyncio.gather(warm, return_exceptions=True)
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
-    return incremental.plan(desired, live, targets=options.targets), live, desired
+    the_plan = planner.make_plan(desired, state, live, targets=options.targets,
+                                 replace=options.replace, destroy=options.destroy,
+                                 interrupted=interrupted(pending))
+    return the_plan, live, desired
 
 
 async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:

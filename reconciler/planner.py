@@ -15,10 +15,6 @@ by address. The per-field comparison is `diff.diff_workload`; what to do with it
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
 
-Two entries, one result: `make_plan` plans in one go; `Incremental` is fed the same
-inputs as they arrive (each live body as its GET answers, the specs once loaded) and
-plans each workload as soon as it can, so that most of the diffing is done while other
-reads are on the network. Its `plan()` equals `make_plan` of the same inputs.
 """
 
 from __future__ import annotations
@@ -44,58 +40,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
     `interrupted`: the addresses a killed apply was deleting or creating (from the
     journal's open intents, `operations`); one gone from live is finished, not called deleted
     outside."""
-    return _assemble(desired, state, live, targets, replace, destroy, {}, {},
-                     frozenset(interrupted))
-
-
-class Incremental:
-    """`make_plan`, fed as its inputs arrive.
-
-        inc = planner.Incremental(state, replace=..., destroy=...)
-        inc.live_read(address, body)     # as each live GET answers (body None: not found)
-        inc.specs_loaded(desired)        # once the specs are in
-        inc.plan(desired, live, targets=...)   # == make_plan(desired, state, live, ...)
-
-    A body read once the specs are in is planned at once; one read before is checked
-    against the state (`diff.live_matches`, which needs no spec), which leaves the
-    final plan a quick comparison for it. `state` must not change meanwhile."""
-
-    def __init__(self, state: State, *, replace: Sequence[str] = (), destroy: bool = False,
-                 interrupted: Collection[str] = ()):
-        self._state = state
-        self._interrupted = frozenset(interrupted)
-        self._replace = frozenset(replace)
-        self._destroy = destroy
-        self._specs: dict[str, DesiredWorkload] | None = None
-        self._ready: dict[str, plans.ResourceChange] = {}  # address -> its change
-        self._matches: dict[str, bool] = {}  # address -> live agrees with the state
-
-    def specs_loaded(self, desired: Sequence[DesiredWorkload]) -> None:
-        self._specs = {d.address: d for d in desired}
-
-    def live_read(self, addr: str, body: dict | None) -> None:
-        rs = self._state.resources.get(addr)
-        if self._specs is not None:
-            dw = self._specs.get(addr)
-            if not self._destroy and dw is not None:
-                self._ready[addr] = _plan_one(addr, dw, rs, body, addr in self._replace,
-                                              interrupted=addr in self._interrupted)
-        elif rs is not None and body is not None and rs.kind in kinds.KINDS:
-            self._matches[addr] = diff.live_matches(kinds.get(rs.kind), rs.applied, body)
-
-    def plan(self, desired: list[DesiredWorkload], live: Mapping[str, dict | None], *,
-             targets: Sequence[str] = ()) -> plans.Plan:
-        return _assemble(desired, self._state, live, targets, self._replace, self._destroy,
-                         self._ready, self._matches, self._interrupted)
-
-
-def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None],
-              targets: Sequence[str], replace: Sequence[str], destroy: bool,
-              ready: Mapping[str, plans.ResourceChange],
-              live_matches: Mapping[str, bool],
-              interrupted_: frozenset[str] = frozenset()) -> plans.Plan:
-    """The plan, taking `ready[address]` as that address's change where it was made
-    already, and `live_matches[address]` as what `diff.live_matches` answered for it."""
+    interrupted_ = frozenset(interrupted)
     by_addr: dict[str, DesiredWorkload] = {}
     for dw in desired:
         if dw.address in by_addr:
@@ -131,10 +76,8 @@ def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         lv = live.get(addr, _NOT_REFRESHED)
         if destroy:
             rc = _plan_destroy(addr, dw, rs, lv)
-        elif addr in ready:
-            rc = ready[addr]
         else:
-            rc = _plan_one(addr, dw, rs, lv, addr in replace_set, live_matches.get(addr),
+            rc = _plan_one(addr, dw, rs, lv, addr in replace_set,
                            interrupted=addr in interrupted_)
         changes.append(rc)
 
@@ -154,8 +97,7 @@ def _assemble(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 # --- one address --------------------------------------------------------------------
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
-              force_replace: bool, live_matches: bool | None = None, *,
-              interrupted: bool = False) -> plans.ResourceChange:
+              force_replace: bool, *, interrupted: bool = False) -> plans.ResourceChange:
     refreshed = lv is not _NOT_REFRESHED
     live_body: dict | None = lv if refreshed else None
     kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
@@ -184,8 +126,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
 
     applied = rs.applied if rs is not None else None
     fcs = diff.diff_workload(kind, dw.body, applied, live_body,
-                             ignore=dw.lifecycle.ignore_changes,
-                             live_matches_applied=live_matches)
+                             ignore=dw.lifecycle.ignore_changes)
     user_changed = any(not c.drift for c in fcs)
 
     if force_replace:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 from reconciler import kinds, phases
@@ -30,7 +30,6 @@ log = logging.getLogger("reconciler.refresh")
 
 async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
                     state: State, *, parallelism: int, only: set[str] | None = None,
-                    on_live: Callable[[str, dict | None], None] | None = None,
                     ) -> dict[str, dict | None]:
     """Map each address (of specs or state) to its live GET body, or None when it does not exist.
 
@@ -38,7 +37,7 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
     of the workloads the state knows start at once, and only the lookups by name of new
     addresses wait for the specs. When the awaitable raises (bad specs), the GETs in
     flight are cancelled and the error propagates. `only` limits the refresh to those
-    addresses (for --target). `on_live(address, body)` is called as each GET is answered."""
+    addresses (for --target)."""
     sem = asyncio.Semaphore(max(1, parallelism))
     live: dict[str, dict | None] = {}
     found: dict[str, str] = {}  # address -> id, of new addresses found by name
@@ -59,8 +58,6 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                                 addr, name, project_id, workload_id)
             # A workload being deleted is gone as far as planning goes.
             live[addr] = None if body and phases.live_gone(body) else body
-            if on_live is not None:
-                on_live(addr, live[addr])
 
     reads: list[asyncio.Future] = []
     try:

@@ -1,5 +1,6 @@
-"""The operations on their own (no CLI), against the simulator in process: the plan made as
-the reads come in is the plan made in one go, and a declined approval writes nothing."""
+"""The operations on their own (no CLI), against the simulator in process: the plan made
+while the specs load beside the reads is the plan made in one go from the same inputs,
+and a declined approval writes nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def write_specs(folder, names, image="nvcr.io/nvidia/pytorch:24.05-py3"):
         (folder / f"{n}.yaml").write_text(training_doc(n, image))
 
 
-def test_the_plan_streamed_by_the_operation_is_the_plan_made_in_one_go(tmp_path, sim):
+def test_the_plan_of_the_operation_is_the_plan_made_in_one_go(tmp_path, sim):
     # 120 files: enough for the specs to load beside the reads.
     names = [f"job-{i:03d}" for i in range(120)]
     write_specs(tmp_path, names)

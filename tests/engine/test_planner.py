@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import diff, errors, kinds, planner, plans
+from reconciler import errors, kinds, planner, plans
 from reconciler.plans import Action
 
 from .builders import (addr, desired, di_body, dt_body, edit, live_of, rstate, set_path,
@@ -445,45 +445,3 @@ def test_state_of_an_unknown_kind_is_a_plan_error():
     st.resources["Notebook/7/ws"] = rstate(dt_body("ws"), "Notebook")
     with pytest.raises(errors.PlanError, match="Notebook/7/ws"):
         planner.make_plan([], st, {})
-
-
-def test_the_incremental_plan_is_the_plan_made_in_one_go():
-    """The operations feed planner.Incremental each live body as its GET answers, some
-    before the specs are in (checked against the state only) and some after (planned at
-    once): the plan is the one make_plan makes in one go, for every kind of case."""
-    def named(body, name):
-        return edit(body, lambda b: b.update(name=name))
-
-    same, changed, drifted, new, gone = (named(B, "same"), named(B, "changed"), I,
-                                         named(B, "new"), named(B, "gone"))
-    specs = [desired(same), desired(set_path(changed, "spec.image", "img:2")), desired(drifted),
-             desired(new), desired(gone)]
-    removed = named(B, "removed")
-    state = state_of(*(rstate(b) for b in (same, changed, gone, removed)), rstate(drifted))
-    live = {addr(same): live_of(same), addr(changed): live_of(changed),
-            addr(drifted): live_of(set_path(drifted, "spec.replicas", 7)),
-            addr(gone): None, addr(removed): live_of(removed)}
-    # Both answers of the check made before the specs are in occur in this fleet.
-    matches = {diff.live_matches(kinds.get(state.resources[a].kind), state.resources[a].applied, body)
-               for a, body in live.items() if body is not None and a in state.resources}
-    assert matches == {True, False}
-    seen = set()
-    for replace in ([], [addr(same)]):
-        for destroy in (False, True):
-            opts = dict(replace=[] if destroy else replace, destroy=destroy)
-            whole = planner.make_plan(specs, state, live, **opts)
-            order = sorted(live)
-            for split in range(len(order) + 1):  # bodies read before the specs, then after
-                inc = planner.Incremental(state, **opts)
-                for a in order[:split]:
-                    inc.live_read(a, live[a])
-                inc.specs_loaded(specs)
-                for a in order[split:]:
-                    inc.live_read(a, live[a])
-                streamed = inc.plan(specs, live)
-                assert [(c.address, c.action, c.reason, c.changes, c.after, c.before)
-                        for c in streamed.changes] == \
-                    [(c.address, c.action, c.reason, c.changes, c.after, c.before)
-                     for c in whole.changes]
-            seen |= {c.action for c in whole.changes}
-    assert seen == {Action.NOOP, Action.CREATE, Action.DELETE, Action.UPDATE, Action.REPLACE}
