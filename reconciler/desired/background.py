@@ -176,7 +176,9 @@ class PendingSpecs:
         (then they exit once their reply is sent)."""
         for process, conn in self._children:
             conn.close()
-            if self._workloads is None and process.exitcode is None:
+            if self._workloads is not None:
+                process.join(5)  # it exits once its reply is sent; never wait on it for ever
+            if process.exitcode is None:
                 process.kill()
             process.join()
             process.close()
