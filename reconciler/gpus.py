@@ -14,6 +14,8 @@ with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 wh
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
 DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) × worker).
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
+`change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
+plan's totals per project.
 Callers: the plan's GPU impact and policy rules (issue 15).
 """
 
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler import kinds, phases
+from reconciler import kinds, phases, plans
 from reconciler.desired.fields import parse_quantity
 
 
@@ -140,3 +142,40 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
         gpus, memory = per_pod(compute)
         total += Gpus(low * gpus, high * gpus, low * memory, high * memory)
     return total
+
+
+# Actions after which the live phase stays what it was (a completed training left alone,
+# a pending workload patched); after the others the workload runs as its spec asks.
+_PHASE_KEPT = frozenset({plans.Action.NOOP, plans.Action.UPDATE})
+
+
+def change_gpus(change: plans.ResourceChange) -> tuple[Gpus, Gpus]:
+    """What the workload of `change` holds before apply (live, or the state's without
+    refresh) and after it (its spec; nothing once deleted)."""
+    before = held(change.kind, change.before, actual_phase=change.live_phase)
+    after = held(change.kind, change.after, desired_phase=change.desired_phase,
+                 actual_phase=change.live_phase if change.action in _PHASE_KEPT else None)
+    return before, after
+
+
+@dataclass(frozen=True)
+class ProjectGpus:
+    project_id: str
+    project_name: str | None  # when a spec or the state knows it
+    before: Gpus
+    after: Gpus
+
+
+def by_project(plan: plans.Plan) -> list[ProjectGpus]:
+    """The GPUs of each project's workloads that the plan knows (specs and state), before
+    and after apply, by project id."""
+    totals: dict[str, list] = {}
+    for change in plan.changes:
+        before, after = change_gpus(change)
+        entry = totals.setdefault(change.project_id, [None, NONE, NONE])
+        entry[0] = entry[0] or change.project_name
+        entry[1] += before
+        entry[2] += after
+    # Project ids are digits: "9" sorts before "12".
+    return [ProjectGpus(pid, name, before, after) for pid, (name, before, after)
+            in sorted(totals.items(), key=lambda item: (len(item[0]), item[0]))]

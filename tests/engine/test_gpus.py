@@ -6,16 +6,18 @@ write)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 
 import pytest
 
-from reconciler import gpus, kinds
+from reconciler import gpus, kinds, planner
 from reconciler.desired import models
 from reconciler.gpus import Gpus
+from reconciler.plans import Action
 from reconciler.simulator import kinds as sim_kinds
 
-from .builders import CLUSTER, di_body, dt_body, live_of
+from .builders import CLUSTER, addr, desired, di_body, dt_body, live_of, rstate, state_of
 
 GI = 2**30
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
@@ -193,3 +195,66 @@ def test_sums_have_no_binary_noise_and_ranges_are_flagged():
     total = Gpus(0.1, 0.1) + Gpus(0.2, 0.2)
     assert total == Gpus(0.3, 0.3) and not total.is_range
     assert (total + Gpus(0, 1)).is_range
+
+
+# --- a finished plan: each change before -> after, and per project ----------------------
+
+def _body(kind, name, project, body):
+    return {"name": name, "projectId": project, "clusterId": CLUSTER, **copy.deepcopy(body)}
+
+
+def test_a_plan_s_gpus_before_and_after_per_change_and_per_project():
+    ft = _body("DistributedTraining", "llama-ft", "7", dt(4, {"gpuDevicesRequest": 8}, same=True))
+    smaller = copy.deepcopy(ft)
+    smaller["spec"]["numWorkers"] = 2
+    ws = _body("Workspace", "notebook", "7", single({"gpuDevicesRequest": 1}))
+    scaling = {"minReplicas": 1, "maxReplicas": 2, "metric": "throughput", "metricThreshold": 9}
+    serve = _body("Inference", "serve", "12", single(HALF, autoscaling=scaling))
+    wider = copy.deepcopy(serve)
+    wider["spec"]["autoscaling"]["maxReplicas"] = 4
+    new = _body("Training", "lora", "12", single({"gpuDevicesRequest": 2}))
+    done = _body("Training", "finished", "12", single({"gpuDevicesRequest": 4}))
+    old = _body("DistributedInference", "old", "9", di({"gpuDevicesRequest": 8}, replicas=2))
+    specs = [desired(smaller, "DistributedTraining"), desired(ws, "Workspace", phase="Stopped"),
+             desired(wider, "Inference"), desired(new, "Training"), desired(done, "Training")]
+    state = state_of(rstate(ft, "DistributedTraining"), rstate(ws, "Workspace"),
+                     rstate(serve, "Inference"), rstate(done, "Training"),
+                     rstate(old, "DistributedInference"))
+    live = {addr(ft, "DistributedTraining"): live_of(ft),
+            addr(ws, "Workspace"): live_of(ws),
+            addr(serve, "Inference"): live_of(serve),
+            addr(done, "Training"): live_of(done, actual_phase="Completed"),
+            addr(old, "DistributedInference"): live_of(old)}
+    plan = planner.make_plan(specs, state, live)
+
+    expected = {  # address: (action, before, after)
+        "DistributedTraining/7/llama-ft": (Action.REPLACE, Gpus(40, 40), Gpus(24, 24)),
+        "Workspace/7/notebook": (Action.SUSPEND, Gpus(1, 1), Gpus(0, 0)),
+        "Inference/12/serve": (Action.UPDATE, Gpus(0.5, 1), Gpus(0.5, 2)),
+        "Training/12/lora": (Action.CREATE, Gpus(0, 0), Gpus(2, 2)),
+        "Training/12/finished": (Action.NOOP, Gpus(0, 0), Gpus(0, 0)),
+        "DistributedInference/9/old": (Action.DELETE, Gpus(16, 16), Gpus(0, 0)),
+    }
+    assert {c.address: (c.action, *gpus.change_gpus(c)) for c in plan.changes} == expected
+    assert [(p.project_id, p.before, p.after) for p in gpus.by_project(plan)] == [
+        ("7", Gpus(41, 41), Gpus(24, 24)),
+        ("9", Gpus(16, 16), Gpus(0, 0)),
+        ("12", Gpus(0.5, 1), Gpus(2.5, 4)),
+    ]
+
+
+def test_a_resumed_workload_takes_its_gpus_again_and_without_refresh_the_state_counts():
+    ws = _body("Workspace", "notebook", "7", single({"gpuDevicesRequest": 1}))
+    plan = planner.make_plan([desired(ws, "Workspace")],
+                             state_of(rstate(ws, "Workspace", desired_phase="Stopped")),
+                             {addr(ws, "Workspace"): live_of(ws, desired_phase="Stopped",
+                                                             actual_phase="Stopped")})
+    (change,) = plan.changes
+    assert change.action is Action.RESUME
+    assert gpus.change_gpus(change) == (Gpus(0, 0), Gpus(1, 1))
+    # --no-refresh: the state's applied body and last phase stand for live.
+    offline = planner.make_plan(
+        [dataclasses.replace(desired(ws, "Workspace"), project_name="team-a")],
+        state_of(rstate(ws, "Workspace", desired_phase="Stopped", last_phase="Stopped")), {})
+    assert gpus.by_project(offline) == [
+        gpus.ProjectGpus("7", "team-a", Gpus(0, 0), Gpus(1, 1))]
