@@ -1,7 +1,7 @@
 """GPU accounting (pure): the GPUs a workload holds while running, from its body and phase.
 
 A body is a create body or a live GET body (as a plan change's `before`/`after` hold
-them). Per pod (a `compute` object, CONTRACT.md §3):
+them). Per pod (a `compute` object, CONTRACT.md §2, §5, §7):
 - `gpuDevicesRequest` whole devices (absent: none);
 - portion requests (`gpuRequestType: portion`, or a `gpuPortionRequest` alone): devices ×
   `gpuPortionRequest`, the devices being 1 when absent (0.5 is half a GPU; no portion
