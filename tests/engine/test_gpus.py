@@ -1,0 +1,260 @@
+"""GPU accounting: worked examples for every kind (the README's "GPU accounting" rules),
+checked on create bodies, on the same bodies as the simulator returns them (its server
+defaults filled in) and against the spec models (every example is a body a user could
+write)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+
+import pytest
+
+from reconciler import gpus, kinds, planner
+from reconciler.desired import models
+from reconciler.gpus import Gpus
+from reconciler.plans import Action
+from reconciler.simulator import kinds as sim_kinds
+
+from .builders import CLUSTER, addr, desired, di_body, dt_body, live_of, rstate, state_of
+
+GI = 2**30
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+
+
+def single(compute=None, **spec):
+    """A Training/Workspace/Inference body with this compute."""
+    return {"spec": {"image": IMAGE, **({"compute": compute} if compute else {}), **spec}}
+
+
+def dt(num_workers=None, compute=None, same=None, master=None):
+    spec = {"image": IMAGE, "distributedFramework": "PyTorch", "compute": compute}
+    if num_workers is not None:
+        spec["numWorkers"] = num_workers
+    body = {"spec": spec}
+    if same is not None:
+        body["masterSpecSameAsWorker"] = same
+    if master is not None:
+        body["masterSpec"] = {"image": IMAGE, "compute": master}
+    return body
+
+
+def di(leader, worker=None, workers=None, replicas=None):
+    spec = {"leader": {"image": IMAGE, "compute": leader}}
+    if worker is not None:
+        spec["worker"] = {"image": IMAGE, "compute": worker}
+    if workers is not None:
+        spec["workers"] = workers
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return {"spec": spec}
+
+
+HALF = {"gpuRequestType": "portion", "gpuPortionRequest": 0.5}
+MEM_20G = {"gpuRequestType": "memory", "gpuMemoryRequest": "20Gi"}
+
+# (id, kind, body, phases, expected)
+CASES = [
+    # Training: one pod.
+    ("T whole devices", "Training", single({"gpuDevicesRequest": 2}), {}, Gpus(2, 2)),
+    ("T no compute holds none", "Training", single(), {}, Gpus(0, 0)),
+    ("T cpu only holds none", "Training", single({"cpuCoreRequest": 4}), {}, Gpus(0, 0)),
+    ("T half a GPU, devices absent", "Training", single(HALF), {}, Gpus(0.5, 0.5)),
+    ("T quarter of one device", "Training",
+     single({"gpuDevicesRequest": 1, "gpuRequestType": "portion", "gpuPortionRequest": 0.25}),
+     {}, Gpus(0.25, 0.25)),
+    ("T portion type, 2 whole devices", "Training",
+     single({"gpuDevicesRequest": 2, "gpuRequestType": "portion"}), {}, Gpus(2, 2)),
+    ("T portion without its type", "Training", single({"gpuPortionRequest": 0.3}), {},
+     Gpus(0.3, 0.3)),
+    ("T memory request: its device, memory apart", "Training", single(MEM_20G), {},
+     Gpus(1, 1, 20 * GI, 20 * GI)),
+    ("T suspended (desiredPhase Stopped)", "Training", single({"gpuDevicesRequest": 2}),
+     {"desired_phase": "Stopped"}, Gpus(0, 0)),
+    ("T stopping", "Training", single({"gpuDevicesRequest": 2}),
+     {"actual_phase": "Stopping"}, Gpus(0, 0)),
+    ("T completed", "Training", single({"gpuDevicesRequest": 2}),
+     {"actual_phase": "Completed"}, Gpus(0, 0)),
+    ("T pending still counts", "Training", single({"gpuDevicesRequest": 2}),
+     {"actual_phase": "Pending"}, Gpus(2, 2)),
+    # Workspace: one pod.
+    ("W one device", "Workspace", single({"gpuDevicesRequest": 1}), {}, Gpus(1, 1)),
+    ("W half a GPU", "Workspace", single(HALF), {}, Gpus(0.5, 0.5)),
+    ("W memory request", "Workspace", single(MEM_20G), {}, Gpus(1, 1, 20 * GI, 20 * GI)),
+    ("W suspended", "Workspace", single({"gpuDevicesRequest": 1}),
+     {"desired_phase": "Stopped", "actual_phase": "Stopped"}, Gpus(0, 0)),
+    # Inference: one replica, or autoscaling's minReplicas..maxReplicas.
+    ("I one replica without autoscaling", "Inference", single({"gpuDevicesRequest": 1}), {},
+     Gpus(1, 1)),
+    ("I autoscaling 2..5 of one device", "Inference",
+     single({"gpuDevicesRequest": 1}, autoscaling={"minReplicas": 2, "maxReplicas": 5,
+                                                   "metric": "throughput",
+                                                   "metricThreshold": 100}), {}, Gpus(2, 5)),
+    ("I autoscaling 2..5 of half a GPU", "Inference",
+     single(HALF, autoscaling={"minReplicas": 2, "maxReplicas": 5, "metric": "throughput",
+                               "metricThreshold": 100}), {}, Gpus(1, 2.5)),
+    ("I scale to zero, maxReplicas defaults to 1", "Inference",
+     single({"gpuDevicesRequest": 2}, autoscaling={"minReplicas": 0}), {}, Gpus(0, 2)),
+    ("I minReplicas 3, maxReplicas defaults to it", "Inference",
+     single({"gpuDevicesRequest": 1}, autoscaling={"minReplicas": 3}), {}, Gpus(3, 3)),
+    ("I autoscaling 1..4 with memory requests", "Inference",
+     single(MEM_20G, autoscaling={"maxReplicas": 4, "metric": "latency",
+                                  "metricThreshold": 50}), {}, Gpus(1, 4, 20 * GI, 80 * GI)),
+    # DistributedTraining: numWorkers workers plus one master.
+    ("D master same as worker: 4 x 8 + 8", "DistributedTraining",
+     dt(4, {"gpuDevicesRequest": 8}, same=True), {}, Gpus(40, 40)),
+    ("D own master spec: 4 x 8 + 1", "DistributedTraining",
+     dt(4, {"gpuDevicesRequest": 8}, same=False, master={"gpuDevicesRequest": 1}), {},
+     Gpus(33, 33)),
+    ("D no master spec: the master holds none", "DistributedTraining",
+     dt(4, {"gpuDevicesRequest": 8}, same=False), {}, Gpus(32, 32)),
+    ("D numWorkers absent: one worker", "DistributedTraining",
+     dt(None, {"gpuDevicesRequest": 2}, same=True), {}, Gpus(4, 4)),
+    ("D portions: 3 x 0.5 + master 0.5", "DistributedTraining",
+     dt(3, HALF, same=True), {}, Gpus(2, 2)),
+    ("D suspended", "DistributedTraining", dt(4, {"gpuDevicesRequest": 8}, same=True),
+     {"desired_phase": "Stopped"}, Gpus(0, 0)),
+    ("D completed", "DistributedTraining", dt(4, {"gpuDevicesRequest": 8}, same=True),
+     {"actual_phase": "Completed"}, Gpus(0, 0)),
+    ("D being deleted", "DistributedTraining", dt(4, {"gpuDevicesRequest": 8}, same=True),
+     {"desired_phase": "Deleted", "actual_phase": "Deleting"}, Gpus(0, 0)),
+    # DistributedInference: replicas x (leader + workers x worker).
+    ("DI 2 x (8 + 3 x 8)", "DistributedInference",
+     di({"gpuDevicesRequest": 8}, {"gpuDevicesRequest": 8}, workers=3, replicas=2), {},
+     Gpus(64, 64)),
+    ("DI defaults: one leader, no workers", "DistributedInference",
+     di({"gpuDevicesRequest": 4}), {}, Gpus(4, 4)),
+    ("DI zero replicas", "DistributedInference",
+     di({"gpuDevicesRequest": 4}, {"gpuDevicesRequest": 4}, workers=1, replicas=0), {},
+     Gpus(0, 0)),
+    ("DI memory leader, whole workers: 3 x (1 + 2)", "DistributedInference",
+     di({"gpuRequestType": "memory", "gpuMemoryRequest": "40Gi"}, {"gpuDevicesRequest": 1},
+        workers=2, replicas=3), {}, Gpus(9, 9, 120 * GI, 120 * GI)),
+]
+
+
+@pytest.mark.parametrize("kind, body, phase, expected", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_worked_example(kind, body, phase, expected):
+    assert gpus.held(kind, body, **phase) == expected
+
+
+@pytest.mark.parametrize("kind, body, phase, expected", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_the_same_body_as_the_simulator_returns_it(kind, body, phase, expected):
+    """GET's body has the server's defaults (an Inference always has its autoscaling,
+    a DistributedInference its workers and replicas) and its own phases."""
+    live = _create_body(kind, body)
+    next(k for k in sim_kinds.KINDS if k.path == kinds.get(kind).api_path).fill(
+        live, random.Random(0))
+    live = live_of(live, desired_phase=phase.get("desired_phase", "Running"),
+                   actual_phase=phase.get("actual_phase", "Running"), defaults=False)
+    assert gpus.held(kind, live) == expected
+
+
+@pytest.mark.parametrize("kind, body", [c[1:3] for c in CASES], ids=[c[0] for c in CASES])
+def test_every_example_is_a_valid_spec(kind, body):
+    models.MODELS[kind].model_validate({"kind": kind, **_create_body(kind, body)})
+
+
+def _create_body(kind, body):
+    return {"name": "w", "projectId": "7", "clusterId": CLUSTER, **copy.deepcopy(body)}
+
+
+def test_every_kind_has_a_rule_and_every_rule_a_kind():
+    assert set(gpus.RULES) == set(kinds.KINDS)
+
+
+def test_every_kind_has_a_worked_example():
+    assert {c[1] for c in CASES} == set(kinds.KINDS)
+
+
+def test_the_engine_s_realistic_bodies():
+    # 4 workers and the master (masterSpecSameAsWorker) at 8 GPUs each.
+    assert gpus.held("DistributedTraining", dt_body()) == Gpus(40, 40)
+    # 2 replicas x (an 8-GPU leader + 1 worker x 8).
+    assert gpus.held("DistributedInference", di_body()) == Gpus(32, 32)
+
+
+def test_a_live_body_s_own_phase_counts_unless_one_is_given():
+    live = live_of(single({"gpuDevicesRequest": 2}) | {"name": "w", "projectId": "7",
+                                                       "clusterId": CLUSTER},
+                   desired_phase="Stopped", actual_phase="Stopped")
+    assert gpus.held("Training", live) == Gpus(0, 0)
+    # A plan change's `after` with the spec's desiredPhase Running: resumed, it holds 2.
+    assert gpus.held("Training", live, desired_phase="Running",
+                     actual_phase="Running") == Gpus(2, 2)
+
+
+def test_no_body_holds_nothing():
+    assert gpus.held("Training", None) == Gpus(0, 0)
+
+
+def test_sums_have_no_binary_noise_and_ranges_are_flagged():
+    total = Gpus(0.1, 0.1) + Gpus(0.2, 0.2)
+    assert total == Gpus(0.3, 0.3) and not total.is_range
+    assert (total + Gpus(0, 1)).is_range
+
+
+# --- a finished plan: each change before -> after, and per project ----------------------
+
+def _body(kind, name, project, body):
+    return {"name": name, "projectId": project, "clusterId": CLUSTER, **copy.deepcopy(body)}
+
+
+def test_a_plan_s_gpus_before_and_after_per_change_and_per_project():
+    ft = _body("DistributedTraining", "llama-ft", "7", dt(4, {"gpuDevicesRequest": 8}, same=True))
+    smaller = copy.deepcopy(ft)
+    smaller["spec"]["numWorkers"] = 2
+    ws = _body("Workspace", "notebook", "7", single({"gpuDevicesRequest": 1}))
+    scaling = {"minReplicas": 1, "maxReplicas": 2, "metric": "throughput", "metricThreshold": 9}
+    serve = _body("Inference", "serve", "12", single(HALF, autoscaling=scaling))
+    wider = copy.deepcopy(serve)
+    wider["spec"]["autoscaling"]["maxReplicas"] = 4
+    new = _body("Training", "lora", "12", single({"gpuDevicesRequest": 2}))
+    done = _body("Training", "finished", "12", single({"gpuDevicesRequest": 4}))
+    old = _body("DistributedInference", "old", "9", di({"gpuDevicesRequest": 8}, replicas=2))
+    specs = [desired(smaller, "DistributedTraining"), desired(ws, "Workspace", phase="Stopped"),
+             desired(wider, "Inference"), desired(new, "Training"), desired(done, "Training")]
+    state = state_of(rstate(ft, "DistributedTraining"), rstate(ws, "Workspace"),
+                     rstate(serve, "Inference"), rstate(done, "Training"),
+                     rstate(old, "DistributedInference"))
+    live = {addr(ft, "DistributedTraining"): live_of(ft),
+            addr(ws, "Workspace"): live_of(ws),
+            addr(serve, "Inference"): live_of(serve),
+            addr(done, "Training"): live_of(done, actual_phase="Completed"),
+            addr(old, "DistributedInference"): live_of(old)}
+    plan = planner.make_plan(specs, state, live)
+
+    expected = {  # address: (action, before, after)
+        "DistributedTraining/7/llama-ft": (Action.REPLACE, Gpus(40, 40), Gpus(24, 24)),
+        "Workspace/7/notebook": (Action.SUSPEND, Gpus(1, 1), Gpus(0, 0)),
+        "Inference/12/serve": (Action.UPDATE, Gpus(0.5, 1), Gpus(0.5, 2)),
+        "Training/12/lora": (Action.CREATE, Gpus(0, 0), Gpus(2, 2)),
+        "Training/12/finished": (Action.NOOP, Gpus(0, 0), Gpus(0, 0)),
+        "DistributedInference/9/old": (Action.DELETE, Gpus(16, 16), Gpus(0, 0)),
+    }
+    assert {c.address: (c.action, *gpus.change_gpus(c)) for c in plan.changes} == expected
+    assert [(p.project_id, p.before, p.after) for p in gpus.by_project(plan)] == [
+        ("7", Gpus(41, 41), Gpus(24, 24)),
+        ("9", Gpus(16, 16), Gpus(0, 0)),
+        ("12", Gpus(0.5, 1), Gpus(2.5, 4)),
+    ]
+
+
+def test_a_resumed_workload_takes_its_gpus_again_and_without_refresh_the_state_counts():
+    ws = _body("Workspace", "notebook", "7", single({"gpuDevicesRequest": 1}))
+    plan = planner.make_plan([desired(ws, "Workspace")],
+                             state_of(rstate(ws, "Workspace", desired_phase="Stopped")),
+                             {addr(ws, "Workspace"): live_of(ws, desired_phase="Stopped",
+                                                             actual_phase="Stopped")})
+    (change,) = plan.changes
+    assert change.action is Action.RESUME
+    assert gpus.change_gpus(change) == (Gpus(0, 0), Gpus(1, 1))
+    # --no-refresh: the state's applied body and last phase stand for live.
+    offline = planner.make_plan(
+        [dataclasses.replace(desired(ws, "Workspace"), project_name="team-a")],
+        state_of(rstate(ws, "Workspace", desired_phase="Stopped", last_phase="Stopped")), {})
+    assert gpus.by_project(offline) == [
+        gpus.ProjectGpus("7", "team-a", Gpus(0, 0), Gpus(1, 1))]
