@@ -394,11 +394,7 @@ def _dotted_text(segments: list[str | None]) -> str:
 
 # --- formatting ----------------------------------------------------------------------
 
-def _dotted(path: Path_) -> str:
-    out = ""
-    for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out
+_dotted = sources.dotted
 
 
 def _show(value: Any) -> str:
