@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -26,6 +27,9 @@ MAX_NODES = 100_000
 MAX_DEPTH = 100
 # Python refuses to read a longer integer from text (sys.get_int_max_str_digits()).
 MAX_INT_DIGITS = 4300
+# A spec file larger than this is refused before it is read (README, "Spec files").
+MAX_FILE_BYTES = 10 * 1024 * 1024
+_MB = MAX_FILE_BYTES // (1024 * 1024)
 
 Path_ = tuple[str | int, ...]
 
@@ -84,6 +88,8 @@ def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Pr
     if base.is_file():
         return [(base, shown)], []
     if not base.is_dir():
+        if os.path.lexists(base):  # a FIFO or a device: read_documents refuses it
+            return [(base, shown)], []
         return [], [Problem(shown, None, "", "no such directory")]
     problems: list[Problem] = []
 
@@ -106,7 +112,18 @@ def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Pr
 
 def read_documents(path: Path, display: str) -> tuple[list[RawDocument], list[Problem]]:
     try:
-        raw = path.read_bytes()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO blocks, a device reads without end
+            return [], [Problem(display, None, "", "is not a regular file (a pipe, a device "
+                                "or a socket?): refused without reading it")]
+        too_big = [Problem(display, None, "", f"is larger than the {_MB} MB a spec file may "
+                           "be: refused without reading it all")]
+        if info.st_size > MAX_FILE_BYTES:
+            return [], too_big
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # it may have grown since the stat
+        if len(raw) > MAX_FILE_BYTES:
+            return [], too_big
     except OSError as exc:
         return [], [Problem(display, None, "", f"cannot read: {exc.strerror or exc}")]
     try:
