@@ -171,6 +171,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlanFileError(f"{where} is not a saved plan (not JSON: {exc})") from None
+    except ValueError:  # an integer too long for Python (its message is advice to us)
+        raise PlanFileError(f"{where} is not a saved plan (an integer in it is too "
+                            "long)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PlanFileError(f"{where} is not a saved plan (write one with `plan --out FILE`)")
     version = doc.get("version")
