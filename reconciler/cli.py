@@ -182,9 +182,17 @@ def _client(cfg: Config):
         import httpx
 
         from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+        from reconciler.simulator.store import SimulatorDataError
 
-        Path(SIM_DIR).mkdir(exist_ok=True)
-        app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
+        try:
+            Path(SIM_DIR).mkdir(exist_ok=True)
+            app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
+        except FileExistsError:
+            raise click.ClickException(f"{SIM_DIR} (the --sim data folder) is not a folder")
+        except OSError as exc:
+            raise click.ClickException(f"cannot use {SIM_DIR}: {exc.strerror or exc}")
+        except SimulatorDataError as exc:
+            raise click.ClickException(f"{exc}; move it away to start afresh")
         return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,
                            client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app))
     return RunaiClient.from_env(cfg.url, verify=not cfg.insecure, max_connections=cfg.parallelism)

@@ -32,10 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from reconciler import __version__, diff, kinds, phases
-from reconciler.desired.types import DesiredWorkload, Lifecycle
+from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError
-from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.plans import FieldChange, Plan, ResourceChange
 from reconciler.state import journal
 from reconciler.state.model import State
 
@@ -169,6 +171,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
         doc = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlanFileError(f"{where} is not a saved plan (not JSON: {exc})") from None
+    except ValueError:  # an integer too long for Python (its message is advice to us)
+        raise PlanFileError(f"{where} is not a saved plan (an integer in it is too "
+                            "long)") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PlanFileError(f"{where} is not a saved plan (write one with `plan --out FILE`)")
     version = doc.get("version")
@@ -177,8 +182,15 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     if version > VERSION:
         raise PlanFileError(f"{where} was written by a newer runai-reconcile (plan file "
                             f"version {version}; this one reads up to {VERSION})")
+    for key, typ in (("state", dict), ("options", dict), ("changes", list),
+                     ("desired", list), ("live", dict)):
+        if not isinstance(doc.get(key), typ):
+            raise PlanFileError(f"{where} is damaged or incomplete ({key}: expected a "
+                                f"{'mapping' if typ is dict else 'list'}, got "
+                                f"{json.dumps(doc.get(key))[:40]}); make the plan again")
     try:
         state, options = doc["state"], doc["options"]
+        _check(state, _STATE, "state")
         plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
                     lineage=state["lineage"], serial=state["serial"],
                     targets=[str(t) for t in options["targets"]])
@@ -189,6 +201,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
             refresh=bool(options["refresh"]),
             state_digest=None if state.get("digest") is None else str(state["digest"]))
+    except _Damaged as exc:
+        raise PlanFileError(f"{where} is damaged or incomplete ({exc}); make the plan "
+                            "again") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PlanFileError(f"{where} is damaged or incomplete ({type(exc).__name__}: {exc}); "
                             "make the plan again") from None
@@ -231,6 +246,25 @@ def _change_doc(rc: ResourceChange) -> dict[str, Any]:
 
 
 _CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
+# What the decoded fields must be (the dataclasses' own annotations): a wrong type is a
+# damaged file, refused here rather than failing later in a renderer or the executor.
+_CHANGE = TypeAdapter(ResourceChange)
+_DESIRED = TypeAdapter(DesiredWorkload)
+_STATE = TypeAdapter(dict[str, str | int | None])
+
+
+class _Damaged(Exception):
+    """A decoded field of the wrong type: `label.path: what was expected`."""
+
+
+def _check(value: Any, adapter: TypeAdapter, label: str) -> Any:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        # The first problem, without its input: a plan file holds unmasked values.
+        err = exc.errors(include_url=False, include_input=False)[0]
+        at = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in err["loc"])
+        raise _Damaged(f"{label}: {at.lstrip('.')}: {err['msg'].lower()}") from None
 _FIELD_CHANGE_FIELDS = {f.name for f in fields(FieldChange)}
 
 
@@ -239,13 +273,9 @@ def _change_from(doc: dict[str, Any]) -> ResourceChange:
     if unknown:
         raise ValueError(f"unknown change field(s) {sorted(unknown)}")
     d = dict(doc)
-    d["action"] = Action(d["action"])
-    d["changes"] = [FieldChange(**{k: v for k, v in c.items() if k in _FIELD_CHANGE_FIELDS})
+    d["changes"] = [{k: v for k, v in c.items() if k in _FIELD_CHANGE_FIELDS}
                     for c in d.get("changes", [])]
-    d["sensitive"] = tuple(d.get("sensitive", ()))
-    d["ignore_changes"] = tuple(d.get("ignore_changes", ()))
-    d["waits_for"] = list(d.get("waits_for", ()))
-    return ResourceChange(**d)
+    return _check(d, _CHANGE, f"the change to {doc.get('address')!s:.80}")
 
 
 def _desired_doc(d: DesiredWorkload) -> dict[str, Any]:
@@ -259,12 +289,12 @@ def _desired_doc(d: DesiredWorkload) -> dict[str, Any]:
 
 def _desired_from(doc: dict[str, Any]) -> DesiredWorkload:
     lc = doc["lifecycle"]
-    return DesiredWorkload(
-        kind=doc["kind"], name=doc["name"], project_id=doc["project_id"],
-        cluster_id=doc["cluster_id"], body=dict(doc["body"]),
-        desired_phase=doc["desired_phase"],
-        lifecycle=Lifecycle(prevent_destroy=bool(lc["prevent_destroy"]),
-                            ignore_changes=tuple(lc["ignore_changes"]),
-                            sensitive=tuple(lc["sensitive"])),
-        source=doc.get("source") or "", line=doc.get("line"),
-        project_name=doc.get("project_name"))
+    return _check({
+        "kind": doc["kind"], "name": doc["name"], "project_id": doc["project_id"],
+        "cluster_id": doc["cluster_id"], "body": doc["body"],
+        "desired_phase": doc["desired_phase"],
+        "lifecycle": {"prevent_destroy": lc["prevent_destroy"],
+                      "ignore_changes": lc["ignore_changes"], "sensitive": lc["sensitive"]},
+        "source": doc.get("source") or "", "line": doc.get("line"),
+        "project_name": doc.get("project_name")}, _DESIRED,
+        f"the desired workload {doc.get('name')!s:.80}")

@@ -31,6 +31,7 @@ import random
 import socket
 import ssl
 import time
+import urllib.parse
 from typing import Any, Awaitable, Callable, Mapping
 
 import httpx
@@ -52,6 +53,17 @@ PROJECTS_PATH = "/api/v1/org-unit/projects"
 OnAmbiguous = Callable[[], Awaitable[dict | None]]
 
 _READ, _WRITE, _CREATE, _DELETE = "read", "write", "create", "delete"
+
+
+def _check_url(url: str) -> None:
+    """Refuse a URL that no request could use: no host, a bad port, a broken [IPv6]."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (reading it checks it: out of range or not a number)
+    except ValueError as exc:
+        raise errors.ConfigError(f"the Run:ai URL {url!r} is malformed: {exc}") from None
+    if not parts.hostname:
+        raise errors.ConfigError(f"the Run:ai URL {url!r} has no host name")
 
 
 class RunaiClient:
@@ -78,6 +90,7 @@ class RunaiClient:
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise errors.ConfigError(
                 f"the Run:ai URL must start with http:// or https://, got {base_url!r}")
+        _check_url(base_url)
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         if token:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reconciler import kinds
+from reconciler import kinds, masking
 from reconciler.desired import fields, models, sources
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
@@ -125,8 +125,17 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
         validated = model.model_validate(data)
     except ValidationError as exc:
         validated = None
+        sensitive = _sensitive_paths(data)
+        secrets: list[str] | None = None
         for err in exc.errors(include_url=False):
+            err["input"] = masking.mask_at(_diff_path(data, err["loc"]), err.get("input"),
+                                           sensitive)
             path, message = _translate(err, model)
+            if err["type"] == "rule":  # a rule's own words may quote a value
+                if secrets is None:
+                    secrets = _secret_texts(data, masking.mask_body(data, sensitive))
+                for text in secrets:
+                    message = message.replace(text, masking.MASK)
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
     found.extend(problem(p, m) for p, m in _project_problems(data))
@@ -151,6 +160,57 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
                             ignore_changes=tuple(lc.ignoreChanges or ()),
                             sensitive=tuple(lc.sensitive or ())),
         source=doc.file, line=doc.line), []
+
+
+def _sensitive_paths(data: dict) -> tuple[str, ...]:
+    lifecycle = data.get("lifecycle")
+    paths = lifecycle.get("sensitive") if isinstance(lifecycle, dict) else None
+    return tuple(p for p in paths if isinstance(p, str)) if isinstance(paths, list) else ()
+
+
+def _secret_texts(data: Any, masked: Any) -> list[str]:
+    """The text of every scalar in `data` that `masked` (its masked copy) hides, longest
+    first."""
+    out: set[str] = set()
+
+    def walk(value: Any, hidden: bool) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v, hidden)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, hidden)
+        elif hidden and value is not None:
+            out.add(_scalar_text(value))
+
+    def compare(value: Any, copy: Any) -> None:
+        if copy == masking.MASK and value != masking.MASK:
+            walk(value, True)
+        elif isinstance(value, dict) and isinstance(copy, dict):
+            for k, v in value.items():
+                compare(v, copy.get(k))
+        elif isinstance(value, list) and isinstance(copy, list):
+            for v, c in zip(value, copy):
+                compare(v, c)
+
+    compare(data, masked)
+    return sorted((t for t in out if t), key=len, reverse=True)
+
+
+def _diff_path(data: Any, loc: tuple) -> str:
+    """`loc` (keys and list indexes into `data`) as the diff and `lifecycle.sensitive`
+    name it: a keyed list item by its key (`spec.environmentVariables[DB_PASSWORD]`)."""
+    out, node, field = "", data, ""
+    for seg in loc:
+        if isinstance(seg, int) and isinstance(node, list) and 0 <= seg < len(node):
+            node = node[seg]
+            key = kinds.item_key(field, node)
+            out += f"[{key if key is not None else seg}]"
+        else:
+            node = node.get(seg) if isinstance(node, dict) else None
+            field = str(seg)
+            out += f".{seg}" if out else field
+    return out
 
 
 def _project_problems(data: dict) -> list[tuple[Path_, str]]:
@@ -215,7 +275,8 @@ def _translate(err: dict, model: type[BaseModel]) -> tuple[Path_, str]:
     if kind == "string_too_long":
         return loc, f"must be at most {ctx.get('max_length')} characters, got {_show(value)}"
     if kind == "string_type":
-        hint = f" (quote it: \"{_scalar_text(value)}\")" if isinstance(value, (int, float, bool)) else ""
+        hint = (f" (quote it: \"{_scalar_text(value)}\")"
+                if isinstance(value, (int, float, bool)) else "")
         return loc, f"must be a string, got {_show(value)}{hint}"
     if kind in ("int_type", "int_from_float", "int_parsing"):
         return loc, f"must be an integer, got {_show(value)}"
@@ -333,14 +394,12 @@ def _dotted_text(segments: list[str | None]) -> str:
 
 # --- formatting ----------------------------------------------------------------------
 
-def _dotted(path: Path_) -> str:
-    out = ""
-    for seg in path:
-        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
-    return out
+_dotted = sources.dotted
 
 
 def _show(value: Any) -> str:
+    if value == masking.MASK:
+        return value
     if isinstance(value, (dict, list)):
         text = json.dumps(value, default=str)
     elif isinstance(value, str):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +25,11 @@ SUFFIXES = (".yaml", ".yml", ".json")
 # An alias-heavy document ("billion laughs") expands past this many nodes: refuse it.
 MAX_NODES = 100_000
 MAX_DEPTH = 100
+# Python refuses to read a longer integer from text (sys.get_int_max_str_digits()).
+MAX_INT_DIGITS = 4300
+# A spec file larger than this is refused before it is read (README, "Spec files").
+MAX_FILE_BYTES = 10 * 1024 * 1024
+_MB = MAX_FILE_BYTES // (1024 * 1024)
 
 Path_ = tuple[str | int, ...]
 
@@ -82,6 +88,8 @@ def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Pr
     if base.is_file():
         return [(base, shown)], []
     if not base.is_dir():
+        if os.path.lexists(base):  # a FIFO or a device: read_documents refuses it
+            return [(base, shown)], []
         return [], [Problem(shown, None, "", "no such directory")]
     problems: list[Problem] = []
 
@@ -104,7 +112,18 @@ def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Pr
 
 def read_documents(path: Path, display: str) -> tuple[list[RawDocument], list[Problem]]:
     try:
-        raw = path.read_bytes()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO blocks, a device reads without end
+            return [], [Problem(display, None, "", "is not a regular file (a pipe, a device "
+                                "or a socket?): refused without reading it")]
+        too_big = [Problem(display, None, "", f"is larger than the {_MB} MB a spec file may "
+                           "be: refused without reading it all")]
+        if info.st_size > MAX_FILE_BYTES:
+            return [], too_big
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # it may have grown since the stat
+        if len(raw) > MAX_FILE_BYTES:
+            return [], too_big
     except OSError as exc:
         return [], [Problem(display, None, "", f"cannot read: {exc.strerror or exc}")]
     try:
@@ -180,6 +199,8 @@ class _Loader(_BaseLoader):
                     return n.value
                 value = n.value
                 if tag == _INT_TAG and value.isdigit() and (value[0] != "0" or value == "0"):
+                    if len(value) > MAX_INT_DIGITS:
+                        raise _TooLong(None, None, _too_long(value), n.start_mark)
                     return int(value)
                 if tag == _BOOL_TAG and value.lower() in bools:
                     return bools[value.lower()]
@@ -259,6 +280,30 @@ class _Loader(_BaseLoader):
         return mapping
 
 
+class _TooLong(ConstructorError):
+    """An integer too long for Python to read."""
+
+
+def _too_long(digits: str) -> str:
+    return f"an integer of {len(digits)} digits is too long (at most {MAX_INT_DIGITS})"
+
+
+def _path_at_line(root: Node, line: int) -> str:
+    """The dotted path of the deepest field that starts on `line`, "" if none."""
+    paths = [p for p, n in (_node_lines(root) or {}).items() if n == line]
+    if not paths:
+        return ""
+    return dotted(max(paths, key=len))
+
+
+def dotted(path: Path_) -> str:
+    """("spec", "ports", 0, "container") → "spec.ports[0].container"."""
+    out = ""
+    for seg in path:
+        out += f"[{seg}]" if isinstance(seg, int) else (f".{seg}" if out else str(seg))
+    return out
+
+
 def _duplicate_keys(node: MappingNode) -> list[tuple[str, int]]:
     seen: set[str] = set()
     found = []
@@ -274,7 +319,7 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
     docs: list[RawDocument] = []
     problems: list[Problem] = []
     finder = _LineFinder(text)
-    loader = None
+    loader = node = None
     try:
         loader = _Loader(text)
         ordinal = -1
@@ -297,6 +342,10 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
             docs.append(RawDocument(display, data, None, _first_line(node),
                                     clean=plain and not loader.nulls,
                                     find_lines=finder.lines_for(ordinal)))
+    except _TooLong as exc:
+        line = exc.problem_mark.line + 1
+        problems.append(Problem(display, line, _path_at_line(node, line) if node else "",
+                                exc.problem))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -393,7 +442,10 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
     except json.JSONDecodeError as exc:
         return [], [Problem(display, exc.lineno, "", f"invalid JSON: {exc.msg}")]
     except (ValueError, RecursionError) as exc:
-        return [], [Problem(display, None, "", f"invalid JSON: {exc}")]
+        message = str(exc)
+        if "int_max_str_digits" in message:  # not Python's advice: the user's mistake
+            message = f"an integer is too long (at most {MAX_INT_DIGITS} digits)"
+        return [], [Problem(display, None, "", f"invalid JSON: {message}")]
     # Lines come from reading the same text as YAML, when YAML reads it the same way.
     lines: list[dict[Path_, int]] = []
     firsts: list[int | None] = []

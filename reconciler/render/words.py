@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reconciler import kinds, phases, plans
+from reconciler.masking import MASK, is_masked, mask_at, mask_body, secret_name  # noqa: F401
 from reconciler.plans import Action, ResourceChange
 
 SYMBOLS = {
@@ -200,31 +201,11 @@ def drifted_paths(rc: ResourceChange) -> list[str]:
 
 # --- sensitive values ---------------------------------------------------------------
 #
-# DESIGN.md: sensitive values are masked in every output format (the state and saved
-# plan files keep them). Two rules: the `value` of an environment variable whose name
-# looks like a secret, and any value at or under a path the spec lists in
-# `lifecycle.sensitive` (carried on `ResourceChange.sensitive`).
+# The rules and `mask_at`/`mask_body` live in `reconciler.masking` (the spec loader's
+# messages use them too); re-exported here for the renderers.
 
-MASK = "(sensitive)"
-_SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
-_ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
 _ENV_FIELD = "environmentVariables"
 _LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
-
-
-def secret_name(name: Any) -> bool:
-    return isinstance(name, str) and bool(_SECRET_NAME.search(name))
-
-
-def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
-    """True when the value at dotted `path` is never shown."""
-    if path.endswith("].value") and "environmentVariables[" in path:
-        m = _ENV_VALUE.search(path)
-        if m and secret_name(m.group("name")):
-            return True
-    if not sensitive:
-        return False
-    return kinds.under_any(path, sensitive)
 
 
 def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
@@ -265,30 +246,3 @@ def _variables_masked(path: str, value: Any) -> Any:
                 out = list(value)
             out[i] = {k: MASK if k == "value" else v for k, v in item.items()}
     return out
-
-
-def mask_body(value: Any, sensitive: Sequence[str] = ()) -> Any:
-    """A copy of a create body (or PATCH body) with its sensitive values masked."""
-    return mask_at("", value, sensitive)
-
-
-def mask_at(path: str, value: Any, sensitive: Sequence[str] = ()) -> Any:
-    """A copy of `value`, found at dotted `path`, with what is sensitive in it masked.
-
-    Keyed list items are named as the diff names them (`spec.environmentVariables[NAME]`),
-    so a sensitive path can select one item."""
-    if value is None:
-        return None
-    if path and is_masked(path, sensitive):
-        return MASK
-    if isinstance(value, dict):
-        return {k: mask_at(f"{path}.{k}" if path else k, v, sensitive) for k, v in value.items()}
-    if isinstance(value, list):
-        m = _LAST_FIELD.search(path)
-        list_field = m.group("field") if m and not path.endswith("]") else ""
-        out = []
-        for item in value:
-            key = kinds.item_key(list_field, item) if list_field else None
-            out.append(mask_at(f"{path}[{key}]" if key is not None else path, item, sensitive))
-        return out
-    return value

@@ -198,6 +198,8 @@ class Store:
             return
         try:
             data = json.loads(self.data_path.read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             if data.get("version") != FORMAT_VERSION:
                 raise ValueError(f"unsupported format version {data.get('version')!r}")
             live = [Record.from_json(d) for d in data["workloads"]]

@@ -112,6 +112,9 @@ def loads(raw: bytes, where: str) -> State:
         raise StateError(
             f"state file {where} is not valid JSON (line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}); {hint}") from None
+    except ValueError:  # an integer too long for Python
+        raise StateError(f"state file {where} is not valid JSON (an integer in it is too "
+                         f"long); {hint}") from None
     try:
         return State.from_json(data)
     except StateError as exc:

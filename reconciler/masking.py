@@ -1,0 +1,63 @@
+"""Which values are never shown, and a copy of a value with them masked.
+
+DESIGN.md: sensitive values are masked in every output format, error messages included
+(the state and saved plan files keep them). Two rules: the `value` of an environment
+variable whose name looks like a secret, and any value at or under a path the spec lists
+in `lifecycle.sensitive`. Pure; callers: the renderers (`render.words`) and the spec
+loader's messages (`desired.loader`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from reconciler import kinds
+
+MASK = "(sensitive)"
+_SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
+_ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
+_LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
+
+
+def secret_name(name: Any) -> bool:
+    return isinstance(name, str) and bool(_SECRET_NAME.search(name))
+
+
+def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
+    """True when the value at dotted `path` is never shown."""
+    if path.endswith("].value") and "environmentVariables[" in path:
+        m = _ENV_VALUE.search(path)
+        if m and secret_name(m.group("name")):
+            return True
+    if not sensitive:
+        return False
+    return kinds.under_any(path, sensitive)
+
+
+def mask_body(value: Any, sensitive: Sequence[str] = ()) -> Any:
+    """A copy of a create body (or PATCH body) with its sensitive values masked."""
+    return mask_at("", value, sensitive)
+
+
+def mask_at(path: str, value: Any, sensitive: Sequence[str] = ()) -> Any:
+    """A copy of `value`, found at dotted `path`, with what is sensitive in it masked.
+
+    Keyed list items are named as the diff names them (`spec.environmentVariables[NAME]`),
+    so a sensitive path can select one item."""
+    if value is None:
+        return None
+    if path and is_masked(path, sensitive):
+        return MASK
+    if isinstance(value, dict):
+        return {k: mask_at(f"{path}.{k}" if path else k, v, sensitive) for k, v in value.items()}
+    if isinstance(value, list):
+        m = _LAST_FIELD.search(path)
+        list_field = m.group("field") if m and not path.endswith("]") else ""
+        out = []
+        for item in value:
+            key = kinds.item_key(list_field, item) if list_field else None
+            out.append(mask_at(f"{path}[{key}]" if key is not None else path, item, sensitive))
+        return out
+    return value
