@@ -207,8 +207,10 @@ def _start(files: list, count: int) -> list[tuple[Any, Any]]:
 def _fork(share: list, which: str, others: list[Any]) -> tuple[Any, Any]:
     context = multiprocessing.get_context("fork")  # the child inherits what is imported
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(share, send, others), daemon=True,
-                              name=f"runai-reconcile spec loader {which}")
+    # The child closes its copy of the read end too: were it kept, a child whose parent
+    # died would block for ever writing to a pipe that still has a reader (itself).
+    process = context.Process(target=_child, args=(share, send, [*others, receive]),
+                              daemon=True, name=f"runai-reconcile spec loader {which}")
     try:
         process.start()
     except BaseException:
@@ -224,7 +226,7 @@ def _child(share: list, send: Any, others: list[Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for conn in others:
-        conn.close()  # the parent alone reads the other children's pipes
+        conn.close()  # the parent alone reads the pipes (this child's own included)
     try:
         os.nice(CHILD_NICENESS)
     except OSError:

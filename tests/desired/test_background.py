@@ -313,3 +313,35 @@ def test_ctrl_c_during_loading_leaves_no_process_and_no_traceback(tmp_path, comm
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no process of the group is left
+
+
+def test_loaders_whose_parent_is_killed_exit_and_leave_nothing_behind(tmp_path):
+    """kill -9 of the CLI while its children load: each child's reply then meets a pipe
+    nobody reads, and the child exits (it keeps no read end of its own pipe) instead of
+    blocking for ever."""
+    specs = tmp_path / "specs"
+    specgen.write_specs(specs, 400)
+    proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", "validate", str(specs)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not _children_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    children = _children_of(proc.pid)
+    assert children, "no loader was started"
+    proc.kill()
+    proc.wait(timeout=30)
+    def exited(pid: int) -> bool:  # gone, or a zombie its new parent has not reaped yet
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+
+    deadline = time.monotonic() + 30
+    while not all(exited(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [c for c in children if not exited(c)]
+    for c in left:
+        os.kill(c, signal.SIGKILL)
+    assert not left, f"loader processes {left} outlived their parent"
