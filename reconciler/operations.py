@@ -322,7 +322,7 @@ def import_workload(store, connect: ClientFactory, address: str,
     from reconciler import adoption, kinds, phases
 
     try:
-        kinds.parse_address(address)
+        kind_name = kinds.parse_address(address)[0]
     except ValueError as exc:
         raise errors.ReconcileError(str(exc)) from None
     with store.lock("import"):
@@ -332,14 +332,14 @@ def import_workload(store, connect: ClientFactory, address: str,
 
         async def run() -> tuple[kinds.Kind, dict]:
             async with connect() as client:
-                return await _live_by_id(client, kinds.get(address.split("/")[0]), workload_id)
+                return await _live_by_id(client, kinds.get(kind_name), workload_id)
 
         found_kind, live = asyncio.run(run())
         problems = adoption.mismatches(address, found_kind.name, live)
         if problems:
             raise errors.ReconcileError(
                 f"workload {workload_id} does not match {address}: " + "; ".join(problems)
-                + ". Nothing was written.")
+                + "; nothing was written")
         if phases.live_gone(live):
             raise errors.ReconcileError(f"workload {workload_id} is being deleted; nothing "
                                         "was written")

@@ -7,6 +7,7 @@ plan are their own line and count in every format."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -172,7 +173,16 @@ def test_a_mismatch_names_every_field_that_differs_with_both_values(ws, sim_serv
     err = one_error_line(ws.cli("import", "Workspace/8/other", wid))
     assert err == (f"Error: workload {wid} does not match Workspace/8/other: its kind is "
                    "Training, not Workspace; its project is 7, not 8; its name is 'finetune', "
-                   "not 'other'. Nothing was written.")
+                   "not 'other'; nothing was written")
+    assert not ws.state_path.exists()
+
+
+def test_a_workload_being_deleted_is_refused(ws, sim_server):
+    wid = post_training(sim_server)
+    sim_server.admin.patch(f"/_sim/workloads/{wid}",
+                           json={"desiredPhase": "Deleted"}).raise_for_status()
+    err = one_error_line(ws.cli("import", "Training/7/finetune", wid))
+    assert f"workload {wid} is being deleted" in err
     assert not ws.state_path.exists()
 
 
@@ -184,7 +194,16 @@ def test_import_waits_for_the_state_lock_and_refuses_when_it_stays_taken(ws, sim
         err = one_error_line(ws.cli("--lock-timeout", "0.3", "import", "Training/7/finetune", wid))
         assert "locked" in err
     assert not ws.state_path.exists()
-    assert ws.cli("import", "Training/7/finetune", wid).exit_code == 0
+    held = LocalFileStore(ws.state_path).lock("apply")
+    held.__enter__()
+    release = threading.Timer(0.5, held.__exit__, (None, None, None))
+    release.start()
+    try:
+        res = ws.cli("--lock-timeout", "30", "import", "Training/7/finetune", wid)
+    finally:
+        release.join()
+    assert res.exit_code == 0, res.output
+    assert ws.state()["resources"]["Training/7/finetune"]["workload_id"] == wid
 
 
 def test_import_refuses_while_an_interrupted_apply_is_open_in_the_journal(ws, sim_server):
