@@ -30,7 +30,8 @@ def mismatches(address: str, found_kind: str, live: Mapping[str, Any]) -> list[s
         out.append(f"its kind is {found_kind}, not {kind}")
     live_project = _str(live.get("projectId"))
     if live_project != project_id:
-        out.append(f"its project is {live_project}, not {project_id}")
+        hint = "" if project_id.isdigit() else " (an address gives the project's id, not its name)"
+        out.append(f"its project is {live_project}, not {project_id}{hint}")
     if live.get("name") != name:
         out.append(f"its name is {live.get('name')!r}, not {name!r}")
     return out

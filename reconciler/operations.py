@@ -426,7 +426,7 @@ def import_all(specs_dir: str, store, connect: ClientFactory, *,
         chosen, wanted, live = asyncio.run(run())
         result = ImportResult(adopted=[], serial=state.serial, not_found=[], skipped=[],
                               known=len(chosen) - len(wanted))
-        for d in wanted:
+        for d in sorted(wanted, key=lambda d: d.address):
             body = live.get(d.address)
             if d.address not in live:
                 result.not_found.append(d.address)

@@ -92,6 +92,8 @@ LIVE = {"name": "bert", "projectId": "7", "workloadId": "w-1"}
     ("Workspace/7/bert", "Training", LIVE, ["its kind is Training, not Workspace"]),
     ("Training/8/bert", "Training", LIVE, ["its project is 7, not 8"]),
     ("Training/7/gpt", "Training", LIVE, ["its name is 'bert', not 'gpt'"]),
+    ("Training/team-a/bert", "Training", LIVE,
+     ["its project is 7, not team-a (an address gives the project's id, not its name)"]),
     ("Inference/9/gpt", "Training", LIVE, ["its kind is Training, not Inference",
                                            "its project is 7, not 9",
                                            "its name is 'bert', not 'gpt'"]),
