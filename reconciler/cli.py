@@ -435,6 +435,19 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
         sys.exit(2)
 
 
+@main.command("force-unlock")
+@click.argument("lock_id")
+@pass_config
+def force_unlock(cfg: Config, lock_id: str) -> None:
+    """Remove the state lock LOCK_ID left by a holder that is gone.
+
+    The local file's OS lock dies with its process, so this only clears the lock info a
+    dead holder left; it refuses while the holder runs or when LOCK_ID does not match."""
+    info = operations.force_unlock(_store(cfg), lock_id)
+    click.echo(f"Removed lock {info.id} ({info.who}, operation {info.operation} since "
+               f"{info.created}).")
+
+
 @main.command("import")
 @click.argument("args", nargs=-1, metavar="ADDR WORKLOAD_ID | --all [DIR]")
 @click.option("--all", "all_", is_flag=True,
@@ -481,19 +494,6 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
             f"{result.serial})" if n else f"Nothing adopted; {store.where} is unchanged")
     click.echo(f"{head}: {len(result.not_found)} not found live, {len(result.skipped)} not "
                f"adopted, {result.known} in the state already. No API write was made.")
-
-
-@main.command("force-unlock")
-@click.argument("lock_id")
-@pass_config
-def force_unlock(cfg: Config, lock_id: str) -> None:
-    """Remove the state lock LOCK_ID left by a holder that is gone.
-
-    The local file's OS lock dies with its process, so this only clears the lock info a
-    dead holder left; it refuses while the holder runs or when LOCK_ID does not match."""
-    info = operations.force_unlock(_store(cfg), lock_id)
-    click.echo(f"Removed lock {info.id} ({info.who}, operation {info.operation} since "
-               f"{info.created}).")
 
 
 # --- state --------------------------------------------------------------------------
