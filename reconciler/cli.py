@@ -138,6 +138,7 @@ def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_c
                      color=color, insecure=insecure, lock_timeout=lock_timeout)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread

@@ -328,10 +328,13 @@ class RunaiClient:
             self._requests += 1
             retry_after: float | None = None
             refused = False
+            sent = self._clock()
             try:
                 resp = await self._request(method, path, json=json, params=params,
                                            headers=headers)
             except httpx.TransportError as exc:
+                _log_request(method, path, params, f"no answer ({type(exc).__name__})",
+                             self._clock() - sent)
                 cause = _root_cause(exc)
                 if cause is not None:
                     raise errors.PermanentError(f"{method} {path}: {cause}", method=method,
@@ -350,7 +353,7 @@ class RunaiClient:
                 failure.__cause__ = exc
             else:
                 status = resp.status_code
-                log.debug("%s %s -> %d (attempt %d)", method, path, status, attempt)
+                _log_request(method, path, params, str(status), self._clock() - sent)
                 if status == 401 and auth and self._auth.can_renew and not renewed:
                     renewed = True
                     attempt -= 1
@@ -475,6 +478,15 @@ class RunaiClient:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,
+                 seconds: float) -> None:
+    """One line per request at INFO (-v): method, path and query, status, time. Never a
+    header or a body: they carry the token and the client secret."""
+    if log.isEnabledFor(logging.INFO):
+        query = "?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else ""
+        log.info("%s %s%s -> %s in %.0f ms", method, path, query, outcome, seconds * 1000)
 
 
 def _proxy_configured() -> bool:
