@@ -90,8 +90,14 @@ class _Group(click.Group):
             for problem in exc.problems:
                 click.echo(problem, err=True)
             n = len(exc.problems)
-            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the specs; nothing was "
-                       "written to the API and the state was not touched.", err=True)
+            head = f"Error: {n} problem{'s' if n != 1 else ''} in the specs"
+            if ctx.invoked_subcommand == "validate":  # it never writes: say what it found
+                valid = "" if exc.valid is None else (
+                    f"; {exc.valid} workload spec{'s' if exc.valid != 1 else ''} valid")
+                click.echo(f"{head}{valid}.", err=True)
+            else:
+                click.echo(f"{head}; nothing was written to the API and the state was not "
+                           "touched.", err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:
             click.echo(f"Error: {exc}", err=True)
