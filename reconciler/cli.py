@@ -469,8 +469,14 @@ def state_list(cfg: Config) -> None:
     """List the addresses the state tracks (with the project's name when known)."""
     from reconciler.render import words
 
-    for addr, project_name in operations.state_list(_store(cfg)):
+    store = _store(cfg)
+    rows = operations.state_list(store)
+    for addr, project_name in rows:
         click.echo(addr + words.project_name_note(project_name))
+    if not rows:  # exit 0 all the same, as `terraform state list` on an empty state
+        _say(f"No state at {store.where}: nothing has been applied with it yet."
+             if operations.never_written(store) else
+             f"The state at {store.where} tracks no workloads.")
 
 
 @state_group.command("show")

@@ -266,7 +266,7 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
 
     with _loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
-        if not state.resources and state.serial == 0 and not store.has_journal():
+        if never_written(store, state):
             raise errors.ReconcileError(
                 f"no state at {store.where}: nothing has been applied with it, so "
                 "nothing can drift. Point --state at the state your applies write.")
@@ -305,6 +305,13 @@ def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:
 def state_list(store) -> list[tuple[str, str | None]]:
     """(address, project name or None) of each workload the state tracks, sorted."""
     return [(a, r.project_name) for a, r in sorted(store.read().resources.items())]
+
+
+def never_written(store, state: State | None = None) -> bool:
+    """No state at the store: nothing was ever written there, nor journaled (`state`: the
+    store's, when the caller has read it already)."""
+    state = store.read() if state is None else state
+    return not state.resources and state.serial == 0 and not store.has_journal()
 
 
 def state_show(store, address: str) -> ResourceState:
