@@ -469,6 +469,10 @@ class RunaiClient:
         where = urllib.parse.urlsplit(self.base_url)
         port = where.port or (443 if where.scheme == "https" else 80)
         host = f"[{where.hostname}]" if ":" in (where.hostname or "") else where.hostname
+        if self.transport is None:  # httpx's own, for the proxy the environment sets
+            # Not the proxy's URL: it may hold a password.
+            return (f"cannot connect to the proxy set in the environment for {host}:{port}: "
+                    "connection refused (check HTTPS_PROXY, HTTP_PROXY and ALL_PROXY)")
         return (f"cannot connect to {host}:{port}: connection refused (nothing "
                 "listens there: check the URL, and that the control plane is up)")
 
