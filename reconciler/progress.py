@@ -3,7 +3,8 @@
 `Progress` counts one phase's steps (`start(what, total)`, `more(n)`, `step()`,
 `finish()`) and, from the running event loop's timer, redraws one line in place on its
 stream: done of total, elapsed seconds, failures so far. It draws nothing for a phase
-that ends within `delay` seconds, and at most once per `interval` after that. Other
+that ends within `delay` seconds (nor while its total is 0), and at most once per
+`interval` after that. Other
 lines go through `say` (or a log record through `log_filter`), which clears the line
 first so that they never share it. Callers: `reconciler.cli` makes one only when
 stderr is a terminal and hands it to the operations, which pass it to
@@ -84,9 +85,10 @@ class Progress:
         self._timer = loop.call_later(after, self._redraw)
 
     def _redraw(self) -> None:
-        self._write(_CLEAR + self.line())
-        self._shown = True
-        self.drawn += 1
+        if self.total:  # "0 of 0" says nothing: a refresh still listing, say
+            self._write(_CLEAR + self.line())
+            self._shown = True
+            self.drawn += 1
         self._schedule(self._interval)
 
     def _write(self, text: str) -> None:
