@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, planner
+from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Plan
 from reconciler.state import journal
@@ -143,7 +143,30 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
     the_plan = planner.make_plan(desired, state, live, targets=options.targets,
                                  replace=options.replace, destroy=options.destroy,
                                  interrupted=interrupted(pending))
+    quotas = None if client is None else await project_quotas(
+        client, {c.project_id for c in the_plan.changes})
+    the_plan.gpu_impact = gpus.impact(the_plan, quotas)
     return the_plan, live, desired
+
+
+async def project_quotas(client, project_ids) -> dict[str, float | None]:
+    """The GPU quota of each project (`gpus.quota`), one GET per project, all at once. A
+    project not found, or not readable with these credentials (403), has none (unknown):
+    the plan does not fail for it."""
+    from reconciler.api import errors as api_errors
+
+    async def one(project_id: str) -> float | None:
+        try:
+            return gpus.quota(await client.get_project(project_id))
+        except api_errors.NotFound:
+            return None
+        except api_errors.Unauthorized as exc:
+            if exc.status == 403:
+                return None
+            raise
+
+    ids = sorted(project_ids)
+    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
 
 
 async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:

@@ -10,9 +10,11 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "options": {"targets": [...], "replace": [...], "destroy": false, "refresh": true},
      "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
-     "live": {"<address>": "sha256:..." | "absent"}}  # what each live read found
+     "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
+     "gpu_quotas": {"<project id>": 8 | null}}     # as read; absent when not read
 
-The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
+The plan's GPU impact is made again from the changes and `gpu_quotas`, so `show` renders
+the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
@@ -34,7 +36,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from reconciler import __version__, diff, kinds, phases
+from reconciler import __version__, diff, gpus, kinds, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError
 from reconciler.plans import FieldChange, Plan, ResourceChange
@@ -163,6 +165,9 @@ def encode(saved: SavedPlan) -> str:
         "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
         "live": dict(sorted(saved.live.items())),
     }
+    impact = gpus.impact_of(plan)
+    if impact.quotas_read:
+        doc["gpu_quotas"] = {p.project_id: p.quota for p in impact.projects}
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -194,6 +199,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
         plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
                     lineage=state["lineage"], serial=state["serial"],
                     targets=[str(t) for t in options["targets"]])
+        quotas = doc.get("gpu_quotas")
+        if quotas is not None:
+            quotas = _check(quotas, _GPU_QUOTAS, "gpu_quotas")
         saved = SavedPlan(
             plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
             live={str(k): str(v) for k, v in doc["live"].items()},
@@ -210,6 +218,8 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     for rc in plan.changes:
         if rc.kind not in kinds.KINDS:
             raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
+    if quotas is not None:  # the impact is made again from the changes: only quotas were read
+        plan.gpu_impact = gpus.impact(plan, quotas)
     return saved
 
 
@@ -251,6 +261,7 @@ _CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
 _CHANGE = TypeAdapter(ResourceChange)
 _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
+_GPU_QUOTAS = TypeAdapter(dict[str, float | None])
 
 
 class _Damaged(Exception):
