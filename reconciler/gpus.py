@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import kinds, phases, plans
-from reconciler.desired.fields import parse_quantity
+from reconciler.quantities import parse_quantity
 
 
 @dataclass(frozen=True)
