@@ -18,9 +18,11 @@ A suspended, deleting or completed (a training run to its end) workload holds no
 plan's totals per project.
 
 A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
-quotas) is kept on the plan (`Plan.gpu_impact`, set by `operations`, saved by `planfile`);
-`impact_of(plan)` reads it, or makes it without quotas for a plan that has none.
-Callers: `operations` (plan, apply), the renderers, policy rules (issue 15), `drift`.
+quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas
+`operations` put on it (`Plan.gpu_quotas`, kept in a saved plan) on first use, and kept
+on the plan (`Plan.gpu_impact`) for the next reader.
+Callers: the renderers and policy rules (`impact_of`), `operations` (`quota` of the
+projects it reads), `drift` (`held`).
 """
 
 from __future__ import annotations
@@ -267,10 +269,11 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
-    """The impact kept on `plan`, or (a plan made without `operations`, or saved before
-    impacts were) one made now with the quotas unknown."""
-    kept = plan.gpu_impact
-    return kept if isinstance(kept, GpuImpact) else impact(plan)
+    """The impact of `plan` with its `gpu_quotas`: made on first use (a plan the renderers
+    show without any change needs none) and kept in `plan.gpu_impact`."""
+    if not isinstance(plan.gpu_impact, GpuImpact):
+        plan.gpu_impact = impact(plan, plan.gpu_quotas)
+    return plan.gpu_impact
 
 
 def quota(project: Mapping[str, Any]) -> float | None:

@@ -114,6 +114,33 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 async def _make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None) -> tuple[Plan, dict, list]:
+    """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
+    (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
+    it, then those only the specs name. Without a client, none is read."""
+    early = None
+    if client is not None:
+        early = asyncio.ensure_future(project_quotas(client, {
+            r.project_id for a, r in state.resources.items()
+            if not options.targets or a in options.targets}))
+    try:
+        the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
+                                                          pending, desired=desired)
+        if early is not None:
+            projects = {c.project_id for c in the_plan.changes}
+            quotas = await early
+            quotas.update(await project_quotas(client, projects - quotas.keys()))
+            the_plan.gpu_quotas = {p: quotas[p] for p in projects}
+    finally:
+        if early is not None:  # a refresh or a plan that failed leaves it unfinished
+            early.cancel()
+            await asyncio.gather(early, return_exceptions=True)
+    return the_plan, live, desired
+
+
+async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
+                            pending: Sequence[journal.Intent] = (), *,
+                            desired: list[DesiredWorkload] | None = None
+                            ) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     GETs of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name.
@@ -143,9 +170,6 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
     the_plan = planner.make_plan(desired, state, live, targets=options.targets,
                                  replace=options.replace, destroy=options.destroy,
                                  interrupted=interrupted(pending))
-    quotas = None if client is None else await project_quotas(
-        client, {c.project_id for c in the_plan.changes})
-    the_plan.gpu_impact = gpus.impact(the_plan, quotas)
     return the_plan, live, desired
 
 

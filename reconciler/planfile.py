@@ -13,8 +13,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
      "gpu_quotas": {"<project id>": 8 | null}}     # as read; absent when not read
 
-The plan's GPU impact is made again from the changes and `gpu_quotas`, so `show` renders
-the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
+The plan's GPU impact is made again from the changes and `gpu_quotas` (`gpus.impact_of`),
+so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from reconciler import __version__, diff, gpus, kinds, phases
+from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError
 from reconciler.plans import FieldChange, Plan, ResourceChange
@@ -165,9 +165,8 @@ def encode(saved: SavedPlan) -> str:
         "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
         "live": dict(sorted(saved.live.items())),
     }
-    impact = gpus.impact_of(plan)
-    if impact.quotas_read:
-        doc["gpu_quotas"] = {p.project_id: p.quota for p in impact.projects}
+    if plan.gpu_quotas is not None:
+        doc["gpu_quotas"] = dict(plan.gpu_quotas)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -199,9 +198,8 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
         plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
                     lineage=state["lineage"], serial=state["serial"],
                     targets=[str(t) for t in options["targets"]])
-        quotas = doc.get("gpu_quotas")
-        if quotas is not None:
-            quotas = _check(quotas, _GPU_QUOTAS, "gpu_quotas")
+        if doc.get("gpu_quotas") is not None:
+            plan.gpu_quotas = _check(doc["gpu_quotas"], _GPU_QUOTAS, "gpu_quotas")
         saved = SavedPlan(
             plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
             live={str(k): str(v) for k, v in doc["live"].items()},
@@ -218,8 +216,6 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     for rc in plan.changes:
         if rc.kind not in kinds.KINDS:
             raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
-    if quotas is not None:  # the impact is made again from the changes: only quotas were read
-        plan.gpu_impact = gpus.impact(plan, quotas)
     return saved
 
 

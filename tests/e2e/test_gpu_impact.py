@@ -118,3 +118,19 @@ def test_show_renders_the_saved_plan_s_gpu_impact_with_the_quotas_it_read(
     assert json.loads(shown["json"])["gpu_impact"] == json.loads(planned["json"])["gpu_impact"]
     assert "project 7: 0 -> 24 (+24), quota 16: over quota by 8" in shown["text"]
     assert quota_reads(sim_server) == []
+
+
+def test_a_project_only_the_specs_name_has_its_quota_read_too_once(ws, sim_server, two_projects):
+    assert ws.apply().exit_code == 0
+    define(sim_server, "13", "team-c", 1)
+    ws.write("new.yaml", LORA.replace('"12"', '"13"').replace("lora", "fresh"))
+    sim_server.clear_requests()
+    res = ws.plan()
+    assert "  project 13: 0 -> 2 (+2), quota 1: over quota by 1\n" in res.stdout
+    # The state's projects read during the refresh, the new one after the plan: once each.
+    assert quota_reads(sim_server) == ["12", "13", "7"]
+    # --target: only the targeted workload's project.
+    sim_server.clear_requests()
+    res = ws.plan("--target", "Training/12/lora")
+    assert res.exit_code == 0, res.output
+    assert quota_reads(sim_server) == ["12"]

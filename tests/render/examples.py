@@ -4,7 +4,7 @@ Each is rendered into tests/render/golden/<name>.txt and <name>.json."""
 
 from __future__ import annotations
 
-from reconciler import gpus, plans
+from reconciler import plans
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 
 LINEAGE = "6b0c5a52-9f57-4b5b-9d3c-7c2b1a0e4d11"
@@ -195,7 +195,7 @@ def gpu_kinds() -> Plan:
     ]
     changes[1].project_name = "team-a"
     the_plan = plan(*changes)
-    the_plan.gpu_impact = gpus.impact(the_plan, {"7": 64, "12": 16, "9": None})
+    the_plan.gpu_quotas = {"7": 64, "12": 16, "9": None}
     return the_plan
 
 

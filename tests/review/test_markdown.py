@@ -117,8 +117,7 @@ def _gpu_plan(n: int, projects: int) -> Plan:
             name=f"serve-{i:04d}", project_id=pid, action=Action.CREATE, reason="new",
             after=body, desired_phase="Running"))
     plan = Plan(changes=sorted(changes, key=lambda rc: rc.address))
-    plan.gpu_impact = gpus.impact(plan, {str(100 + p): 16 if p % 2 == 0 else 10_000
-                                         for p in range(projects)})
+    plan.gpu_quotas = {str(100 + p): 16 if p % 2 == 0 else 10_000 for p in range(projects)}
     return plan
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reconciler import planfile
+from reconciler import gpus, planfile
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.plans import Action
 from reconciler.state.model import State
@@ -36,8 +36,8 @@ def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
     saved = planfile.SavedPlan(plan=PLANS["gpu_kinds"](), desired=[], live={})
     doc = json.loads(planfile.encode(saved))
     assert doc["gpu_quotas"] == {"7": 64, "12": 16, "9": None}
-    back = planfile.decode(json.dumps(doc)).plan.gpu_impact
-    assert back == saved.plan.gpu_impact and back.project("7").over_quota
+    back = gpus.impact_of(planfile.decode(json.dumps(doc)).plan)
+    assert back == gpus.impact_of(saved.plan) and back.project("7").over_quota
     # Without a refresh no quota was read: the file says nothing, and the impact knows none.
     offline = PLANS["mixed"]()
     assert "gpu_quotas" not in json.loads(planfile.encode(
