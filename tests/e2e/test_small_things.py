@@ -115,7 +115,7 @@ def test_verbose_logs_every_request_over_http_without_token_or_secret(ws, sim_se
     served = [(r["method"], r["path"], str(r["status"]))
               for r in sim_server.requests(api_only=False)]
     assert sorted((m, p.split("?")[0], s) for m, p, s in logged) == sorted(served)
-    assert ("POST", "/api/v1/token", "200") in served and len(served) == 3  # token + 2 GETs
+    assert ("POST", "/api/v1/token", "200") in served and len(served) == 4  # token, 2 GETs, a project quota
     assert CLIENT_SECRET not in res.stderr and "Bearer" not in res.stderr
     assert sim_server.token()[:20] not in res.stderr
     assert "HTTP Request:" not in res.stderr  # httpx's own line would say each one twice
