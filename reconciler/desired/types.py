@@ -31,6 +31,9 @@ class DesiredWorkload:
     source: str = ""  # file path as given by the user
     line: int | None = None  # line of the document's first key
     project_name: str | None = None  # the spec's `project:`, or a name learnt for its id
+    # what the loader warns of in this spec (or the folder defaults it takes), as
+    # "file:line: field: message"; not part of the workload's identity or its state
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def address(self) -> str:
