@@ -1,9 +1,12 @@
 """Load and validate every spec under a directory: `load_specs(dir) -> [DesiredWorkload]`.
 
-Reads the files (`sources`), picks each document's model by `kind` (`models.MODELS`),
-validates it, checks the `lifecycle` paths against the model and refuses duplicate
-addresses. Every problem in every file is collected and raised at once as one
-`SpecError`, each line naming the file, the YAML line, the field path and the bad value.
+Reads the files (`sources`), merges each document over its folder defaults (`defaults`),
+picks its model by `kind` (`models.MODELS`), validates it, checks the `lifecycle` paths
+against the model, refuses (or warns of, in `DesiredWorkload.warnings`) numbers and
+booleans written in a YAML 1.1 form, and refuses duplicate addresses and names. Every
+problem in every file is collected and raised at once as one `SpecError`, each line
+naming the file the value came from, the YAML line, the field path and the bad value
+(as written).
 `load_share`, `workload_keys` and `cross_file_problems` are the same steps one by one
 (after `sources.find_files`), for `background`, which loads a big folder in child
 processes.
@@ -108,7 +111,8 @@ def workload_keys(workloads: list[DesiredWorkload]) -> list[tuple[str, str, int 
 
 def cross_file_problems(keys: list[tuple[str, str, int | None]]) -> list[Problem]:
     """The problems that span files, given every valid workload's key in file order:
-    an address defined twice, naming both places."""
+    an address defined twice, or a name used by two kinds in one project, naming both
+    places."""
     return [Problem(source, line, "", message)
             for source, line, message in duplicate_addresses(keys)]
 

@@ -1,9 +1,11 @@
 """Spec files on disk → raw documents, each with a map from field path to line number.
 
 Finds `*.yaml`, `*.yml` and `*.json` under a directory (any depth, sorted, hidden files
-and folders skipped), reads them, and parses YAML (several documents per file, empty
-ones skipped) or JSON (one object, or a list of them). Problems (unreadable file, syntax
-error, duplicate key) are returned, never raised. Caller: `reconciler.desired.loader`.
+and folders skipped; each with the `_defaults.yaml` files above it), reads them, and
+parses YAML (several documents per file, empty ones skipped) or JSON (one object, or a
+list of them), keeping for the messages each number's or boolean's text as written.
+Problems (unreadable file, syntax error, duplicate key) are returned, never raised.
+Callers: `reconciler.desired.loader` and `defaults`.
 
 A path is a tuple of keys and list indexes, e.g. ("spec", "environmentVariables", 2).
 """
