@@ -216,7 +216,7 @@ def _yaml11_forms(doc: RawDocument | defaults.Layered, data: Any,
             form = sources.yaml11_form_of(value, text) if text is not None else None
             if form is not None:
                 out.append((path, text, form))
-    return sorted(out)
+    return out
 
 
 def _yaml11_message(text: str, value: Any, form: str, masked: bool) -> tuple[bool, str]:
