@@ -21,6 +21,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import yaml
+
 from reconciler import kinds, masking, phases
 
 # A rule: a dotted path below a container ("a.b[].c": `[]` is every item of list `b`)
@@ -144,6 +146,26 @@ DEFAULTS: dict[str, dict[str, tuple[Rule, ...]]] = {
     )},
 }
 
+# The list endpoint's `type` of each kind: not enumerated by the API (CONTRACT.md §8), so
+# the known spellings (the simulator's, the kinds' names, the Kubernetes kinds), compared
+# without case and separators; any other type is found by asking each kind's endpoint.
+_LIST_TYPES = {
+    "training": kinds.TRAINING, "trainingworkload": kinds.TRAINING,
+    "workspace": kinds.WORKSPACE, "interactiveworkload": kinds.WORKSPACE,
+    "distributed": kinds.DISTRIBUTED_TRAINING, "distributedtraining": kinds.DISTRIBUTED_TRAINING,
+    "distributedworkload": kinds.DISTRIBUTED_TRAINING,
+    "inference": kinds.INFERENCE, "inferenceworkload": kinds.INFERENCE,
+    "distributedinference": kinds.DISTRIBUTED_INFERENCE,
+}
+
+
+def kind_of_list_type(list_type: object) -> kinds.Kind | None:
+    """The kind of a list item's `type`, or None when it is not a known spelling."""
+    if not isinstance(list_type, str):
+        return None
+    return _LIST_TYPES.get("".join(c for c in list_type.lower() if c.isalnum()))
+
+
 def skip_reason(kind: str, body: dict) -> str | None:
     """Why a live workload is not exported: "deleted" (being deleted), "completed" (a
     training that ran to its end), or None."""
@@ -263,3 +285,9 @@ def _pruned(value: Any) -> Any:
         return items or None
     return value
 
+
+
+def to_yaml(doc: dict, *, comment: str = "") -> str:
+    """`doc` as a YAML file, keys in the document's order, under `comment` lines."""
+    head = "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines())
+    return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1 << 16)

@@ -305,6 +305,11 @@ class RunaiClient:
                 return found
             offset = nxt
 
+    async def get_project(self, project_id: str) -> dict:
+        """The project `project_id` (`GET /api/v1/org-unit/projects/{projectId}`); raises
+        errors.NotFound when there is none."""
+        return await self._send("GET", f"{PROJECTS_PATH}/{urllib.parse.quote(project_id, safe='')}")
+
     # --- the one place that talks to the network ------------------------------------
 
     async def _fetch_token(self, body: dict) -> dict:

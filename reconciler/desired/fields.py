@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from reconciler import masking
+
 QUANTITY_RE = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 UUID_RE = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -153,6 +155,10 @@ class EnvironmentVariable(Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
+        if self.value == masking.SECRET_PLACEHOLDER:  # written by `export`
+            raise rule_error("is a secret that export did not write: supply it as a reference "
+                             "to a Kubernetes secret (secret: {name: SECRET, key: KEY} in place "
+                             "of value), or the value itself (export --include-secrets)", "value")
         sources = self.given("value", "secret", "configMap", "podFieldRef", "userCredential")
         if len(sources) > 1:
             raise rule_error(f"{' and '.join(sources)} are mutually exclusive: give one source "
