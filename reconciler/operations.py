@@ -474,21 +474,29 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
     wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or set(kinds_mod.KINDS.values())
     skipped = {"deleted": 0, "completed": 0}
     async with connect() as client:
-        items = [i for i in await client.iter_workloads()
-                 if isinstance(i, dict) and i.get("id") and i.get("name")]
+        listed, deleted = await asyncio.gather(client.iter_workloads(),
+                                               client.iter_workloads(deleted=True))
+        items = [i for i in listed if isinstance(i, dict) and i.get("id") and i.get("name")]
         projects = await _export_projects(client, items, options.projects)
         names = _project_names(items)
+
+        def selected(item: dict) -> tuple[bool, Any]:
+            """Whether the filters keep `item`, and its kind when the list says it."""
+            kind = exporting.kind_of_list_type(item.get("type"))
+            return (not (projects is not None and str(item.get("projectId")) not in projects)
+                    and not (options.names and not any(
+                        fnmatch.fnmatchcase(str(item.get("name")), g) for g in options.names))
+                    and (kind in wanted_kinds or kind is None)), kind
+
+        # The deleted ones are only counted (their kind, when the list does not say it,
+        # taken as selected).
+        skipped["deleted"] = sum(1 for i in deleted if isinstance(i, dict) and selected(i)[0])
         chosen = []
         for item in items:
-            if projects is not None and str(item.get("projectId")) not in projects:
-                continue
-            if options.names and not any(fnmatch.fnmatchcase(item["name"], g)
-                                         for g in options.names):
-                continue
-            kind = exporting.kind_of_list_type(item.get("type"))
-            if kind is not None and kind not in wanted_kinds:
-                continue
-            chosen.append((item, [kind] if kind else sorted(wanted_kinds, key=lambda k: k.name)))
+            keep, kind = selected(item)
+            if keep:
+                chosen.append((item, [kind] if kind else sorted(wanted_kinds,
+                                                                key=lambda k: k.name)))
         sem = asyncio.Semaphore(max(1, options.parallelism))
 
         async def read(item, candidates):
