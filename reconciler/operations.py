@@ -444,23 +444,57 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
     from reconciler import export as exporting
 
     found, skipped = asyncio.run(_read_for_export(connect, options))
-    files: dict[str, str] = {}
-    exported: list[Exported] = []
+    docs: dict[str, dict] = {}
+    ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
     for item, live, kind, project_name in found:
         doc = exporting.spec_from_live(kind.name, live, project_name=project_name,
                                        include_secrets=options.include_secrets)
-        address = exporting.address(doc, str(live.get("projectId")))
-        path = os.path.join(out_dir, exporting.relative_path(doc))
+        rel = exporting.relative_path(doc)
+        docs[rel] = doc
+        ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
+    shared: dict[str, dict] = {}
+    if options.defaults:
+        docs, shared = exporting.factor_defaults(docs, folders=_own_folders(out_dir, docs))
+    files: dict[str, str] = {}
+    exported: list[Exported] = []
+    for rel, doc in docs.items():
+        address, workload_id = ids[rel]
+        path = os.path.join(out_dir, rel)
         secrets = exporting.withheld(doc)
-        note = [f"Exported by runai-reconcile export: {address} (workload {item['id']})."]
+        note = [f"Exported by runai-reconcile export: {address} (workload {workload_id})."]
         if secrets:
             note.append("Withheld secrets (validate refuses the placeholder; supply a secret "
                         "reference or the value): " + ", ".join(secrets))
         files[path] = exporting.to_yaml(doc, comment="\n".join(note))
-        exported.append(Exported(address, path, item["id"], secrets))
+        exported.append(Exported(address, path, workload_id, secrets))
+    for rel, doc in shared.items():
+        files[os.path.join(out_dir, rel)] = exporting.to_yaml(doc, comment=(
+            "Exported by runai-reconcile export --defaults: what every spec at or below this "
+            "folder shares\n(merged into each of them; a spec's own value wins)."))
     # A file with a secret's value in it is for its owner's eyes only.
     _write_all(files, force=options.force, mode=0o600 if options.include_secrets else 0o644)
-    return ExportResult(out_dir, sorted(exported, key=lambda e: e.path), skipped, [])
+    return ExportResult(out_dir, sorted(exported, key=lambda e: e.path), skipped,
+                        sorted(os.path.join(out_dir, rel) for rel in shared))
+
+
+def _own_folders(out_dir: str, docs: dict[str, dict]) -> list[str]:
+    """The folders (relative to `out_dir`, "" the top) holding no spec file but those of
+    `docs`: only there may a `_defaults.yaml` go without changing another spec."""
+    import pathlib
+
+    from reconciler import export as exporting
+
+    foreign: set[str] = set()
+    root = pathlib.Path(out_dir)
+    if root.is_dir():
+        for path in root.rglob("*"):
+            rel = path.relative_to(root).as_posix()
+            if (path.suffix.lower() in (".yaml", ".yml", ".json") and rel not in docs
+                    and path.name != exporting.DEFAULTS_FILE):
+                foreign.add(rel)
+    folders = {"/".join(rel.split("/")[:n]) for rel in docs for n in range(rel.count("/") + 1)}
+    return sorted(f for f in folders
+                  if not any(f == "" or rel.startswith(f + "/") for rel in foreign))
 
 
 async def _read_for_export(connect: ClientFactory, options: ExportOptions):
