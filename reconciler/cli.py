@@ -265,7 +265,14 @@ target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
 def validate(directory: str) -> None:
     """Check the spec files offline (no API, no state)."""
     desired = operations.validate(directory)
+    _spec_warnings(desired)
     click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
+
+
+def _spec_warnings(desired) -> None:
+    """The spec loader's warnings (a folder default's once), on stderr."""
+    for text in dict.fromkeys(w for d in desired for w in d.warnings):
+        click.echo(f"Warning: {text}", err=True)
 
 
 @main.command()
@@ -289,6 +296,7 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
         parallelism=cfg.parallelism)
     result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path)
     _show_plan(result.plan, fmt, cfg)
+    _spec_warnings(result.desired)
     if result.saved_to:
         _say(f"Saved the plan to {result.saved_to}; `runai-reconcile apply {result.saved_to}` "
              "applies exactly these actions.")

@@ -56,7 +56,7 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     processes = min(processes, len(files))
     if processes > 0 and sys.platform.startswith("linux"):
         try:
-            return PendingSpecs(_start(files, processes), [str(p) for p in listed])
+            return PendingSpecs(_start(files, processes), listed)
         except OSError:  # no fork to be had (resources): load here instead
             pass
     return PendingSpecs.loaded_here(directory)
@@ -65,10 +65,10 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
 class PendingSpecs:
     """The outcome of one `start_loading`: the workloads, or the error to raise."""
 
-    def __init__(self, children: list[tuple[Any, Any]], listed: list[str]) -> None:
+    def __init__(self, children: list[tuple[Any, Any]], listed: list[sources.Problem]) -> None:
         self._children = children  # (process, read end of its pipe), in share order
         self._replies: list[tuple | None] = [None] * len(children)
-        self._listed = listed  # the listing's problems, as text
+        self._listed = listed  # the listing's problems
         self._workloads: list[DesiredWorkload] | None = None
         self._error: BaseException | None = None
 
@@ -155,12 +155,12 @@ class PendingSpecs:
     def _settle(self) -> None:
         problems = self._listed + [p for _, share, _, _ in self._replies for p in share]
         keys = [key for _, _, share, _ in self._replies for key in share]
-        if len({address for address, _, _ in keys}) < len(keys):  # an address twice
-            from reconciler.desired import loader
+        if len({address.split("/", 1)[1] for address, _, _ in keys}) < len(keys):
+            from reconciler.desired import loader  # an address, or a name in a project, twice
 
-            problems += [str(p) for p in loader.cross_file_problems(keys)]
+            problems += loader.cross_file_problems(keys)
         if problems:
-            self._error = SpecError(problems)
+            self._error = SpecError(sources.problem_lines(problems))
         else:
             self._workloads = [w for share, _, _, _ in self._replies for w in share]
         self._reap()
@@ -235,8 +235,7 @@ def _child(share: list, send: Any, others: list[Any]) -> None:
         from reconciler.desired import loader
 
         workloads, problems = loader.load_share(share)
-        reply = ([] if problems else workloads, [str(p) for p in problems],
-                 loader.workload_keys(workloads), None)
+        reply = ([] if problems else workloads, problems, loader.workload_keys(workloads), None)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         reply = (None, None, None, f"{type(exc).__name__}: {exc}")
     try:

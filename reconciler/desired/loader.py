@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reconciler import kinds, masking
-from reconciler.desired import fields, models, sources
+from reconciler.desired import defaults, fields, models, sources
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
@@ -64,7 +64,7 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
     problems.extend(file_problems)
     problems.extend(cross_file_problems(workload_keys(workloads)))
     if problems:
-        raise SpecError([str(p) for p in problems])
+        raise SpecError(sources.problem_lines(problems))
     return workloads
 
 
@@ -72,21 +72,31 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
 # the shares' results (`cross_file_problems`): `background` splits a folder between
 # processes this way. load_specs is exactly find_files + load_share(all) + the checks.
 
-def load_share(files: list[tuple[Path, str]]) -> tuple[list[DesiredWorkload], list[Problem]]:
+def load_share(files: list[sources.Found]) -> tuple[list[DesiredWorkload], list[Problem]]:
     """The valid workloads of `files` and the problems of each file, in file order (a
-    file's problems by line). Blind to the other files: no check across files."""
+    file's problems by line). Blind to the other files: no check across files (the
+    folder defaults a spec takes are read for it, their own problems are reported where
+    the `_defaults.yaml` is listed)."""
     with _collector_paused():
         workloads: list[DesiredWorkload] = []
         problems: list[Problem] = []
-        for path, display in files:
+        folders = defaults.Folders()
+        for path, display, chain in files:
+            if path.name.lower() == defaults.NAME:
+                problems.extend(defaults.read(path, display)[1])
+                continue
             docs, file_problems = sources.read_documents(path, display)
             found: list[Problem] = list(file_problems)
+            lower = folders.layer(chain) if chain else None
+            if chain and lower is None:
+                docs = []  # a broken _defaults.yaml above: its problems say why
             for doc in docs:
-                workload, doc_problems = _load_document(doc)
+                layered = doc if lower is None else defaults.Layered(doc, lower)
+                workload, doc_problems = _load_document(layered)
                 found.extend(doc_problems)
                 if workload is not None:
                     workloads.append(workload)
-            found.sort(key=lambda p: (p.line is None, p.line or 0))
+            found.sort(key=lambda p: (p.specs != (), p.line is None, p.line or 0))
             problems.extend(found)
         return workloads, problems
 
@@ -103,9 +113,12 @@ def cross_file_problems(keys: list[tuple[str, str, int | None]]) -> list[Problem
             for source, line, message in duplicate_addresses(keys)]
 
 
-def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Problem]]:
+def _load_document(doc: RawDocument | defaults.Layered,
+                   ) -> tuple[DesiredWorkload | None, list[Problem]]:
     def problem(path: Path_, message: str) -> Problem:
-        return Problem(doc.file, doc.line_of(path), _dotted(path), message)
+        file, line, there = doc.locate(path)
+        specs = (doc.file,) if file != doc.file else ()  # a folder default's value
+        return Problem(file, line, _dotted(there), message, specs)
 
     data = doc.data
     if not isinstance(data, dict):
@@ -121,16 +134,19 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
         return None, [problem(("kind",), _unknown_kind(kind))]
 
     found: list[Problem] = []
+    sensitive = _sensitive_paths(data)
+    failed: set[tuple] = set()
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
         validated = None
-        sensitive = _sensitive_paths(data)
         secrets: list[str] | None = None
         for err in exc.errors(include_url=False):
+            failed.add(tuple(err["loc"]))
             err["input"] = masking.mask_at(_diff_path(data, err["loc"]), err.get("input"),
                                            sensitive)
-            path, message = _translate(err, model)
+            written = None if err["input"] == masking.MASK else doc.written(tuple(err["loc"]))
+            path, message = _translate(err, model, written)
             if err["type"] == "rule":  # a rule's own words may quote a value
                 if secrets is None:
                     secrets = _secret_texts(data, masking.mask_body(data, sensitive))
@@ -139,6 +155,19 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
     found.extend(problem(p, m) for p, m in _project_problems(data))
+    warnings: list[Problem] = []
+    if doc.surprising:
+        for path, text, form in _yaml11_forms(doc, data):
+            if path in failed:
+                continue  # its type error quotes it as written
+            masked = masking.is_masked(_diff_path(data, path), sensitive)
+            refused, message = _yaml11_message(text, _value_at(data, path), form, masked)
+            p = problem(path, message)
+            if refused:
+                found.append(p)
+            else:  # a folder default's warning is the same for every spec: said once
+                p.specs = ()
+                warnings.append(p)
     if validated is None or found:
         return None, found
 
@@ -159,7 +188,52 @@ def _load_document(doc: RawDocument) -> tuple[DesiredWorkload | None, list[Probl
         lifecycle=Lifecycle(prevent_destroy=bool(lc.preventDestroy),
                             ignore_changes=tuple(lc.ignoreChanges or ()),
                             sensitive=tuple(lc.sensitive or ())),
-        source=doc.file, line=doc.line), []
+        source=doc.file, line=doc.line,
+        warnings=tuple(str(w) for w in sorted(warnings, key=lambda w: (w.file != doc.file,
+                                                                       w.file, w.line or 0)))), []
+
+
+# --- YAML 1.1 forms (sources.yaml11_form) ----------------------------------------------
+
+def _yaml11_forms(doc: RawDocument | defaults.Layered, data: Any,
+                  ) -> list[tuple[Path_, str, str]]:
+    """(path, text as written, form) of each number or boolean of `data` written in a
+    form that YAML 1.2 reads otherwise."""
+    out = []
+    stack: list[tuple[Path_, Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((path + (k,), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((path + (i,), v) for i, v in enumerate(value))
+        elif isinstance(value, (bool, int, float)):
+            text = doc.written(path)
+            form = sources.yaml11_form_of(value, text) if text is not None else None
+            if form is not None:
+                out.append((path, text, form))
+    return sorted(out)
+
+
+def _yaml11_message(text: str, value: Any, form: str, masked: bool) -> tuple[bool, str]:
+    """(refused, message) for a value written in a YAML 1.1 form: refused when YAML 1.2
+    reads another value (octal, base-60), else a warning."""
+    shown, read = (masking.MASK, masking.MASK) if masked else (text, _show(value))
+    if form == "octal":
+        decimal = masking.MASK if masked else str(int(text, 10))
+        return True, (f"{shown} is an octal number in YAML 1.1 ({read}) but a decimal one in "
+                      f"YAML 1.2 ({decimal}): write the number meant without a leading zero")
+    if form == "base-60":
+        return True, (f"{shown} is a base-60 number in YAML 1.1 ({read}) but text in YAML "
+                      "1.2: write the number meant, or quote the text")
+    return False, (f"{shown} is read as {read} here but as text by YAML 1.2 and most "
+                   f"tools: write {read}")
+
+
+def _value_at(data: Any, path: Path_) -> Any:
+    for seg in path:
+        data = data[seg]
+    return data
 
 
 def _sensitive_paths(data: dict) -> tuple[str, ...]:
@@ -247,11 +321,15 @@ def _unknown_kind(kind: Any) -> str:
 
 # --- pydantic errors → short human messages -------------------------------------------
 
-def _translate(err: dict, model: type[BaseModel]) -> tuple[Path_, str]:
+def _translate(err: dict, model: type[BaseModel], written: str | None = None,
+               ) -> tuple[Path_, str]:
+    """The path and message of one pydantic error; `written`: the value's text as the
+    file has it, when YAML read it as a number or a boolean (`12:30` read as 750)."""
     loc = tuple(err["loc"])
     kind = err["type"]
     ctx = err.get("ctx") or {}
     value = err.get("input")
+    shown = written if written is not None else _show(value)
     if kind == "rule":
         return loc + tuple(ctx.get("at") or ()), ctx["message"]
     if kind == "extra_forbidden":
@@ -262,42 +340,45 @@ def _translate(err: dict, model: type[BaseModel]) -> tuple[Path_, str]:
     if kind == "missing":
         return loc, "required field is missing"
     if kind == "literal_error":
-        return loc, f"must be one of {ctx.get('expected', '')}, got {_show(value)}"
+        return loc, f"must be one of {ctx.get('expected', '')}, got {shown}"
     if kind == "string_pattern_mismatch":
         hint = fields.PATTERN_HINTS.get(ctx.get("pattern"), f"must match {ctx.get('pattern')}")
         if loc and loc[-1] == "name" and len(loc) == 1:
             hint = fields.PATTERN_HINTS[fields.DNS_LABEL_RE] + " (Kubernetes names the pods after it)"
-        return loc, f"{hint}, got {_show(value)}"
+        return loc, f"{hint}, got {shown}"
     if kind == "string_too_short":
         if ctx.get("min_length") == 1:
             return loc, "must not be empty"
-        return loc, f"must be at least {ctx.get('min_length')} characters, got {_show(value)}"
+        return loc, f"must be at least {ctx.get('min_length')} characters, got {shown}"
     if kind == "string_too_long":
-        return loc, f"must be at most {ctx.get('max_length')} characters, got {_show(value)}"
+        return loc, f"must be at most {ctx.get('max_length')} characters, got {shown}"
     if kind == "string_type":
-        hint = (f" (quote it: \"{_scalar_text(value)}\")"
-                if isinstance(value, (int, float, bool)) else "")
-        return loc, f"must be a string, got {_show(value)}{hint}"
+        hint = ""
+        if isinstance(value, (int, float, bool)):
+            text = written if written is not None else _scalar_text(value)
+            read = f"YAML reads it as {_show(value)}; " if text != _scalar_text(value) else ""
+            hint = f" ({read}quote it: \"{text}\")"
+        return loc, f"must be a string, got {shown}{hint}"
     if kind in ("int_type", "int_from_float", "int_parsing"):
-        return loc, f"must be an integer, got {_show(value)}"
+        return loc, f"must be an integer, got {shown}"
     if kind in ("float_type", "float_parsing"):
-        return loc, f"must be a number, got {_show(value)}"
+        return loc, f"must be a number, got {shown}"
     if kind == "finite_number":
-        return loc, f"must be a finite number, got {_show(value)}"
+        return loc, f"must be a finite number, got {shown}"
     if kind in ("bool_type", "bool_parsing"):
-        return loc, f"must be true or false, got {_show(value)}"
+        return loc, f"must be true or false, got {shown}"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return loc, f"must be a mapping of fields, got {_show(value)}"
+        return loc, f"must be a mapping of fields, got {shown}"
     if kind == "list_type":
-        return loc, f"must be a list, got {_show(value)}"
+        return loc, f"must be a list, got {shown}"
     bounds = {"greater_than_equal": (">=", "ge"), "less_than_equal": ("<=", "le"),
               "greater_than": (">", "gt"), "less_than": ("<", "lt")}
     if kind in bounds:
         op, key = bounds[kind]
-        return loc, f"must be {op} {ctx.get(key)}, got {_show(value)}"
+        return loc, f"must be {op} {ctx.get(key)}, got {shown}"
     message = err.get("msg", kind)
     message = message.removeprefix("Value error, ")
-    return loc, f"{message[:1].lower()}{message[1:]}, got {_show(value)}"
+    return loc, f"{message[:1].lower()}{message[1:]}, got {shown}"
 
 
 def _fields_at(model: type[BaseModel], loc: Path_) -> list[str]:

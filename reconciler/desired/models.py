@@ -250,6 +250,15 @@ class Document(Strict):
     desiredPhase: Literal["Running", "Stopped"] | None = None
     lifecycle: Lifecycle | None = None
 
+    @field_validator("projectId")
+    @classmethod
+    def _no_leading_zero(cls, value: str | None) -> str | None:
+        # "07" and "7" would be two addresses for one project.
+        if value is not None and len(value) > 1 and value.startswith("0"):
+            raise rule_error(f"must not have a leading zero (another address for project "
+                             f"{value.lstrip('0') or '0'}): write {(value.lstrip('0') or '0')!r}")
+        return value
+
     @field_validator("useGivenNameAsPrefix")
     @classmethod
     def _no_prefix(cls, value: bool | None) -> bool | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,8 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 SUFFIXES = (".yaml", ".yml", ".json")
+# A folder's defaults for the specs at or below it (reconciler.desired.defaults).
+DEFAULTS_NAME = "_defaults.yaml"
 # An alias-heavy document ("billion laughs") expands past this many nodes: refuse it.
 MAX_NODES = 100_000
 MAX_DEPTH = 100
@@ -40,10 +43,30 @@ class Problem:
     line: int | None
     path: str  # dotted field path, "" for the document or the file as a whole
     message: str
+    # the specs a folder default with this problem was merged into (file is the default's)
+    specs: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        text = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        if self.specs:
+            shown = ", ".join(self.specs[:3])
+            more = len(self.specs) - 3
+            text += f" (a default for {shown}{f' and {more} more' if more > 0 else ''})"
+        return text
+
+
+def problem_lines(problems: list[Problem]) -> list[str]:
+    """The problems as text, in order; a folder default's problem met in several specs
+    is one line naming them."""
+    merged: dict[tuple, Problem] = {}
+    for p in problems:
+        key = (p.file, p.line, p.path, p.message) if p.specs else (id(p),)
+        if key in merged:
+            merged[key].specs += p.specs
+        else:
+            merged[key] = Problem(p.file, p.line, p.path, p.message, p.specs)
+    return [str(p) for p in merged.values()]
 
 
 class RawDocument:
@@ -52,25 +75,39 @@ class RawDocument:
     a clean load does not.
 
     `clean` says the data holds no null and no subtree twice (no alias), so the loader
-    may take it as it is instead of copying it without nulls."""
+    may take it as it is instead of copying it without nulls. `texts` maps the path of
+    each plain scalar that YAML read as a number, a boolean or null to the text as
+    written (worked out with `lines`); `surprising` says one of them has a YAML 1.1 form
+    (`yaml11_form`)."""
 
-    __slots__ = ("file", "data", "line", "clean", "_lines", "_find_lines")
+    __slots__ = ("file", "data", "line", "clean", "surprising", "_lines", "_texts",
+                 "_find_lines")
 
     def __init__(self, file: str, data: Any, lines: dict[Path_, int] | None = None,
-                 line: int | None = None, *, clean: bool = False,
-                 find_lines: Callable[[], dict[Path_, int]] | None = None):
+                 line: int | None = None, *, clean: bool = False, surprising: bool = False,
+                 texts: dict[Path_, str] | None = None,
+                 find_lines: Callable[[], tuple[dict[Path_, int], dict[Path_, str]]] | None = None):
         self.file = file  # as the user should see it: the directory they gave joined with the file
         self.data = data
         self.line = line  # line of the document's first key
         self.clean = clean
+        self.surprising = surprising
         self._lines = lines
+        self._texts = texts
         self._find_lines = find_lines
 
     @property
     def lines(self) -> dict[Path_, int]:
         if self._lines is None:
-            self._lines = self._find_lines() if self._find_lines is not None else {}
+            self._lines, self._texts = (self._find_lines() if self._find_lines is not None
+                                        else ({}, {}))
         return self._lines
+
+    @property
+    def texts(self) -> dict[Path_, str]:
+        if self._texts is None:
+            self.lines
+        return self._texts or {}
 
     def line_of(self, path: Path_) -> int | None:
         """The line of `path`, or of its nearest ancestor that the file shows."""
@@ -80,16 +117,30 @@ class RawDocument:
                 return lines[path[:n]]
         return self.line
 
+    def locate(self, path: Path_) -> tuple[str, int | None, Path_]:
+        """The file, line and path (here: this file's own) of the value at `path`."""
+        return self.file, self.line_of(path), path
 
-def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Problem]]:
-    """(path, display name) of every spec file under `root` (or `root` itself if a file)."""
+    def written(self, path: Path_) -> str | None:
+        """The text of the scalar at `path` as written, when YAML read it as no text."""
+        return self.texts.get(path)
+
+
+# A spec file: its path, its name as the user should see it, and the `_defaults.yaml`
+# files (path, name) of its folder and those above it under the root, outermost first.
+# A `_defaults.yaml` is listed too (its own problems are reported there), with itself last.
+Found = tuple[Path, str, tuple[tuple[Path, str], ...]]
+
+
+def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
+    """Every spec file under `root` (or `root` itself if a file), sorted by path."""
     shown = os.fspath(root)
     base = Path(root)
     if base.is_file():
-        return [(base, shown)], []
+        return [(base, shown, ())], []
     if not base.is_dir():
         if os.path.lexists(base):  # a FIFO or a device: read_documents refuses it
-            return [(base, shown)], []
+            return [(base, shown, ())], []
         return [], [Problem(shown, None, "", "no such directory")]
     problems: list[Problem] = []
 
@@ -98,16 +149,30 @@ def find_files(root: str | os.PathLike) -> tuple[list[tuple[Path, str]], list[Pr
                                 if exc.filename else shown, None, "", f"cannot read: {exc.strerror}"))
 
     found = []
+    chains: dict[Path, tuple[tuple[Path, str], ...]] = {}
     for dirpath, dirnames, filenames in os.walk(base, onerror=on_error):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        folder = Path(dirpath)
+        chain = chains.get(folder.parent, ())
+        here = []
         for name in filenames:
-            if name.startswith(".") or not name.lower().endswith(SUFFIXES):
+            lower = name.lower()
+            if name.startswith(".") or not lower.endswith(SUFFIXES):
                 continue
-            path = Path(dirpath) / name
+            path = folder / name
             rel = path.relative_to(base)
-            found.append((rel.as_posix(), path, str(Path(shown) / rel)))
+            display = str(Path(shown) / rel)
+            if lower == DEFAULTS_NAME:
+                chain = chain + ((path, display),)
+            elif lower.startswith("_defaults."):
+                problems.append(Problem(display, None, "", f"folder defaults must be named "
+                                        f"{DEFAULTS_NAME}: this file is not read"))
+                continue
+            here.append((rel.as_posix(), path, display))
+        chains[folder] = chain
+        found.extend((*entry, chain) for entry in here)
     found.sort()
-    return [(p, d) for _, p, d in found], problems
+    return [(p, d, c) for _, p, d, c in found], problems
 
 
 def read_documents(path: Path, display: str) -> tuple[list[RawDocument], list[Problem]]:
@@ -142,6 +207,7 @@ _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _INT_TAG = "tag:yaml.org,2002:int"
 _BOOL_TAG = "tag:yaml.org,2002:bool"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -156,8 +222,9 @@ class _Loader(_BaseLoader):
     constructor; other tags go to the constructor as before. After `construct_document`,
     `shared` tells whether a node was reached twice (an alias or a merge key) or a
     tagged collection went to the constructor (either way `count` and `depth`, how many
-    nodes the build visited and how deep, fall short of the document's real size), and
-    `nulls` whether it made a None."""
+    nodes the build visited and how deep, fall short of the document's real size),
+    `nulls` whether it made a None, and `surprising` whether a scalar has a YAML 1.1
+    form (`yaml11_form`)."""
 
     # Resolving a plain scalar's tag runs a few regular expressions; the same few
     # thousand keys and values recur in every spec, so remember the answers.
@@ -166,7 +233,7 @@ class _Loader(_BaseLoader):
     def __init__(self, stream):
         super().__init__(stream)
         self.duplicates: list[tuple[str, int]] = []
-        self.shared = self.nulls = False
+        self.shared = self.nulls = self.surprising = False
         self.count = self.depth = 0
 
     def resolve(self, kind, value, implicit):
@@ -183,7 +250,7 @@ class _Loader(_BaseLoader):
         built: dict[int, Any] = {}  # an alias is the same node: build it once, share it
         duplicates = self.duplicates
         bools = self.bool_values
-        self.shared = self.nulls = False
+        self.shared = self.nulls = self.surprising = False
         self.count = self.depth = 0
         deepest = 0
 
@@ -203,7 +270,11 @@ class _Loader(_BaseLoader):
                         raise _TooLong(None, None, _too_long(value), n.start_mark)
                     return int(value)
                 if tag == _BOOL_TAG and value.lower() in bools:
+                    if value.lower() not in _PLAIN_BOOLS:
+                        self.surprising = True
                     return bools[value.lower()]
+                if yaml11_form(tag, value) is not None:
+                    self.surprising = True
                 if tag == _NULL_TAG:
                     self.nulls = True
                     return None
@@ -288,6 +359,42 @@ def _too_long(digits: str) -> str:
     return f"an integer of {len(digits)} digits is too long (at most {MAX_INT_DIGITS})"
 
 
+_PLAIN_BOOLS = ("true", "false")
+_PLAIN_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+
+
+def yaml11_form(tag: str, text: str) -> str | None:
+    """How a plain scalar that YAML 1.1 read as a number or a boolean is written, when
+    YAML 1.2 (and JSON, and most other tools) read it otherwise: "octal" (`017`: 15 here,
+    17 there), "base-60" (`12:30`: 750 here, text there), "binary" (`0b11`),
+    "underscores" (`1_000`), "word" (`yes`, `no`, `on`, `off`); None for a form every
+    YAML reads alike (`17`, `-5`, `0x10`, `1.5`, `true`)."""
+    if tag == _BOOL_TAG:
+        return None if text.lower() in _PLAIN_BOOLS else "word"
+    if tag == _INT_TAG:
+        if _PLAIN_INT.fullmatch(text):
+            return None
+        digits = text.lstrip("+-")
+        if ":" in digits:
+            return "base-60"
+        if digits.startswith("0b"):
+            return "binary"
+        if "_" in digits:
+            return "underscores"
+        if digits.startswith("0x"):
+            return None
+        return "octal" if digits.startswith("0") else None
+    if tag == _FLOAT_TAG:
+        return "base-60" if ":" in text else "underscores" if "_" in text else None
+    return None
+
+
+def yaml11_form_of(value: Any, text: str) -> str | None:
+    """`yaml11_form` of a value YAML read from `text` as a boolean or a number."""
+    tag = _BOOL_TAG if isinstance(value, bool) else _INT_TAG if isinstance(value, int) else _FLOAT_TAG
+    return yaml11_form(tag, text)
+
+
 def _path_at_line(root: Node, line: int) -> str:
     """The dotted path of the deepest field that starts on `line`, "" if none."""
     paths = [p for p, n in (_node_lines(root) or {}).items() if n == line]
@@ -341,6 +448,7 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
                 continue
             docs.append(RawDocument(display, data, None, _first_line(node),
                                     clean=plain and not loader.nulls,
+                                    surprising=loader.surprising,
                                     find_lines=finder.lines_for(ordinal)))
     except _TooLong as exc:
         line = exc.problem_mark.line + 1
@@ -360,18 +468,18 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
 
 
 class _LineFinder:
-    """The line tables of one YAML file's documents, by their place in the file: the file
-    is composed again (with merge keys flattened as the build did) the first time one
-    is asked for, which only a problem in that file does."""
+    """The line and text tables of one YAML file's documents, by their place in the file:
+    the file is composed again (with merge keys flattened as the build did) the first time
+    one is asked for, which only a problem (or a YAML 1.1 form) in that file does."""
 
     def __init__(self, text: str):
         self.text = text
-        self.tables: dict[int, dict[Path_, int]] | None = None
+        self.tables: dict[int, tuple[dict[Path_, int], dict[Path_, str]]] | None = None
 
-    def lines_for(self, ordinal: int) -> Callable[[], dict[Path_, int]]:
-        return lambda: self._tables().get(ordinal) or {}
+    def lines_for(self, ordinal: int) -> Callable[[], tuple[dict[Path_, int], dict[Path_, str]]]:
+        return lambda: self._tables().get(ordinal) or ({}, {})
 
-    def _tables(self) -> dict[int, dict[Path_, int]]:
+    def _tables(self) -> dict[int, tuple[dict[Path_, int], dict[Path_, str]]]:
         if self.tables is None:
             self.tables = {}
             loader = _Loader(self.text)
@@ -382,7 +490,8 @@ class _LineFinder:
                     ordinal += 1
                     if node is not None:
                         loader.construct_document(node)
-                        self.tables[ordinal] = _node_lines(node) or {}
+                        texts: dict[Path_, str] = {}
+                        self.tables[ordinal] = (_node_lines(node, texts) or {}, texts)
             except (yaml.YAMLError, RecursionError):
                 pass
             finally:
@@ -396,9 +505,10 @@ def _first_line(node: Node) -> int:
     return node.start_mark.line + 1
 
 
-def _node_lines(root: Node) -> dict[Path_, int] | None:
+def _node_lines(root: Node, texts: dict[Path_, str] | None = None) -> dict[Path_, int] | None:
     """Path → line of the key (or list item) that introduces it; None past MAX_NODES
-    nodes or MAX_DEPTH levels (aliases can make a document huge or even recursive)."""
+    nodes or MAX_DEPTH levels (aliases can make a document huge or even recursive).
+    `texts`, when given, receives path → text of every plain scalar not read as text."""
     lines: dict[Path_, int] = {}
     stack: list[tuple[Node, Path_]] = [(root, ())]
     count = 0
@@ -418,6 +528,8 @@ def _node_lines(root: Node) -> dict[Path_, int] | None:
                 sub = path + (i,)
                 lines[sub] = item.start_mark.line + 1
                 stack.append((item, sub))
+        elif texts is not None and node.tag != _STR_TAG and not node.style:  # plain
+            texts[path] = node.value
     return lines
 
 
@@ -448,6 +560,7 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
         return [], [Problem(display, None, "", f"invalid JSON: {message}")]
     # Lines come from reading the same text as YAML, when YAML reads it the same way.
     lines: list[dict[Path_, int]] = []
+    texts: list[dict[Path_, str]] = []
     firsts: list[int | None] = []
     dup_lines: list[tuple[str, int]] = []
     try:
@@ -457,8 +570,10 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
             dup_lines = reader.duplicates
             items = node.value if isinstance(data, list) else [node]
             for i, item in enumerate(items):
-                table = _node_lines(item) or {}
+                written: dict[Path_, str] = {}
+                table = _node_lines(item, written) or {}
                 lines.append(table)
+                texts.append(written)
                 firsts.append(_first_line(item))
     except (yaml.YAMLError, RecursionError):
         pass
@@ -471,5 +586,6 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
     for i, doc in enumerate(docs):
         table = lines[i] if i < len(lines) else {}
         first = firsts[i] if i < len(firsts) else None
-        out.append(RawDocument(display, doc, table, first))
+        out.append(RawDocument(display, doc, table, first,
+                               texts=texts[i] if i < len(texts) else {}))
     return out, problems

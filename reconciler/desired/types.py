@@ -31,6 +31,9 @@ class DesiredWorkload:
     source: str = ""  # file path as given by the user
     line: int | None = None  # line of the document's first key
     project_name: str | None = None  # the spec's `project:`, or a name learnt for its id
+    # what the loader warns of in this spec (or the folder defaults it takes), as
+    # "file:line: field: message"; not part of the workload's identity or its state
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def address(self) -> str:
@@ -52,15 +55,30 @@ class DesiredWorkload:
 
 def duplicate_addresses(keys: list[tuple[str, str, int | None]],
                         ) -> list[tuple[str, int | None, str]]:
-    """(source, line, message) for each address defined again, given the (address,
-    source, line) of every workload in file order: the message names the first place."""
+    """(source, line, message) for each address defined again, and for each name used
+    again in one project by another kind (the API's names are unique per project across
+    kinds), given the (address, source, line) of every workload in file order: the
+    message names the first place."""
     first: dict[str, tuple[str, int | None]] = {}
+    named: dict[tuple[str, str], tuple[str, str, int | None]] = {}
     found = []
     for address, source, line in keys:
         if address in first:
             other, other_line = first[address]
-            where = other if other_line is None else f"{other}:{other_line}"
-            found.append((source, line, f"duplicate address {address}: already defined at {where}"))
+            found.append((source, line, f"duplicate address {address}: already defined at "
+                          f"{_where(other, other_line)}"))
+            continue
+        first[address] = (source, line)
+        kind, project, name = address.split("/", 2)
+        if (project, name) in named:
+            other_address, other, other_line = named[(project, name)]
+            found.append((source, line, f"name {name!r} is already used in this project by "
+                          f"{other_address} at {_where(other, other_line)} (names are unique "
+                          "per project across kinds)"))
         else:
-            first[address] = (source, line)
+            named[(project, name)] = (address, source, line)
     return found
+
+
+def _where(source: str, line: int | None) -> str:
+    return source if line is None else f"{source}:{line}"

@@ -192,7 +192,7 @@ def test_duplicate_addresses_name_both_files(specdir):
         f"already defined at {specdir.root / 'a.yaml'}:1"]
 
 
-def test_same_name_in_another_project_or_kind_is_fine(specdir):
+def test_same_name_in_another_project_is_fine(specdir):
     specdir.write("a.yaml", f"""
         kind: DistributedTraining
         name: x
@@ -207,6 +207,52 @@ def test_same_name_in_another_project_or_kind_is_fine(specdir):
         spec: {{image: x}}
         """)
     assert len(load_specs(specdir.root)) == 2
+
+
+def test_a_name_used_by_two_kinds_in_one_project_names_both_files(specdir):
+    specdir.write("a.yaml", f"""
+        kind: Training
+        name: x
+        projectId: "7"
+        clusterId: {CLUSTER}
+        spec: {{image: x}}
+        """)
+    specdir.write("b/c.yaml", f"""
+        kind: Workspace
+        name: x
+        projectId: 7
+        clusterId: {CLUSTER}
+        spec: {{image: x}}
+        ---
+        kind: Workspace
+        name: x
+        project: team-a
+        clusterId: {CLUSTER}
+        spec: {{image: x}}
+        """)
+    with pytest.raises(SpecError) as exc:
+        load_specs(specdir.root)
+    assert exc.value.problems == [
+        f"{specdir.root / 'b/c.yaml'}:1: name 'x' is already used in this project by "
+        f"Training/7/x at {specdir.root / 'a.yaml'}:1 (names are unique per project across "
+        "kinds)"]
+
+
+@pytest.mark.parametrize("written", ['"07"', '"007"', '"00"'])
+def test_a_project_id_with_a_leading_zero_is_refused(specdir, written):
+    specdir.write("a.yaml", f"""
+        kind: Training
+        name: x
+        projectId: {written}
+        clusterId: {CLUSTER}
+        spec: {{image: x}}
+        """)
+    with pytest.raises(SpecError) as exc:
+        load_specs(specdir.root)
+    bare = written.strip('"').lstrip("0") or "0"
+    assert exc.value.problems == [
+        f"{specdir.root / 'a.yaml'}:3: projectId: must not have a leading zero (another "
+        f"address for project {bare}): write '{bare}'"]
 
 
 def test_files_are_named_by_the_path_the_user_gave(specdir, monkeypatch):

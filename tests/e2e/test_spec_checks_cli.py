@@ -1,0 +1,135 @@
+"""Folder defaults and the spec checks of issue 11 item 8, through the CLI as a user runs
+it (`validate`, and `plan`/`apply` on `--sim`): exit codes, messages naming the file the
+bad value came from, warnings on stderr that leave `--format json` alone, secrets never
+shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import CLUSTER
+
+SECRET = "hunter2-in-defaults"
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
+    env["NO_COLOR"] = "1"
+    return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / "specs" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def folder_with_defaults(root: Path) -> None:
+    write(root, "_defaults.yaml", f"""
+        clusterId: {CLUSTER}
+        projectId: "7"
+        spec:
+          labels: [{{name: team, value: a}}]
+          environmentVariables:
+            - {{name: DB_PASSWORD, value: {SECRET}}}
+            - {{name: LOG, value: info}}
+        """)
+    write(root, "team/_defaults.yaml", """
+        spec:
+          createHomeDir: yes
+          environmentVariables: [{name: LOG, value: debug}]
+        """)
+    write(root, "team/t.yaml", "kind: Training\nname: t\nspec: {image: 'x:1'}\n")
+    write(root, "team/u.yaml", "kind: Training\nname: u\nspec: {image: 'x:1'}\n")
+    write(root, "w.yaml", "kind: Workspace\nname: w\nspec:\n  image: 'x:1'\n  labels: "
+                          "[{name: team, value: b}]\n")
+
+
+def test_plan_and_apply_with_folder_defaults(tmp_path):
+    folder_with_defaults(tmp_path)
+    warning = (f"Warning: {os.path.join('specs', 'team', '_defaults.yaml')}:2: "
+               "spec.createHomeDir: yes is read as true here but as text by YAML 1.2 and "
+               "most tools: write true")
+    res = run(tmp_path, "validate")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines() == [warning]
+    plan = run(tmp_path, "--sim", "plan", "--format", "json")
+    assert plan.returncode == 0, plan.stderr
+    assert plan.stderr.splitlines() == [warning]  # once, though two specs take it
+    doc = json.loads(plan.stdout)  # stdout holds the plan alone
+    after = {c["address"]: c["change"]["after"] for c in doc["resource_changes"]}
+    assert sorted(after) == ["Training/7/t", "Training/7/u", "Workspace/7/w"]
+    assert after["Training/7/t"]["spec"] == {
+        "image": "x:1", "createHomeDir": True, "labels": [{"name": "team", "value": "a"}],
+        "environmentVariables": [{"name": "DB_PASSWORD", "value": "(sensitive)"},
+                                 {"name": "LOG", "value": "debug"}]}
+    assert after["Workspace/7/w"]["spec"]["labels"] == [{"name": "team", "value": "b"}]
+    text = run(tmp_path, "--sim", "plan")
+    assert "(sensitive)" in text.stdout
+    for out in (res, plan, text):
+        assert SECRET not in out.stdout + out.stderr
+    applied = run(tmp_path, "--sim", "apply", "--auto-approve")
+    assert applied.returncode == 0, applied.stderr
+    again = run(tmp_path, "--sim", "plan", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr
+    # the state keeps the value the API was sent (as it does for a spec's own)
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert SECRET in json.dumps(state)
+
+
+def test_a_bad_default_is_named_with_its_file_line_and_field(tmp_path):
+    folder_with_defaults(tmp_path)
+    write(tmp_path, "team/_defaults.yaml", f"""
+        spec:
+          environmentVariables:
+            - {{name: API_TOKEN, value: 12:30}}
+          nodeType: 0x1F
+        """)
+    for args in (("validate",), ("--sim", "plan", "--format", "json")):
+        res = run(tmp_path, *args)
+        assert res.returncode == 1
+        assert res.stdout == "" and "Traceback" not in res.stderr
+        where = os.path.join("specs", "team", "_defaults.yaml")
+        t_yaml = os.path.join("specs", "team", "t.yaml")
+        u_yaml = os.path.join("specs", "team", "u.yaml")
+        assert res.stderr.splitlines() == [
+            f"{where}:3: spec.environmentVariables[0].value: must be a string, got (sensitive) "
+            f"(a default for {t_yaml}, {u_yaml})",
+            f'{where}:4: spec.nodeType: must be a string, got 0x1F (YAML reads it as 31; quote '
+            f'it: "0x1F") (a default for {t_yaml}, {u_yaml})',
+            "Error: 2 problems in the specs; nothing was written to the API and the state was "
+            "not touched."]
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"a.yaml": "kind: Training\nname: t\nprojectId: '7'\nclusterId: C\nspec:\n  image: x\n"
+                "  workingDir: 12:30\n"},
+     ['{a}:7: spec.workingDir: must be a string, got 12:30 (YAML reads it as 750; quote it: '
+      '"12:30")']),
+    ({"a.yaml": "kind: Training\nname: t\nprojectId: '07'\nclusterId: C\nspec: {image: x}\n"},
+     ["{a}:3: projectId: must not have a leading zero (another address for project 7): "
+      "write '7'"]),
+    ({"a.yaml": "kind: Training\nname: t\nprojectId: '7'\nclusterId: C\nspec:\n  image: x\n"
+                "  backoffLimit: 010\n"},
+     ["{a}:7: spec.backoffLimit: 010 is an octal number in YAML 1.1 (8) but a decimal one in "
+      "YAML 1.2 (10): write the number meant without a leading zero"]),
+    ({"a.yaml": "kind: Training\nname: t\nprojectId: '7'\nclusterId: C\nspec: {image: x}\n",
+      "b/c.yaml": "kind: Workspace\nname: t\nprojectId: 7\nclusterId: C\nspec: {image: x}\n"},
+     ["{b/c}:1: name 't' is already used in this project by Training/7/t at {a}:1 (names "
+      "are unique per project across kinds)"]),
+])
+def test_spec_checks_through_validate(tmp_path, files, expected):
+    for rel, text in files.items():
+        write(tmp_path, rel, text.replace("clusterId: C", f"clusterId: {CLUSTER}"))
+    res = run(tmp_path, "validate")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    names = {"a": os.path.join("specs", "a.yaml"), "b/c": os.path.join("specs", "b", "c.yaml")}
+    assert res.stderr.splitlines()[:-1] == [e.format(**names) for e in expected]
