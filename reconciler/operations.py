@@ -523,8 +523,8 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
                     and (kind in wanted_kinds or kind is None)), kind
 
         # The deleted ones are only counted (their kind, when the list does not say it,
-        # taken as selected).
-        skipped["deleted"] = sum(1 for i in deleted if isinstance(i, dict) and selected(i)[0])
+        # taken as selected), each once: one may move to the deleted list between the reads.
+        gone = {str(i.get("id")) for i in deleted if isinstance(i, dict) and selected(i)[0]}
         chosen = []
         for item in items:
             keep, kind = selected(item)
@@ -540,19 +540,20 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
         answers = await asyncio.gather(*(read(item, c) for item, c in chosen))
     found = []
     for (item, _), answer in zip(chosen, answers):
-        if answer is None:  # gone since it was listed
-            skipped["deleted"] += 1
+        reason = "deleted" if answer is None else exporting.skip_reason(answer[0].name, answer[1])
+        if reason == "deleted":  # being deleted, or gone since it was listed
+            gone.add(item["id"])
+        elif reason:
+            skipped[reason] += 1
+        if reason:
             continue
         kind, live = answer
-        reason = exporting.skip_reason(kind.name, live)
-        if reason:
-            skipped[reason] += 1
-            continue
         if not _safe_file_name(str(live.get("name"))):
             raise errors.ReconcileError(
                 f"workload {item['id']} is named {live.get('name')!r}, which cannot be a file "
                 "name; leave it out with --name")
         found.append((item, live, kind, names.get(str(live.get("projectId")))))
+    skipped["deleted"] = len(gone)
     return found, skipped
 
 

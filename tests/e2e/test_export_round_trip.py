@@ -65,14 +65,31 @@ def _supply_secrets(root) -> None:
         path.write_text(text.replace(masking.SECRET_PLACEHOLDER, SECRET))
 
 
-def test_the_round_trip_plans_clean_and_applies_without_a_write(ws, sim_server, fleet):
-    res = ws.cli("export", "--out", str(ws.specs))
+SPECS = ["project-7/Training/llama-lora.yaml", "project-7/Workspace/jupyter.yaml",
+         "project-8/DistributedTraining/bert-ddp.yaml", "project-7/Inference/mistral-chat.yaml",
+         "project-8/DistributedInference/qwen-serve.yaml"]
+# With --defaults: what the specs of a folder share (README, "Folder defaults").
+DEFAULTS = {
+    "_defaults.yaml": {"clusterId": EXAMPLES["Training"][0]["clusterId"]},
+    "project-7/_defaults.yaml": {"project": "project-7", "spec": {
+        "labels": [{"name": "tier", "value": "gold"}, {"name": "team", "value": "ml"}],
+        "annotations": [{"name": "owner", "value": "ana"}],
+        "environmentVariables": [{"name": "WANDB_PROJECT", "value": "export-demo"},
+                                 {"name": "HF_HOME", "value": "/data/hf"}]}},
+    "project-8/_defaults.yaml": {"project": "project-8"},
+}
+
+
+@pytest.mark.parametrize("flags", [(), ("--defaults",)], ids=["specs", "with-defaults"])
+def test_the_round_trip_plans_clean_and_applies_without_a_write(ws, sim_server, fleet, flags):
+    res = ws.cli("export", "--out", str(ws.specs), *flags)
     assert res.exit_code == 0, res.output
     files = _files(ws.specs)
-    assert sorted(files) == sorted([
-        "project-7/Training/llama-lora.yaml", "project-7/Workspace/jupyter.yaml",
-        "project-8/DistributedTraining/bert-ddp.yaml", "project-7/Inference/mistral-chat.yaml",
-        "project-8/DistributedInference/qwen-serve.yaml"])
+    assert sorted(files) == sorted(SPECS + (list(DEFAULTS) if flags else []))
+    if flags:
+        assert {p: yaml.safe_load(files[p]) for p in DEFAULTS} == DEFAULTS
+        for path in DEFAULTS:
+            assert str(ws.specs / path) in res.output
     assert "Exported 5 workloads" in res.output
     assert "Skipped 1 deleted and 1 completed" in res.output
     assert all(SECRET.encode() not in data for data in files.values())
@@ -81,17 +98,18 @@ def test_the_round_trip_plans_clean_and_applies_without_a_write(ws, sim_server, 
         in res.output
 
     training = yaml.safe_load(files["project-7/Training/llama-lora.yaml"])
-    assert training["project"] == "project-7" and "projectId" not in training
+    assert training.get("project") == (None if flags else "project-7")
+    assert "projectId" not in training
     assert training["desiredPhase"] == "Stopped"  # it was suspended
     assert "backoffLimit" not in training["spec"]  # posted at its default
     assert "claimName" not in training["spec"]["storage"]["pvc"][0]  # generated
-    assert [v["name"] for v in training["spec"]["environmentVariables"]] == [
-        "WANDB_PROJECT", "HF_TOKEN", "HF_HOME"]  # the API's order
+    assert [v["name"] for v in training["spec"]["environmentVariables"]] == (
+        ["HF_TOKEN"] if flags else ["WANDB_PROJECT", "HF_TOKEN", "HF_HOME"])  # the API's order
 
     refused = ws.cli("validate", str(ws.specs))
     assert refused.exit_code == 1
-    assert "spec.environmentVariables[1].value: is a secret that export did not write" \
-        in refused.output
+    assert (f"spec.environmentVariables[{0 if flags else 1}].value: is a secret that export "
+            "did not write") in refused.output
     assert SECRET not in refused.output
 
     _supply_secrets(ws.specs)
@@ -185,3 +203,19 @@ def test_the_filters_select_and_bad_ones_are_one_error_line(ws, sim_server, flee
         assert res.output.strip().splitlines() == [res.output.strip()]
         assert res.output.startswith(message), res.output
         assert not (ws.root / "bad").exists()
+
+
+def test_defaults_never_go_above_a_spec_that_export_did_not_write(ws, sim_server, fleet):
+    ws.write("project-7/Training/mine.yaml", f"""
+        kind: Training
+        name: mine
+        projectId: "7"
+        clusterId: {EXAMPLES["Training"][0]["clusterId"]}
+        spec:
+          image: python:3.12
+        """)
+    res = ws.cli("export", "--out", str(ws.specs), "--defaults", "--format", "json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["defaultsFiles"] == [str(ws.specs / "project-8" /
+                                                           "_defaults.yaml")]
+    assert sorted(p.name for p in ws.specs.rglob("_defaults.yaml")) == ["_defaults.yaml"]

@@ -151,3 +151,73 @@ def test_a_field_the_user_set_to_another_value_than_the_default_is_kept():
     assert export.spec_from_live("Inference", live)["spec"] == {
         "image": "app:latest", "imagePullPolicy": "IfNotPresent",
         "autoscaling": {"minReplicas": 0, "initialReplicas": 0}}
+
+
+# --- export --defaults ------------------------------------------------------------------
+
+def _docs() -> dict[str, dict]:
+    def doc(kind, name, project, **spec):
+        return {"kind": kind, "name": name, "project": project, "clusterId": CLUSTER,
+                "spec": {"image": "python", **spec}}
+
+    team = {"name": "team", "value": "ml"}
+    secret = {"name": "HF_TOKEN", "value": masking.SECRET_PLACEHOLDER}
+    return {
+        "p7/Training/a.yaml": doc("Training", "a", "p7", labels=[{"name": "x", "value": "1"}, team],
+                                  nodePools=["h100", "a100"], environmentVariables=[secret]),
+        "p7/Training/b.yaml": doc("Training", "b", "p7", labels=[team], nodePools=["h100", "a100"],
+                                  environmentVariables=[secret, {"name": "A", "value": "1"}]),
+        "p7/Workspace/c.yaml": doc("Workspace", "c", "p7", labels=[team],
+                                   nodePools=["a100", "h100"]),
+        "p8/Workspace/d.yaml": doc("Workspace", "d", "p8", labels=[{"name": "team", "value": "cv"}]),
+    }
+
+
+def _merged(path: str, doc: dict, shared: dict[str, dict]) -> dict:
+    """`doc` merged over its folders' defaults, as the spec loader merges them."""
+    from reconciler.desired.defaults import merge
+
+    parts = path.split("/")[:-1]
+    chain = [f"{'/'.join(parts[:n])}/_defaults.yaml" if n else "_defaults.yaml"
+             for n in range(len(parts) + 1)]
+    lower = None
+    for name in chain:  # outermost first: each deeper file over what is above it
+        if name in shared:
+            lower = shared[name] if lower is None else merge(shared[name], lower, {})
+    return doc if lower is None else merge(doc, lower, {})
+
+
+def _by_key(doc):
+    """`doc` with its keyed lists in key order (the diff compares them as maps)."""
+    if isinstance(doc, dict):
+        return {k: (sorted(map(_by_key, v), key=lambda i: kinds.item_key(k, i))
+                    if isinstance(v, list) and v and kinds.item_key(k, v[0]) is not None
+                    else _by_key(v)) for k, v in doc.items()}
+    return doc
+
+
+def test_folder_defaults_take_what_a_folder_shares_and_merge_back_to_each_spec():
+    docs = _docs()
+    left, shared = export.factor_defaults(docs)
+    assert shared == {
+        "_defaults.yaml": {"clusterId": CLUSTER},
+        "p7/_defaults.yaml": {"project": "p7", "spec": {"labels": [{"name": "team", "value": "ml"}]}},
+        "p7/Training/_defaults.yaml": {"spec": {"nodePools": ["h100", "a100"]}},
+    }
+    assert left["p7/Training/b.yaml"] == {"kind": "Training", "name": "b", "spec": {
+        "image": "python",  # the secret stays where export lists it
+        "environmentVariables": [{"name": "HF_TOKEN", "value": masking.SECRET_PLACEHOLDER},
+                                 {"name": "A", "value": "1"}]}}
+    assert left["p8/Workspace/d.yaml"]["project"] == "p8"  # one spec: no folder defaults
+    for path, doc in left.items():
+        assert _by_key(_merged(path, doc, shared)) == _by_key(docs[path]), path
+
+
+def test_folder_defaults_go_only_where_allowed():
+    docs = _docs()
+    left, shared = export.factor_defaults(docs, folders=["p7/Training"])
+    assert list(shared) == ["p7/Training/_defaults.yaml"]
+    assert shared["p7/Training/_defaults.yaml"]["project"] == "p7"
+    assert left["p7/Workspace/c.yaml"] == docs["p7/Workspace/c.yaml"]
+    for path, doc in left.items():
+        assert _by_key(_merged(path, doc, shared)) == _by_key(docs[path]), path
