@@ -491,7 +491,7 @@ def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_sec
         click.echo(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
     needing = [e for e in result.exported if e.secrets]
     if needing:
-        click.echo(f"{len(needing)} file{'s' if len(needing) != 1 else ''} hold a placeholder "
+        click.echo(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a placeholder "
                    "instead of a secret's value; validate refuses it until you supply a "
                    "Kubernetes secret reference (secret: {name: ..., key: ...}) or the value:")
         for e in needing:
