@@ -466,6 +466,77 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
         sys.exit(2)
 
 
+@main.command("export")
+@click.option("--project", "projects", multiple=True, metavar="ID_OR_NAME",
+              help="Only this project's workloads (repeatable).")
+@click.option("--kind", "kinds_", multiple=True, metavar="KIND",
+              help=f"Only this kind (repeatable): {', '.join(kinds.KINDS)}.")
+@click.option("--name", "names", multiple=True, metavar="GLOB",
+              help="Only workloads whose name matches this shell pattern (repeatable).")
+@click.option("--out", "out_dir", default=DEFAULT_SPECS, show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="The specs folder to write into.")
+@click.option("--force", is_flag=True, help="Overwrite spec files that exist already.")
+@click.option("--include-secrets", is_flag=True,
+              help="Write the values of secret-looking environment variables (files mode 0600) "
+                   "instead of a placeholder that validate refuses.")
+@click.option("--defaults", "factor_defaults", is_flag=True,
+              help="Move what every spec of a folder shares into its _defaults.yaml.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="json: the exported addresses and files, on stdout.")
+@pass_config
+def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_secrets,
+               factor_defaults, fmt) -> None:
+    """Write a spec file for each live workload: DIR/<project>/<kind>/<name>.yaml.
+
+    <project> is the project's name when the API gives one (the spec then says
+    `project: NAME`), else its id (`projectId:`). The specs hold what a person writes:
+    no server defaults, no values the server generated or owns. Deleted workloads and
+    completed trainings are skipped. Nothing is written when a file exists already,
+    unless --force. Makes no API write; `plan` then shows the workloads as adoptions."""
+    options = operations.ExportOptions(
+        projects=list(projects), kinds=_check_kinds(kinds_), names=list(names), force=force,
+        include_secrets=include_secrets, defaults=factor_defaults, parallelism=cfg.parallelism)
+    result = operations.export(out_dir, _connect(cfg), options)
+    if fmt == "json":
+        click.echo(json.dumps({
+            "exported": [{"address": e.address, "file": e.path, "workloadId": e.workload_id,
+                          "secrets": e.secrets} for e in result.exported],
+            "defaultsFiles": result.defaults_files, "skipped": result.skipped}, indent=2))
+        return
+    n = len(result.exported)
+    click.echo(f"Exported {n} workload{'s' if n != 1 else ''} to {out_dir}/ (no API write).")
+    for e in result.exported:
+        click.echo(f"  {e.path}  {e.address}")
+    for path in result.defaults_files:
+        click.echo(f"  {path}  (the fields its folder's specs share)")
+    skipped = [f"{count} {why}" for why, count in result.skipped.items() if count]
+    if skipped:
+        click.echo(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
+    needing = [e for e in result.exported if e.secrets]
+    if needing:
+        click.echo(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a placeholder "
+                   "instead of a secret's value; validate refuses it until you supply a "
+                   "Kubernetes secret reference (secret: {name: ..., key: ...}) or the value:")
+        for e in needing:
+            click.echo(f"  {e.path}: {', '.join(e.secrets)}")
+
+
+def _check_kinds(values: tuple[str, ...]) -> list[str]:
+    """The kind names given (any case); an unknown one is an error with the closest."""
+    import difflib
+
+    by_lower = {k.lower(): k for k in kinds.KINDS}
+    out = []
+    for value in values:
+        if value.lower() not in by_lower:
+            close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
+            hint = f" (did you mean {by_lower[close[0]]}?)" if close else ""
+            raise errors.ReconcileError(f"--kind {value}: no such kind{hint}; the kinds are "
+                                        + ", ".join(kinds.KINDS))
+        out.append(by_lower[value.lower()])
+    return out
+
+
 @main.command("force-unlock")
 @click.argument("lock_id")
 @pass_config

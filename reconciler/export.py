@@ -18,8 +18,10 @@ Callers: `operations.export` (the `export` command) and `import`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import yaml
 
 from reconciler import kinds, masking, phases
 
@@ -144,6 +146,26 @@ DEFAULTS: dict[str, dict[str, tuple[Rule, ...]]] = {
     )},
 }
 
+# The list endpoint's `type` of each kind: not enumerated by the API (CONTRACT.md §8), so
+# the known spellings (the simulator's, the kinds' names, the Kubernetes kinds), compared
+# without case and separators; any other type is found by asking each kind's endpoint.
+_LIST_TYPES = {
+    "training": kinds.TRAINING, "trainingworkload": kinds.TRAINING,
+    "workspace": kinds.WORKSPACE, "interactiveworkload": kinds.WORKSPACE,
+    "distributed": kinds.DISTRIBUTED_TRAINING, "distributedtraining": kinds.DISTRIBUTED_TRAINING,
+    "distributedworkload": kinds.DISTRIBUTED_TRAINING,
+    "inference": kinds.INFERENCE, "inferenceworkload": kinds.INFERENCE,
+    "distributedinference": kinds.DISTRIBUTED_INFERENCE,
+}
+
+
+def kind_of_list_type(list_type: object) -> kinds.Kind | None:
+    """The kind of a list item's `type`, or None when it is not a known spelling."""
+    if not isinstance(list_type, str):
+        return None
+    return _LIST_TYPES.get("".join(c for c in list_type.lower() if c.isalnum()))
+
+
 def skip_reason(kind: str, body: dict) -> str | None:
     """Why a live workload is not exported: "deleted" (being deleted), "completed" (a
     training that ran to its end), or None."""
@@ -263,3 +285,82 @@ def _pruned(value: Any) -> Any:
         return items or None
     return value
 
+
+
+def to_yaml(doc: dict, *, comment: str = "") -> str:
+    """`doc` as a YAML file, keys in the document's order, under `comment` lines."""
+    head = "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines())
+    return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1 << 16)
+
+
+# --- folder defaults (export --defaults) -----------------------------------------------
+
+DEFAULTS_FILE = "_defaults.yaml"
+# What a folder's `_defaults.yaml` may take from its specs (the issue's typical fields):
+# top-level scalars, keyed lists of `spec` (merged by item key: the items every spec has
+# alike) and `spec.nodePools` (an ordered list: replaced whole, so only when all agree).
+_SHARED_SCALARS = ("clusterId", "project", "projectId")
+_SHARED_ITEMS = ("labels", "annotations", "environmentVariables")
+_SHARED_WHOLE = ("nodePools",)
+
+
+def factor_defaults(docs: dict[str, dict], *, folders: Iterable[str] | None = None
+                    ) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(`docs` without what their folders' `_defaults.yaml` now hold, those files by
+    path): the fields every document at or below a folder has alike move to the folder
+    (outermost first), for the folders of two or more documents. `docs` are keyed by
+    relative path (`relative_path`); `folders` limits the folders that may get one ("" is
+    the top). Items holding a withheld secret stay in their spec. Merging the defaults
+    back (README, "Folder defaults") gives each document again, keyed lists perhaps in
+    another order."""
+    out = copy.deepcopy(docs)
+    defaults: dict[str, dict] = {}
+    allowed = None if folders is None else set(folders)
+    tree = sorted({"/".join(p.split("/")[:n]) for p in out for n in range(p.count("/") + 1)},
+                  key=lambda f: (f.count("/") if f else -1, f))
+    for folder in tree:
+        below = [doc for path, doc in out.items() if folder == "" or path.startswith(folder + "/")]
+        if len(below) < 2 or (allowed is not None and folder not in allowed):
+            continue
+        shared = _shared(below)
+        if shared:
+            defaults[f"{folder}/{DEFAULTS_FILE}" if folder else DEFAULTS_FILE] = shared
+            for doc in below:
+                _take(doc, shared)
+    return out, defaults
+
+
+def _shared(docs: list[dict]) -> dict:
+    first, rest = docs[0], docs[1:]
+    shared: dict[str, Any] = {k: first[k] for k in _SHARED_SCALARS
+                              if k in first and all(_same(d.get(k), first[k]) for d in rest)}
+    spec: dict[str, Any] = {}
+    for field in _SHARED_WHOLE:
+        value = first.get("spec", {}).get(field)
+        if value is not None and all(d.get("spec", {}).get(field) == value for d in rest):
+            spec[field] = value
+    for field in _SHARED_ITEMS:
+        items = [item for item in first.get("spec", {}).get(field) or ()
+                 if kinds.item_key(field, item) is not None
+                 and masking.SECRET_PLACEHOLDER not in repr(item)
+                 and all(item in (d.get("spec", {}).get(field) or ()) for d in rest)]
+        if items:
+            spec[field] = items
+    if spec:
+        shared["spec"] = spec
+    return shared
+
+
+def _take(doc: dict, shared: dict) -> None:
+    """Remove from `doc` what `shared` (its folder's defaults) now gives it."""
+    for key in _SHARED_SCALARS:
+        if key in shared:
+            del doc[key]
+    spec = doc.get("spec", {})
+    for field, value in shared.get("spec", {}).items():
+        if field in _SHARED_WHOLE:
+            del spec[field]
+            continue
+        spec[field] = [item for item in spec[field] if item not in value]
+        if not spec[field]:
+            del spec[field]

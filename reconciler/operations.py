@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -628,3 +629,254 @@ def state_migrate(source, target) -> Migrated:
         copy.serial = state.serial - 1  # a write raises it: the target keeps the serial
         target.write(copy, force=True)
     return Migrated(copy, copied=True)
+
+
+# --- export -------------------------------------------------------------------------
+
+
+@dataclass
+class ExportOptions:
+    projects: Sequence[str] = ()  # project ids or names: only these
+    kinds: Sequence[str] = ()  # kind names: only these
+    names: Sequence[str] = ()  # shell-style globs of workload names: only those matching one
+    force: bool = False  # overwrite existing files
+    include_secrets: bool = False  # write sensitive values instead of the placeholder
+    defaults: bool = False  # factor what a folder's specs share into its _defaults.yaml
+    parallelism: int = 64
+
+
+@dataclass
+class Exported:
+    address: str
+    path: str  # the file written
+    workload_id: str
+    secrets: list[str]  # the dotted paths holding the placeholder: to supply before validate
+
+
+@dataclass
+class ExportResult:
+    out_dir: str
+    exported: list[Exported]
+    skipped: dict[str, int]  # why ("deleted", "completed") -> how many
+    defaults_files: list[str]  # the _defaults.yaml files written (--defaults)
+
+
+def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> ExportResult:
+    """Write one spec file per live workload, `<out_dir>/<project>/<kind>/<name>.yaml`
+    (`export.spec_from_live`), and nothing when any of them exists already, unless
+    `options.force`. Reads the workloads list once, then GETs each workload; no API write."""
+    from reconciler import export as exporting
+
+    found, skipped = asyncio.run(_read_for_export(connect, options))
+    docs: dict[str, dict] = {}
+    ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
+    for item, live, kind, project_name in found:
+        doc = exporting.spec_from_live(kind.name, live, project_name=project_name,
+                                       include_secrets=options.include_secrets)
+        rel = exporting.relative_path(doc)
+        docs[rel] = doc
+        ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
+    shared: dict[str, dict] = {}
+    if options.defaults:
+        docs, shared = exporting.factor_defaults(docs, folders=_own_folders(out_dir, docs))
+    files: dict[str, str] = {}
+    exported: list[Exported] = []
+    for rel, doc in docs.items():
+        address, workload_id = ids[rel]
+        path = os.path.join(out_dir, rel)
+        secrets = exporting.withheld(doc)
+        note = [f"Exported by runai-reconcile export: {address} (workload {workload_id})."]
+        if secrets:
+            note.append("Withheld secrets (validate refuses the placeholder; supply a secret "
+                        "reference or the value): " + ", ".join(secrets))
+        files[path] = exporting.to_yaml(doc, comment="\n".join(note))
+        exported.append(Exported(address, path, workload_id, secrets))
+    for rel, doc in shared.items():
+        files[os.path.join(out_dir, rel)] = exporting.to_yaml(doc, comment=(
+            "Exported by runai-reconcile export --defaults: what every spec at or below this "
+            "folder shares\n(merged into each of them; a spec's own value wins)."))
+    # A file with a secret's value in it is for its owner's eyes only.
+    _write_all(files, force=options.force, mode=0o600 if options.include_secrets else 0o644)
+    return ExportResult(out_dir, sorted(exported, key=lambda e: e.path), skipped,
+                        sorted(os.path.join(out_dir, rel) for rel in shared))
+
+
+def _own_folders(out_dir: str, docs: dict[str, dict]) -> list[str]:
+    """The folders (relative to `out_dir`, "" the top) holding no spec file but those of
+    `docs`: only there may a `_defaults.yaml` go without changing another spec."""
+    import pathlib
+
+    from reconciler import export as exporting
+
+    foreign: set[str] = set()
+    root = pathlib.Path(out_dir)
+    if root.is_dir():
+        for path in root.rglob("*"):
+            rel = path.relative_to(root).as_posix()
+            if (path.suffix.lower() in (".yaml", ".yml", ".json") and rel not in docs
+                    and path.name != exporting.DEFAULTS_FILE):
+                foreign.add(rel)
+    folders = {"/".join(rel.split("/")[:n]) for rel in docs for n in range(rel.count("/") + 1)}
+    return sorted(f for f in folders
+                  if not any(f == "" or rel.startswith(f + "/") for rel in foreign))
+
+
+async def _read_for_export(connect: ClientFactory, options: ExportOptions):
+    """([(list item, live body, kind, project name or None)], skipped counts): the live
+    workloads that `options` select, read with at most `parallelism` GETs in flight."""
+    import fnmatch
+
+    from reconciler import export as exporting
+    from reconciler import kinds as kinds_mod
+
+    wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or set(kinds_mod.KINDS.values())
+    skipped = {"deleted": 0, "completed": 0}
+    async with connect() as client:
+        listed, deleted = await asyncio.gather(client.iter_workloads(),
+                                               client.iter_workloads(deleted=True))
+        items = [i for i in listed if isinstance(i, dict) and i.get("id") and i.get("name")]
+        projects = await _export_projects(client, items, options.projects)
+        names = _project_names(items)
+
+        def selected(item: dict) -> tuple[bool, Any]:
+            """Whether the filters keep `item`, and its kind when the list says it."""
+            kind = exporting.kind_of_list_type(item.get("type"))
+            return (not (projects is not None and str(item.get("projectId")) not in projects)
+                    and not (options.names and not any(
+                        fnmatch.fnmatchcase(str(item.get("name")), g) for g in options.names))
+                    and (kind in wanted_kinds or kind is None)), kind
+
+        # The deleted ones are only counted (their kind, when the list does not say it,
+        # taken as selected), each once: one may move to the deleted list between the reads.
+        gone = {str(i.get("id")) for i in deleted if isinstance(i, dict) and selected(i)[0]}
+        chosen = []
+        for item in items:
+            keep, kind = selected(item)
+            if keep:
+                chosen.append((item, [kind] if kind else sorted(wanted_kinds,
+                                                                key=lambda k: k.name)))
+        sem = asyncio.Semaphore(max(1, options.parallelism))
+
+        async def read(item, candidates):
+            async with sem:
+                return await _get_any(client, item["id"], candidates)
+
+        answers = await asyncio.gather(*(read(item, c) for item, c in chosen))
+    found = []
+    for (item, _), answer in zip(chosen, answers):
+        reason = "deleted" if answer is None else exporting.skip_reason(answer[0].name, answer[1])
+        if reason == "deleted":  # being deleted, or gone since it was listed
+            gone.add(item["id"])
+        elif reason:
+            skipped[reason] += 1
+        if reason:
+            continue
+        kind, live = answer
+        if not _safe_file_name(str(live.get("name"))):
+            raise errors.ReconcileError(
+                f"workload {item['id']} is named {live.get('name')!r}, which cannot be a file "
+                "name; leave it out with --name")
+        found.append((item, live, kind, names.get(str(live.get("projectId")))))
+    skipped["deleted"] = len(gone)
+    return found, skipped
+
+
+async def _get_any(client, workload_id: str, candidates):
+    """(kind, live body) of the workload, trying each candidate kind's endpoint; None
+    when none has it."""
+    from reconciler.api import errors as api_errors
+
+    for kind in candidates:
+        try:
+            return kind, await client.get(kind, workload_id)
+        except api_errors.NotFound:
+            continue
+    return None
+
+
+async def _export_projects(client, items: list[dict], wanted: Sequence[str]) -> set[str] | None:
+    """The project ids `--project` values (ids or names) select; None for all. A value that
+    names no project is an error (with the closest known names)."""
+    import difflib
+
+    from reconciler.api import errors as api_errors
+
+    if not wanted:
+        return None
+    ids: set[str] = set()
+    for value in wanted:
+        hit = {str(i.get("projectId")) for i in items
+               if value in (str(i.get("projectId")), i.get("projectName"))}
+        if not hit and value.isdigit():
+            try:
+                await client.get_project(value)
+                hit = {value}
+            except api_errors.NotFound:
+                pass
+        elif not hit:
+            clusters = sorted({str(i["clusterId"]) for i in items if i.get("clusterId")})
+            for answer in await asyncio.gather(*(client.find_projects(value, c)
+                                                 for c in clusters)):
+                hit |= {str(p["id"]) for p in answer if p.get("id") is not None}
+        if not hit:
+            known = sorted({str(i["projectName"]) for i in items if i.get("projectName")})
+            close = difflib.get_close_matches(value, known, n=3)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise errors.ReconcileError(f"--project {value}: no such project{hint}")
+        ids |= hit
+    return ids
+
+
+def _project_names(items: list[dict]) -> dict[str, str]:
+    """Project id -> name, for the names that are valid in a spec and name one project."""
+    import re
+
+    ids_of: dict[str, set[str]] = {}
+    for i in items:
+        name = i.get("projectName")
+        if isinstance(name, str) and re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
+            ids_of.setdefault(name, set()).add(str(i.get("projectId")))
+    return {next(iter(ids)): name for name, ids in ids_of.items() if len(ids) == 1}
+
+
+def _safe_file_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
+def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
+    """Write every file (each atomically), or none when one exists and not `force`."""
+    import pathlib
+
+    taken = [p for p in files if os.path.lexists(p)]
+    if taken and not force:
+        raise errors.ReconcileError(
+            f"{len(taken)} file{'s' if len(taken) != 1 else ''} exist already "
+            f"({', '.join(sorted(taken)[:3])}{', ...' if len(taken) > 3 else ''}); nothing was "
+            "written: pass --force to overwrite them")
+    not_files = [p for p in taken if not os.path.isfile(p) or os.path.islink(p)]
+    if not_files:
+        raise errors.ReconcileError(f"{not_files[0]} is not a regular file; nothing was written")
+    for path, text in files.items():
+        target = pathlib.Path(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(target, text.encode(), mode)
+        except OSError as exc:
+            raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _write_atomically(path, data: bytes, mode: int) -> None:
+    """Write a sibling temporary file, then rename it over `path`: a reader sees the old
+    file or the new one, never half of one."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from reconciler import masking
 from reconciler.quantities import parse_quantity
 
 QUANTITY_RE = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -137,6 +138,10 @@ class EnvironmentVariable(Strict):
 
     @model_validator(mode="after")
     def _one_source(self):
+        if self.value == masking.SECRET_PLACEHOLDER:  # written by `export`
+            raise rule_error("is a secret that export did not write: supply it as a reference "
+                             "to a Kubernetes secret (secret: {name: SECRET, key: KEY} in place "
+                             "of value), or the value itself (export --include-secrets)", "value")
         sources = self.given("value", "secret", "configMap", "podFieldRef", "userCredential")
         if len(sources) > 1:
             raise rule_error(f"{' and '.join(sources)} are mutually exclusive: give one source "
