@@ -93,6 +93,13 @@ class _Group(click.Group):
             click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the specs; nothing was "
                        "written to the API and the state was not touched.", err=True)
             sys.exit(1)
+        except errors.PolicyFileError as exc:
+            for problem in exc.problems:
+                click.echo(problem, err=True)
+            n = len(exc.problems)
+            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the policy files; "
+                       "nothing was read from or written to the API.", err=True)
+            sys.exit(1)
         except errors.ReconcileError as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
@@ -255,6 +262,12 @@ format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default
                           help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
+# Click splits the variable's value at os.pathsep (`:`; `;` on Windows), as for PATH.
+policy_opt = click.option("--policy", "policy", multiple=True, metavar="FILE",
+                          envvar="RUNAI_RECONCILE_POLICY", type=click.Path(dir_okay=False),
+                          help="A policy file of rules checked on the plan (repeatable; "
+                               "default: $RUNAI_RECONCILE_POLICY, paths separated by "
+                               f"'{os.pathsep}').")
 
 
 # --- commands -----------------------------------------------------------------------
@@ -279,19 +292,25 @@ def validate(directory: str) -> None:
               help="Read live workloads; --no-refresh plans from the state alone.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Save the plan (mode 0600) for `show FILE` and `apply FILE`.")
+@policy_opt
 @pass_config
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
-         out_path) -> None:
-    """Show what apply would do. Makes no API writes and does not change the state."""
+         out_path, policy) -> None:
+    """Show what apply would do. Makes no API writes and does not change the state.
+
+    With --policy, exits 1 after the plan when it breaks a deny rule."""
     options = operations.PlanOptions(
         targets=_check_addresses(targets, "--target"),
         replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
-        parallelism=cfg.parallelism)
+        parallelism=cfg.parallelism, policy=policy)
     result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path)
     _show_plan(result.plan, fmt, cfg)
     if result.saved_to:
         _say(f"Saved the plan to {result.saved_to}; `runai-reconcile apply {result.saved_to}` "
              "applies exactly these actions.")
+    refused = operations.policy_refusal(result.plan)
+    if refused:
+        raise errors.ReconcileError(f"{refused}: apply will refuse this plan.")
     if detailed_exitcode and result.plan.has_changes:
         sys.exit(2)
 
@@ -304,8 +323,9 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
 @click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
 @click.option("--destroy", is_flag=True, help="Delete everything in the state.")
 @format_opt
+@policy_opt
 @pass_config
-def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) -> None:
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, policy) -> None:
     """Plan, show, confirm, then perform the actions and record them in the state.
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
@@ -332,14 +352,17 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
                     "they were fixed when the plan was made")
             result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
                                             parallelism=cfg.parallelism, approve=approve,
-                                            on_event=_say)
+                                            on_event=_say, policy=policy)
         else:
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
                 replace=_check_addresses(replace, "--replace"), destroy=destroy,
-                parallelism=cfg.parallelism)
+                parallelism=cfg.parallelism, policy=policy)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
                                       approve=approve, on_event=_say)
+    except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
+        _show_plan(exc.plan, fmt, cfg)
+        raise
     except (KeyboardInterrupt, click.Abort) as exc:
         # Before any action started (the refresh, the prompt): the executor handles the
         # signals once it runs.

@@ -10,7 +10,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "options": {"targets": [...], "replace": [...], "destroy": false, "refresh": true},
      "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
-     "live": {"<address>": "sha256:..." | "absent"}}  # what each live read found
+     "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
+     "policy": {...}}                              # the policy results, with --policy
 
 The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
@@ -163,6 +164,10 @@ def encode(saved: SavedPlan) -> str:
         "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
         "live": dict(sorted(saved.live.items())),
     }
+    if plan.policy is not None:
+        from reconciler import policy  # its models take long to build: only with a policy
+
+        doc["policy"] = policy.report_document(plan.policy)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -201,6 +206,10 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
             refresh=bool(options["refresh"]),
             state_digest=None if state.get("digest") is None else str(state["digest"]))
+        if doc.get("policy") is not None:
+            from reconciler import policy
+
+            plan.policy = policy.report_from_document(doc["policy"])
     except _Damaged as exc:
         raise PlanFileError(f"{where} is damaged or incomplete ({exc}); make the plan "
                             "again") from None

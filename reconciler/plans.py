@@ -105,6 +105,8 @@ class Plan:
     lineage: str | None = None
     serial: int | None = None
     targets: list[str] = field(default_factory=list)
+    # The `policy.Report` of the rules checked on this plan (`--policy`), None without any.
+    policy: Any = None
 
     def __repr__(self) -> str:
         # Short: asyncio (3.11) formats the repr of its main task's result on the way out
