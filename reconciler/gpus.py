@@ -16,13 +16,17 @@ DistributedInference `replicas` (default 1) Ã— (leader + `workers` (default 0) Ã
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project.
-Callers: the plan's GPU impact and policy rules (issue 15).
+
+A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
+quotas) is kept on the plan (`Plan.gpu_impact`, set by `operations`, saved by `planfile`);
+`impact_of(plan)` reads it, or makes it without quotas for a plan that has none.
+Callers: `operations` (plan, apply), the renderers, policy rules (issue 15), `drift`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import kinds, phases, plans
@@ -158,24 +162,119 @@ def change_gpus(change: plans.ResourceChange) -> tuple[Gpus, Gpus]:
     return before, after
 
 
+def by_project(plan: plans.Plan) -> list[ProjectImpact]:
+    """The GPUs of each project's workloads that the plan knows (specs and state), before
+    and after apply, by project id (quotas unknown)."""
+    return impact(plan).projects
+
+
+# --- a plan's GPU impact ------------------------------------------------------------
+
+
 @dataclass(frozen=True)
-class ProjectGpus:
+class WorkloadGpus:
+    """One workload of the plan: the GPUs it holds before apply (live, or the state's
+    body with --no-refresh) and after it (its spec; `NONE` once deleted or suspended)."""
+    address: str
+    kind: str
+    name: str
     project_id: str
-    project_name: str | None  # when a spec or the state knows it
+    project_name: str | None
+    action: plans.Action
     before: Gpus
     after: Gpus
 
+    @property
+    def moves(self) -> bool:
+        """Apply changes what it holds."""
+        return self.before != self.after
 
-def by_project(plan: plans.Plan) -> list[ProjectGpus]:
-    """The GPUs of each project's workloads that the plan knows (specs and state), before
-    and after apply, by project id."""
-    totals: dict[str, list] = {}
-    for change in plan.changes:
+
+@dataclass(frozen=True)
+class ProjectImpact:
+    """One project of the plan: the total GPUs of its workloads that the specs and the
+    state know (not the project's other workloads), before and after apply, and its GPU
+    quota (the `gpu.deserved` of its node-pool resources; None when unknown: not read with
+    --no-refresh, the project not found or not readable)."""
+    project_id: str
+    project_name: str | None
+    before: Gpus
+    after: Gpus
+    quota: float | None = None
+
+    @property
+    def moves(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def over_quota(self) -> bool:
+        """The planned total exceeds the quota: at its most pods (an autoscaled Inference
+        at maxReplicas), so a plan that may exceed it is flagged."""
+        return self.quota is not None and self.after.high > self.quota
+
+
+@dataclass(frozen=True)
+class GpuImpact:
+    """A plan's GPU impact. `workloads`: every workload of the plan, no-ops included,
+    sorted by address (what each holds after apply is what per-workload rules check);
+    `projects`: one per project of the plan, by project id (digits: "9" before "12").
+    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh)."""
+    workloads: list[WorkloadGpus] = field(default_factory=list)
+    projects: list[ProjectImpact] = field(default_factory=list)
+    quotas_read: bool = False
+
+    @property
+    def moves(self) -> bool:
+        """Some workload's GPUs change with apply."""
+        return any(w.moves for w in self.workloads)
+
+    def project(self, project_id: str) -> ProjectImpact | None:
+        return next((p for p in self.projects if p.project_id == project_id), None)
+
+    def workload(self, address: str) -> WorkloadGpus | None:
+        return next((w for w in self.workloads if w.address == address), None)
+
+
+def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None) -> GpuImpact:
+    """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
+    absent: unknown), None when they were not read."""
+    workloads = []
+    for change in sorted(plan.changes, key=lambda c: c.address):
         before, after = change_gpus(change)
-        entry = totals.setdefault(change.project_id, [None, NONE, NONE])
-        entry[0] = entry[0] or change.project_name
-        entry[1] += before
-        entry[2] += after
+        workloads.append(WorkloadGpus(change.address, change.kind, change.name,
+                                      change.project_id, change.project_name, change.action,
+                                      before, after))
+    totals: dict[str, list] = {}
+    for w in workloads:
+        entry = totals.setdefault(w.project_id, [None, NONE, NONE])
+        entry[0] = entry[0] or w.project_name
+        entry[1] += w.before
+        entry[2] += w.after
+    known = quotas or {}
+    projects = [ProjectImpact(pid, name, before, after, known.get(pid))
+                for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
+    return GpuImpact(workloads, projects, quotas_read=quotas is not None)
+
+
+def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
     # Project ids are digits: "9" sorts before "12".
-    return [ProjectGpus(pid, name, before, after) for pid, (name, before, after)
-            in sorted(totals.items(), key=lambda item: (len(item[0]), item[0]))]
+    return len(item[0]), item[0]
+
+
+def impact_of(plan: plans.Plan) -> GpuImpact:
+    """The impact kept on `plan`, or (a plan made without `operations`, or saved before
+    impacts were) one made now with the quotas unknown."""
+    kept = plan.gpu_impact
+    return kept if isinstance(kept, GpuImpact) else impact(plan)
+
+
+def quota(project: Mapping[str, Any]) -> float | None:
+    """A project's GPU quota from its `GET /api/v1/org-unit/projects/{id}` body: the sum of
+    `gpu.deserved` over its node-pool `resources` (None when it gives none, or a negative
+    one)."""
+    found = [((r or {}).get("gpu") or {}).get("deserved")
+             for r in project.get("resources") or () if isinstance(r, Mapping)]
+    found = [d for d in found if isinstance(d, (int, float)) and not isinstance(d, bool)]
+    if not found or any(d < 0 for d in found):  # a negative one reads as "no limit"
+        return None
+    return _tidy(sum(found))

@@ -105,6 +105,9 @@ class Plan:
     lineage: str | None = None
     serial: int | None = None
     targets: list[str] = field(default_factory=list)
+    # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), set by `operations`
+    # with the projects' quotas and kept in a saved plan; None: `gpus.impact_of` makes it.
+    gpu_impact: Any = None
     # The `policy.Report` of the rules checked on this plan (`--policy`), None without any.
     policy: Any = None
 

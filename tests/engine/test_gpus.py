@@ -257,4 +257,69 @@ def test_a_resumed_workload_takes_its_gpus_again_and_without_refresh_the_state_c
         [dataclasses.replace(desired(ws, "Workspace"), project_name="team-a")],
         state_of(rstate(ws, "Workspace", desired_phase="Stopped", last_phase="Stopped")), {})
     assert gpus.by_project(offline) == [
-        gpus.ProjectGpus("7", "team-a", Gpus(0, 0), Gpus(1, 1))]
+        gpus.ProjectImpact("7", "team-a", Gpus(0, 0), Gpus(1, 1))]
+
+
+# --- the plan's GPU impact: workloads, projects, quotas ---------------------------------
+
+def _two_projects_plan():
+    grow = _body("DistributedTraining", "llama-ft", "7", dt(2, {"gpuDevicesRequest": 8}, same=True))
+    bigger = copy.deepcopy(grow)
+    bigger["spec"]["numWorkers"] = 4
+    lora = _body("Training", "lora", "12", single({"gpuDevicesRequest": 2}))
+    idle = _body("Training", "idle", "12", single({"gpuDevicesRequest": 1}))
+    specs = [desired(bigger, "DistributedTraining"), desired(lora, "Training"),
+             desired(idle, "Training")]
+    state = state_of(rstate(grow, "DistributedTraining"), rstate(idle, "Training"))
+    live = {addr(grow, "DistributedTraining"): live_of(grow), addr(idle, "Training"): live_of(idle)}
+    return planner.make_plan(specs, state, live)
+
+
+def test_the_impact_lists_every_workload_and_flags_a_project_over_its_quota():
+    plan = _two_projects_plan()
+    impact = gpus.impact(plan, {"7": 32, "12": None})
+    assert [(w.address, w.action, w.before, w.after, w.moves) for w in impact.workloads] == [
+        ("DistributedTraining/7/llama-ft", Action.REPLACE, Gpus(24, 24), Gpus(40, 40), True),
+        ("Training/12/idle", Action.NOOP, Gpus(1, 1), Gpus(1, 1), False),
+        ("Training/12/lora", Action.CREATE, Gpus(0, 0), Gpus(2, 2), True),
+    ]
+    seven, twelve = impact.projects
+    assert (seven.after, seven.quota, seven.over_quota) == (Gpus(40, 40), 32, True)
+    assert (twelve.before, twelve.after, twelve.quota, twelve.over_quota) == (
+        Gpus(1, 1), Gpus(3, 3), None, False)  # an unknown quota flags nothing
+    assert impact.quotas_read and impact.moves
+    assert impact.project("12") is twelve and impact.workload("Training/12/lora").after == Gpus(2, 2)
+    # At the quota is not over it; without quotas (--no-refresh) nothing is known.
+    assert not gpus.impact(plan, {"7": 40}).project("7").over_quota
+    offline = gpus.impact(plan)
+    assert not offline.quotas_read and [p.quota for p in offline.projects] == [None, None]
+
+
+def test_an_autoscaled_inference_that_may_exceed_the_quota_at_its_most_pods_is_flagged():
+    serve = _body("Inference", "serve", "7", single(
+        {"gpuDevicesRequest": 1},
+        autoscaling={"minReplicas": 2, "maxReplicas": 6, "metric": "throughput",
+                     "metricThreshold": 9}))
+    plan = planner.make_plan([desired(serve, "Inference")], state_of(), {})
+    (project,) = gpus.impact(plan, {"7": 4}).projects
+    assert project.after == Gpus(2, 6) and project.over_quota
+
+
+def test_impact_of_reads_the_kept_impact_or_makes_one_without_quotas():
+    plan = _two_projects_plan()
+    assert gpus.impact_of(plan) == gpus.impact(plan)
+    plan.gpu_impact = kept = gpus.impact(plan, {"7": 8})
+    assert gpus.impact_of(plan) is kept
+
+
+@pytest.mark.parametrize("resources, expected", [
+    ([{"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 8}}], 8),
+    ([{"gpu": {"deserved": 8}}, {"gpu": {"deserved": 2.5}}], 10.5),  # summed over node pools
+    ([{"gpu": {"deserved": 0}}], 0),
+    ([{"cpu": {"deserved": 1000}}], None),  # no GPU resource given
+    ([{"gpu": {"deserved": -1}}], None),     # negative: no limit
+    ([], None),
+    (None, None),
+])
+def test_a_project_s_quota_is_the_deserved_gpus_of_its_node_pools(resources, expected):
+    assert gpus.quota({"id": "7", "resources": resources}) == expected
