@@ -291,14 +291,14 @@ def load_policy(paths: Sequence[str]) -> list | None:
     return rules
 
 
-def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str],
-                 quotas: dict[str, float | None] | None = None) -> None:
-    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`)."""
+def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str]) -> None:
+    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`); the
+    quotas come from its GPU impact."""
     if rules is None:
         return
     from reconciler import policy
 
-    the_plan.policy = policy.evaluate(rules, the_plan, files=files, quotas=quotas)
+    the_plan.policy = policy.evaluate(rules, the_plan, files=files)
 
 
 def policy_refusal(the_plan: Plan) -> str | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
@@ -187,17 +187,17 @@ def problem_words(path: str, message: str) -> str:
 
 # --- evaluation ---------------------------------------------------------------------
 
-def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = (),
-             quotas: Mapping[str, float | None] | None = None,
-             project_names: Mapping[str, str] | None = None) -> Report:
-    """Check each rule on `plan`. `quotas`: the GPU quota of each project id (None or
-    absent: unknown, then `withinProjectQuota` notes it and lets it pass); `project_names`:
-    names learnt for project ids beyond those the plan's changes carry."""
-    names = dict(project_names or {})
+def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) -> Report:
+    """Check each rule on `plan`. GPUs before and after apply, and the projects' quotas
+    (unknown ones: `withinProjectQuota` notes them and lets them pass), come from the
+    plan's GPU impact (`gpus.impact_of`)."""
+    impact = gpus.impact_of(plan)
+    names = {p.project_id: p.project_name for p in impact.projects if p.project_name}
     for rc in plan.changes:
         if rc.project_name:
             names.setdefault(rc.project_id, rc.project_name)
-    ctx = _Context(plan, dict(quotas or {}), names)
+    ctx = _Context(plan, {p.project_id: p.quota for p in impact.projects}, names,
+                   {w.address: (w.before, w.after) for w in impact.workloads})
     return Report(rules=tuple(_result(s, ctx) for s in rules), files=tuple(files))
 
 
@@ -206,12 +206,11 @@ class _Context:
     plan: Plan
     quotas: dict[str, float | None]
     names: dict[str, str]
-    _after: dict[str, tuple[gpus.Gpus, gpus.Gpus]] = field(default_factory=dict)
+    moves: dict[str, tuple[gpus.Gpus, gpus.Gpus]]  # address -> GPUs before, after apply
 
     def gpus_of(self, rc: ResourceChange) -> tuple[gpus.Gpus, gpus.Gpus]:
-        if rc.address not in self._after:
-            self._after[rc.address] = gpus.change_gpus(rc)
-        return self._after[rc.address]
+        found = self.moves.get(rc.address)
+        return found if found is not None else gpus.change_gpus(rc)
 
     def project(self, pid: str) -> str:
         name = self.names.get(pid)
