@@ -65,15 +65,18 @@ class Rule(Strict):
     forbidLatestTag: bool | None = None
     maxDestructive: Annotated[int, Field(ge=0)] | None = None
 
-    @model_validator(mode="after")
-    def _one_check(self):
-        given = self.given(*CHECKS)
-        if not given:
-            raise rule_error("a rule needs one of " + ", ".join(CHECKS))
-        if len(given) > 1:
-            raise rule_error(f"a rule has one rule key, this one has {', '.join(given)} "
-                             "(make them separate rules)", given[1])
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _one_check(cls, data: Any) -> Any:
+        # Before the fields: the keys in the file's order, so the error points at the second.
+        if isinstance(data, dict):
+            given = [k for k in data if k in CHECKS]
+            if not given and set(data) <= set(cls.model_fields):  # else: an unknown rule
+                raise rule_error("a rule needs one of " + ", ".join(CHECKS))
+            if len(given) > 1:
+                raise rule_error(f"a rule has one rule key, this one has {', '.join(given)} "
+                                 "(make them separate rules)", given[1])
+        return data
 
     @property
     def check(self) -> str:
