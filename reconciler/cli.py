@@ -86,19 +86,12 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except errors.SpecError as exc:
+        except (errors.SpecError, errors.PolicyFileError) as exc:
             for problem in exc.problems:
                 click.echo(problem, err=True)
             n = len(exc.problems)
-            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the specs; nothing was "
-                       "written to the API and the state was not touched.", err=True)
-            sys.exit(1)
-        except errors.PolicyFileError as exc:
-            for problem in exc.problems:
-                click.echo(problem, err=True)
-            n = len(exc.problems)
-            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the policy files; "
-                       "nothing was read from or written to the API.", err=True)
+            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the "
+                       + _PROBLEMS_IN[type(exc)], err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:
             click.echo(f"Error: {exc}", err=True)
@@ -106,6 +99,12 @@ class _Group(click.Group):
         except _api_error_types() as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
+
+
+_PROBLEMS_IN = {
+    errors.SpecError: "specs; nothing was written to the API and the state was not touched.",
+    errors.PolicyFileError: "policy files; nothing was read from or written to the API.",
+}
 
 
 def _api_error_types() -> tuple[type[BaseException], ...]:
