@@ -257,8 +257,11 @@ def _remaining(changes: Iterable[ResourceChange]) -> list[ResourceChange]:
 
 def _max_gpus_per_workload(rule, chosen, ctx, violated, notes) -> None:
     # The workload's size when it runs, whatever its phase: a cap on what it asks for.
+    # What it holds after apply is that size unless its phase makes it nothing.
     for rc in _remaining(chosen):
-        size = gpus.held(rc.kind, rc.after)
+        size = ctx.gpus_of(rc)[1]
+        if size == gpus.NONE:
+            size = gpus.held(rc.kind, rc.after)
         if size.high > rule.maxGpusPerWorkload:
             violated(rc.address, f"{_gpus(size)} GPUs")
 
@@ -292,8 +295,8 @@ def _over(pid: str, total: list[float], limit: float, ctx, violated, notes, what
 def _max_gpus_per_project(rule, chosen, ctx, violated, notes) -> None:
     limits = rule.maxGpusPerProject
     for pid, total in _project_totals(chosen, ctx).items():
-        name = ctx.names.get(pid)
-        limit = limits.get(pid, limits.get(name, limits.get("*")) if name else limits.get("*"))
+        # By id, else by name, else "*".
+        limit = next((limits[k] for k in (pid, ctx.names.get(pid), "*") if k in limits), None)
         if limit is not None:
             _over(pid, total, limit, ctx, violated, notes, "limit")
 
@@ -318,10 +321,10 @@ def containers(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     distributed inference's spec.leader and spec.worker."""
     spec = body.get("spec") or {}
     out = [("spec", spec)] if "leader" not in spec else []
-    if isinstance(body.get("masterSpec"), Mapping):
+    if isinstance(body.get("masterSpec"), dict):
         out.append(("masterSpec", body["masterSpec"]))
     for part in ("leader", "worker"):
-        if isinstance(spec.get(part), Mapping):
+        if isinstance(spec.get(part), dict):
             out.append((f"spec.{part}", spec[part]))
     return out
 
@@ -348,7 +351,7 @@ def _allowed_images(rule, chosen, ctx, violated, notes) -> None:
 
 def _required_labels(rule, chosen, ctx, violated, notes) -> None:
     def problem(path, c):
-        have = {item.get("name") for item in c.get("labels") or () if isinstance(item, Mapping)}
+        have = {item.get("name") for item in c.get("labels") or () if isinstance(item, dict)}
         missing = [name for name in rule.requiredLabels if name not in have]
         return f"{path}.labels lacks {', '.join(missing)}" if missing else None
 
