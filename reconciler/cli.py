@@ -470,6 +470,54 @@ def force_unlock(cfg: Config, lock_id: str) -> None:
                f"{info.created}).")
 
 
+@main.command("import")
+@click.argument("args", nargs=-1, metavar="ADDR WORKLOAD_ID | --all [DIR]")
+@click.option("--all", "all_", is_flag=True,
+              help="Adopt every live workload that a spec of DIR names and the state does not hold.")
+@click.option("--project", "projects", multiple=True, metavar="ID_OR_NAME",
+              help="With --all: only the specs of this project (repeatable).")
+@click.option("--kind", "kind_names", multiple=True, type=click.Choice(sorted(kinds.KINDS)),
+              help="With --all: only the specs of this kind (repeatable).")
+@pass_config
+def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names) -> None:
+    """Adopt existing live workloads into the state, with no API write.
+
+    `import ADDR WORKLOAD_ID` records the workload WORKLOAD_ID under ADDR
+    (Kind/projectId/name) once its kind, project and name match ADDR. `import --all [DIR]`
+    adopts every live workload that a spec of DIR (default specs/) names and the state does
+    not hold. What is recorded as last applied is the spec `export` writes for the
+    workload, so the next plan shows only where its spec differs from what runs."""
+    if not all_:
+        if projects or kind_names:
+            raise click.UsageError("--project and --kind go with --all")
+        if len(args) != 2:
+            raise click.UsageError("expected ADDR WORKLOAD_ID (or --all [DIR])")
+        store = _store(cfg)
+        result = operations.import_workload(store, _connect(cfg), *args)
+        (address, workload_id), = result.adopted
+        click.echo(f"Adopted {address} (workload {workload_id}) into {store.where}, serial "
+                   f"{result.serial}, with no API write. `runai-reconcile plan` shows where "
+                   "its spec differs from it.")
+        return
+    if len(args) > 1:
+        raise click.UsageError("--all takes at most one argument, the specs folder DIR")
+    store = _store(cfg)
+    result = operations.import_all(args[0] if args else DEFAULT_SPECS, store, _connect(cfg),
+                                   projects=projects, kind_names=kind_names,
+                                   parallelism=cfg.parallelism)
+    for address, workload_id in result.adopted:
+        click.echo(f"Adopted {address} (workload {workload_id})")
+    for address in result.not_found:
+        click.echo(f"Not found live: {address}")
+    for address, why in result.skipped:
+        click.echo(f"Not adopted: {address}: {why}")
+    n = len(result.adopted)
+    head = (f"Adopted {n} workload{'s' if n != 1 else ''} into {store.where} (serial "
+            f"{result.serial})" if n else f"Nothing adopted; {store.where} is unchanged")
+    click.echo(f"{head}: {len(result.not_found)} not found live, {len(result.skipped)} not "
+               f"adopted, {result.known} in the state already. No API write was made.")
+
+
 # --- state --------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered value
 
 A subtree (object or keyed item) that is added or removed is one change at its root,
 carrying the whole value. A user change that live already matches is no change: there
-is nothing to send.
+is nothing to send (an added subtree matches when live has every path of it).
 
 Compromise: removing an updatable field (e.g. DistributedInference `spec.replicas`)
 forces a replacement, because the API offers no way to unset a field in place. Removing
@@ -205,7 +205,10 @@ class _Walker:
                 return
         if not _eq(d, l, field):
             if live_known:
-                if not _eq(d, r, field):
+                # Live has what the user added, on every path of it (its other paths are
+                # server defaults): nothing to send. An import's L, which leaves the
+                # defaults out, meets this wherever a spec spells them.
+                if not (_eq(d, r, field) or (l_abs and _agrees(field, d, r))):
                     self._add(path, r, d, drift=False)
             else:
                 self._add(path, l, d, drift=False)

@@ -16,6 +16,8 @@ from typing import Any
 from reconciler import kinds
 
 MASK = "(sensitive)"
+# What `export` writes in place of a sensitive value; `validate` refuses it.
+SECRET_PLACEHOLDER = "<secret not exported: give a secret reference or the value>"
 _SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
 _ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
 _LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")

@@ -52,6 +52,10 @@ def _caps(*caps):
     return lambda b: b["spec"]["security"].__setitem__("capabilities", list(caps))
 
 
+def _without_security(b):
+    return edit(b, lambda x: x["spec"].pop("security"))
+
+
 def _match_values(*values):
     def fn(b):
         b["spec"]["nodeAffinityRequired"]["nodeSelectorTerms"][0]["matchExpressions"][0][
@@ -220,6 +224,16 @@ ROWS = [
      [(f"{ENV}[OMP_NUM_THREADS]", None, OMP, False, True)]),
     ("no-state-di-replicas", DI, set_path(I, "spec.replicas", 5), None, LI, (),
      [("spec.replicas", 2, 5, False, False)]),
+    # An imported workload's L leaves server defaults out; a spec that spells one inside a
+    # subtree L lacks (security here) is matched by live on every path it sets.
+    ("state-lacks-subtree-live-has-it-and-defaults", DT,
+     set_path(B, "spec.security", {"capabilities": ["SYS_PTRACE", "IPC_LOCK"], "hostIpc": False}),
+     _without_security(B), LB, (), []),
+    ("state-lacks-subtree-live-differs-on-a-path", DT,
+     set_path(B, "spec.security", {"capabilities": ["SYS_PTRACE", "IPC_LOCK"], "hostIpc": True}),
+     _without_security(B), LB, (),
+     [("spec.security", LB["spec"]["security"],
+       {"capabilities": ["SYS_PTRACE", "IPC_LOCK"], "hostIpc": True}, False, True)]),
     ("not-refreshed-user-change-before-from-state", DT, set_path(B, "spec.image", "img:2"), B,
      None, (), [("spec.image", "nvcr.io/nvidia/pytorch:24.05-py3", "img:2", False, True)]),
     ("not-refreshed-unchanged", DT, B, B, None, (), []),
