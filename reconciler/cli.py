@@ -90,8 +90,17 @@ class _Group(click.Group):
             for problem in exc.problems:
                 click.echo(problem, err=True)
             n = len(exc.problems)
-            click.echo(f"Error: {n} problem{'s' if n != 1 else ''} in the "
-                       + _PROBLEMS_IN[type(exc)], err=True)
+            head = f"Error: {n} problem{'s' if n != 1 else ''} in the " + (
+                "policy files" if isinstance(exc, errors.PolicyFileError) else "specs")
+            if isinstance(exc, errors.PolicyFileError):
+                click.echo(f"{head}; nothing was read from or written to the API.", err=True)
+            elif ctx.invoked_subcommand == "validate":  # it never writes: say what it found
+                valid = "" if exc.valid is None else (
+                    f"; {exc.valid} workload spec{'s' if exc.valid != 1 else ''} valid")
+                click.echo(f"{head}{valid}.", err=True)
+            else:
+                click.echo(f"{head}; nothing was written to the API and the state was not "
+                           "touched.", err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:
             click.echo(f"Error: {exc}", err=True)
@@ -99,12 +108,6 @@ class _Group(click.Group):
         except _api_error_types() as exc:
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
-
-
-_PROBLEMS_IN = {
-    errors.SpecError: "specs; nothing was written to the API and the state was not touched.",
-    errors.PolicyFileError: "policy files; nothing was read from or written to the API.",
-}
 
 
 def _api_error_types() -> tuple[type[BaseException], ...]:
@@ -144,6 +147,7 @@ def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_c
                      color=color, insecure=insecure, lock_timeout=lock_timeout)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
@@ -228,6 +232,19 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _progress():
+    """A progress line for a long refresh or apply, only when stderr is a terminal; log
+    lines (and `say`'s) clear it before they are written."""
+    if not sys.stderr.isatty():
+        return None
+    from reconciler.progress import Progress
+
+    progress = Progress(sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(progress.log_filter)
+    return progress
+
+
 def _render(plan: Plan, fmt: str, cfg: Config) -> str:
     from reconciler.render import json as json_render
     from reconciler.render import markdown as markdown_render
@@ -302,7 +319,8 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
         targets=_check_addresses(targets, "--target"),
         replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
         parallelism=cfg.parallelism, policy=policy)
-    result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path)
+    result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path,
+                             progress=_progress())
     _show_plan(result.plan, fmt, cfg)
     if result.saved_to:
         _say(f"Saved the plan to {result.saved_to}; `runai-reconcile apply {result.saved_to}` "
@@ -343,6 +361,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, 
             _say(_render(the_plan, "text", cfg))
         return not ask or _confirm(err=fmt == "json")
 
+    progress = _progress()
+    say = progress.say if progress is not None else _say
     try:
         if saved:
             if targets or replace or destroy:
@@ -351,14 +371,14 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, 
                     "they were fixed when the plan was made")
             result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
                                             parallelism=cfg.parallelism, approve=approve,
-                                            on_event=_say, policy=policy)
+                                            on_event=say, progress=progress, policy=policy)
         else:
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
                 replace=_check_addresses(replace, "--replace"), destroy=destroy,
                 parallelism=cfg.parallelism, policy=policy)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
-                                      approve=approve, on_event=_say)
+                                      approve=approve, on_event=say, progress=progress)
     except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
         _show_plan(exc.plan, fmt, cfg)
         raise
@@ -445,7 +465,7 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     from reconciler.render import markdown as markdown_render
 
     report = operations.drift(directory, _store(cfg), _connect(cfg),
-                              parallelism=cfg.parallelism)
+                              parallelism=cfg.parallelism, progress=_progress())
     if fmt == "json":
         out = drift_render.render_json(report)
     elif fmt == "markdown":
@@ -532,8 +552,14 @@ def state_list(cfg: Config) -> None:
     """List the addresses the state tracks (with the project's name when known)."""
     from reconciler.render import words
 
-    for addr, project_name in operations.state_list(_store(cfg)):
+    store = _store(cfg)
+    rows = operations.state_list(store)
+    for addr, project_name in rows:
         click.echo(addr + words.project_name_note(project_name))
+    if not rows:  # exit 0 all the same, as `terraform state list` on an empty state
+        _say(f"No state at {store.where}: nothing has been applied with it yet."
+             if operations.never_written(store) else
+             f"The state at {store.where} tracks no workloads.")
 
 
 @state_group.command("show")

@@ -18,10 +18,12 @@ class ReconcileError(Exception):
 
 
 class SpecError(ReconcileError):
-    """One or more problems in the spec files; `problems` holds each one's message."""
+    """One or more problems in the spec files; `problems` holds each one's message, and
+    `valid` (when the loader counted them) how many workload specs had none of their own."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], *, valid: int | None = None):
         self.problems = list(problems)
+        self.valid = valid
         super().__init__("\n".join(self.problems))
 
 

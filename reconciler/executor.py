@@ -124,7 +124,7 @@ class Executor:
     def __init__(self, client, store, state: State, desired: Mapping[str, DesiredWorkload], *,
                  parallelism: int = 16, wait_timeout_s: float = 900.0,
                  poll_interval_s: float = 0.05, on_event: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, progress=None):
         self.client = client
         self.store = store
         self.state = state
@@ -134,6 +134,7 @@ class Executor:
         self.poll_interval_s = poll_interval_s
         self.on_event = on_event or (lambda msg: None)
         self.clock = clock
+        self.progress = progress  # a `reconciler.progress.Progress` (a terminal), or None
         self._stop = False
         self._abandoned = False
         self._seq = 0
@@ -177,18 +178,27 @@ class Executor:
                                                workload_id=self._workload_id(ch)))
                 if ch.action is not Action.NOOP:
                     self.on_event(f"{ch.address}: {_done_word(ch.action)}")
+                    if self.progress is not None:
+                        self.progress.step()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per action, the others go on
                 # Reported once, in the CLI's summary.
                 result.outcomes.append(Outcome(ch.address, ch.action, False, _describe(exc),
                                                workload_id=self._workload_id(ch)))
+                if self.progress is not None and ch.action is not Action.NOOP:
+                    self.progress.step(failed=True)
             finally:
                 finished[ch.address].set()
 
+        if self.progress is not None:
+            self.progress.start("Applying", sum(ch.action is not Action.NOOP
+                                                for ch in plan.changes))
         try:
             await asyncio.gather(*(one(ch) for ch in plan.changes))
         finally:
+            if self.progress is not None:
+                self.progress.finish()
             # Abandoned: no compaction, so the intents in flight stay open in the journal
             # for the next read to see, as after a kill.
             if not self._abandoned:

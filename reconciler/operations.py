@@ -79,12 +79,14 @@ def validate(specs_dir: str) -> list[DesiredWorkload]:
 
 
 def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
-         out: str | None = None) -> PlanResult:
+         out: str | None = None, progress=None) -> PlanResult:
     """The plan for `specs_dir` against the state and (with `options.refresh`) live.
 
     Makes no API writes and does not change the state. With `out`, the plan is saved
-    there (`planfile`) for `apply` of exactly it. With `options.policy`, the plan's
-    `policy` holds the rules' results (a bad policy file stops before anything is read)."""
+    there (`planfile`) for `apply` of exactly it. `progress` (a `reconciler.progress.Progress`,
+    here and below) counts the refresh's reads, and apply's actions. With `options.policy`,
+    the plan's `policy` holds the rules' results (a bad policy file stops before anything
+    is read)."""
     rules = load_policy(options.policy)
     with _loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
@@ -94,7 +96,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                 desired = await _resolved_without_refresh(specs, connect)
                 return await _make_plan(None, specs, state, options, pending, desired=desired)
             async with connect() as client:
-                return await _make_plan(client, specs, state, options, pending)
+                return await _make_plan(client, specs, state, options, pending,
+                                        progress=progress)
 
         the_plan, live, desired = asyncio.run(run())
     check_policy(the_plan, rules, options.policy)
@@ -117,7 +120,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 
 async def _make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
-                     desired: list[DesiredWorkload] | None = None) -> tuple[Plan, dict, list]:
+                     desired: list[DesiredWorkload] | None = None,
+                     progress=None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     GETs of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name.
@@ -137,7 +141,8 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
         try:
             live = await refresh.read_live(client, specs_in(), state,
                                            parallelism=options.parallelism,
-                                           only=set(options.targets) or None)
+                                           only=set(options.targets) or None,
+                                           progress=progress)
         finally:
             if warm is not None:  # its failure, if any, the requests have met and said
                 warm.cancel()
@@ -166,7 +171,7 @@ async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[Desir
 
 
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
-          approve: Approve, on_event: OnEvent = _quiet):
+          approve: Approve, on_event: OnEvent = _quiet, progress=None):
     """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
     plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
 
@@ -178,16 +183,18 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
         state, pending = store.read_with_pending()
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
-            the_plan, _, desired = await _make_plan(client, specs, state, options, pending)
+            the_plan, _, desired = await _make_plan(client, specs, state, options, pending,
+                                                    progress=progress)
             check_policy(the_plan, rules, options.policy)
             return the_plan, desired
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
-                        on_event)
+                        on_event, progress=progress)
 
 
 def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
-                approve: Approve, on_event: OnEvent = _quiet, policy: Sequence[str] = ()):
+                approve: Approve, on_event: OnEvent = _quiet, progress=None,
+                policy: Sequence[str] = ()):
     """`apply` of exactly the plan saved at `path`, on the same path as a specs folder's:
     recovery first, the same Ctrl-C handling, the same result.
 
@@ -220,17 +227,19 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
                 from reconciler import refresh
 
                 live_now = await refresh.read_live(client, saved.desired, state,
-                                                   parallelism=parallelism, only=acted)
+                                                   parallelism=parallelism, only=acted,
+                                                   progress=progress)
                 _refuse_stale(path, planfile.live_problems(saved, live_now))
             return saved.plan, saved.desired
 
-        result = _perform(store, connect, state, pending, make, parallelism, approve, on_event)
+        result = _perform(store, connect, state, pending, make, parallelism, approve, on_event,
+                          progress=progress)
         store.write(state, force=True)
     return result
 
 
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
-             parallelism: int, approve: Approve, on_event: OnEvent):
+             parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None):
     """The common path of both applies, with the state lock held: recover, `make` the
     plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`)."""
     from reconciler import executor
@@ -245,7 +254,8 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
                 raise errors.ReconcileError("apply cancelled.")
             # No-ops run too: they adopt workloads found by name and forget vanished ones.
             ex = executor.Executor(client, store, state, {d.address: d for d in desired},
-                                   parallelism=parallelism, on_event=on_event)
+                                   parallelism=parallelism, on_event=on_event,
+                                   progress=progress)
             return await executor.run_interruptible(ex, the_plan)
 
     return asyncio.run(run())
@@ -321,7 +331,7 @@ def refuse_denied(the_plan: Plan) -> None:
 # --- drift --------------------------------------------------------------------------
 
 
-def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
+def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, progress=None):
     """What changed live behind the reconciler's back (`drift.DriftReport`): a refresh of
     the workloads the state knows, compared with the state; never writes anything (nor
     recovers: the workloads a killed apply was deleting or creating, from the journal's
@@ -333,7 +343,7 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
 
     with _loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
-        if not state.resources and state.serial == 0 and not store.has_journal():
+        if never_written(store, state):
             raise errors.ReconcileError(
                 f"no state at {store.where}: nothing has been applied with it, so "
                 "nothing can drift. Point --state at the state your applies write.")
@@ -353,7 +363,7 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int):
 
                 live = await refresh.read_live(client, specs_in(), state,
                                                parallelism=parallelism,
-                                               only=set(state.resources))
+                                               only=set(state.resources), progress=progress)
                 return live, resolved
 
         live, desired = asyncio.run(run())
@@ -533,6 +543,13 @@ def _chosen(desired: Sequence[DesiredWorkload], projects: Sequence[str],
 def state_list(store) -> list[tuple[str, str | None]]:
     """(address, project name or None) of each workload the state tracks, sorted."""
     return [(a, r.project_name) for a, r in sorted(store.read().resources.items())]
+
+
+def never_written(store, state: State | None = None) -> bool:
+    """No state at the store: nothing was ever written there, nor journaled (`state`: the
+    store's, when the caller has read it already)."""
+    state = store.read() if state is None else state
+    return not state.resources and state.serial == 0 and not store.has_journal()
 
 
 def state_show(store, address: str) -> ResourceState:

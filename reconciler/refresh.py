@@ -30,14 +30,15 @@ log = logging.getLogger("reconciler.refresh")
 
 async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
                     state: State, *, parallelism: int, only: set[str] | None = None,
-                    ) -> dict[str, dict | None]:
+                    progress=None) -> dict[str, dict | None]:
     """Map each address (of specs or state) to its live GET body, or None when it does not exist.
 
     `desired` may be an awaitable (specs still loading, `PendingSpecs.wait()`): the GETs
     of the workloads the state knows start at once, and only the lookups by name of new
     addresses wait for the specs. When the awaitable raises (bad specs), the GETs in
     flight are cancelled and the error propagates. `only` limits the refresh to those
-    addresses (for --target)."""
+    addresses (for --target). `progress` (a `reconciler.progress.Progress`, or None)
+    counts the GETs."""
     sem = asyncio.Semaphore(max(1, parallelism))
     live: dict[str, dict | None] = {}
     found: dict[str, str] = {}  # address -> id, of new addresses found by name
@@ -58,6 +59,8 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                                 addr, name, project_id, workload_id)
             # A workload being deleted is gone as far as planning goes.
             live[addr] = None if body and phases.live_gone(body) else body
+            if progress is not None:
+                progress.step()
 
     reads: list[asyncio.Future] = []
     try:
@@ -65,6 +68,8 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
                        if res.workload_id and (only is None or a in only))
         reads += [asyncio.ensure_future(get(a, kinds.get(state.resources[a].kind),
                                             state.resources[a].workload_id)) for a in known]
+        if progress is not None:
+            progress.start("Refreshing", len(known))
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired}
@@ -76,8 +81,11 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
         for addr in unknown:
             if addr not in found:
                 live[addr] = None
+        new = [a for a in unknown if a in found]
         reads += [asyncio.ensure_future(get(a, kinds.get(desired_by_addr[a].kind), found[a]))
-                  for a in unknown if a in found]
+                  for a in new]
+        if progress is not None:
+            progress.more(len(new))
         await asyncio.gather(*reads)
     except BaseException:
         if inspect.iscoroutine(desired):
@@ -86,6 +94,9 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
             task.cancel()
         await asyncio.gather(*reads, return_exceptions=True)
         raise
+    finally:
+        if progress is not None:
+            progress.finish()
     return live
 
 

@@ -12,7 +12,8 @@ here into `reconciler.api.errors`; auth lives in `auth`, the retry policy in `re
 
 Every request has a timeout. At most `max_connections` requests are in flight, fewer
 while the API answers 429 (`limits.AdaptiveLimit`). A host name that does not resolve and a TLS failure are
-permanent (one clear line, no retries). 429, 500, 502, 503, 504 and other network
+permanent (one clear line, no retries); a refused connection is retried
+`retries.REFUSED_ATTEMPTS` times in all, quickly. 429, 500, 502, 503, 504 and other network
 failures are retried with exponential backoff and full jitter (or the server's Retry-After), up to
 `max_attempts` attempts and `retry_budget_s` seconds in all. Reads, PATCH, DELETE,
 suspend and resume are safe to repeat. A create is not: after an ambiguous failure
@@ -326,10 +327,14 @@ class RunaiClient:
                 headers["Authorization"] = f"Bearer {token}"
             self._requests += 1
             retry_after: float | None = None
+            refused = False
+            sent = self._clock()
             try:
                 resp = await self._request(method, path, json=json, params=params,
                                            headers=headers)
             except httpx.TransportError as exc:
+                _log_request(method, path, params, f"no answer ({type(exc).__name__})",
+                             self._clock() - sent)
                 cause = _root_cause(exc)
                 if cause is not None:
                     raise errors.PermanentError(f"{method} {path}: {cause}", method=method,
@@ -339,13 +344,16 @@ class RunaiClient:
                         f"{method} {path}: {self._redact(str(exc)) or type(exc).__name__}",
                         method=method, path=path) from exc
                 ambiguous = mode != _READ and retries.is_ambiguous_transport(exc)
+                refused = retries.is_refused(exc)
+                what = (self._refused() if refused
+                        else self._redact(_describe_transport(exc)))
                 failure: errors.RetryableError = errors.TransportError(
-                    f"{method} {path}: {self._redact(_describe_transport(exc))}",
-                    method=method, path=path, ambiguous=ambiguous, attempts=attempt)
+                    f"{method} {path}: {what}", method=method, path=path,
+                    ambiguous=ambiguous, attempts=attempt)
                 failure.__cause__ = exc
             else:
                 status = resp.status_code
-                log.debug("%s %s -> %d (attempt %d)", method, path, status, attempt)
+                _log_request(method, path, params, str(status), self._clock() - sent)
                 if status == 401 and auth and self._auth.can_renew and not renewed:
                     renewed = True
                     attempt -= 1
@@ -380,16 +388,20 @@ class RunaiClient:
                 maybe_performed = False
                 failure.ambiguous = False
             delay = retry_after if retry_after is not None else retries.backoff(attempt, self._rng)
+            attempts = self.max_attempts
+            if refused:
+                delay, attempts = retries.refused_delay(attempt), min(attempts, retries.REFUSED_ATTEMPTS)
             elapsed = self._clock() - start
-            if attempt >= self.max_attempts or elapsed + delay > self.retry_budget_s:
+            if attempt >= attempts or elapsed + delay > self.retry_budget_s:
                 raise _gave_up(failure, attempt, elapsed)
-            if isinstance(failure, errors.TransportError) and not self._said_unreachable:
+            if isinstance(failure, errors.TransportError) and not refused \
+                    and not self._said_unreachable:
                 # Once, without -v: a control plane that does not answer should not mean
                 # half a minute of silence. Each retry is logged at INFO (-v).
                 self._said_unreachable = True
                 log.warning("%s; retrying for up to %.0f s", failure, self.retry_budget_s)
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
-                     failure, delay, attempt + 1, self.max_attempts)
+                     failure, delay, attempt + 1, attempts)
             await self._sleep(delay)
 
     async def _request(self, method: str, path: str, *, json: Any = None,
@@ -453,12 +465,32 @@ class RunaiClient:
             return errors.Conflict(text, **kw)
         return errors.PermanentError(text, **kw)
 
+    def _refused(self) -> str:
+        where = urllib.parse.urlsplit(self.base_url)
+        port = where.port or (443 if where.scheme == "https" else 80)
+        host = f"[{where.hostname}]" if ":" in (where.hostname or "") else where.hostname
+        if self.transport is None:  # httpx's own, for the proxy the environment sets
+            # Not the proxy's URL: it may hold a password.
+            return (f"cannot connect to the proxy set in the environment for {host}:{port}: "
+                    "connection refused (check HTTPS_PROXY, HTTP_PROXY and ALL_PROXY)")
+        return (f"cannot connect to {host}:{port}: connection refused (nothing "
+                "listens there: check the URL, and that the control plane is up)")
+
     def _redact(self, text: str | None) -> str:
         text = text or ""
         for secret in self._auth.secrets:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,
+                 seconds: float) -> None:
+    """One line per request at INFO (-v): method, path and query, status, time. Never a
+    header or a body: they carry the token and the client secret."""
+    if log.isEnabledFor(logging.INFO):
+        query = "?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else ""
+        log.info("%s %s%s -> %s in %.0f ms", method, path, query, outcome, seconds * 1000)
 
 
 def _proxy_configured() -> bool:

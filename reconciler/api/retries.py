@@ -7,6 +7,10 @@ A write (POST, PATCH, DELETE) that failed with 429 or 503, or before the request
 a timeout or a dropped connection after the request was sent leaves it *ambiguous*:
 the write may have been committed. Which writes may then be re-sent is the client's
 decision (PATCH, DELETE, suspend and resume are idempotent; create is not).
+
+A refused connection (nothing listens at the URL's port) is retried a few times quickly,
+then given up: a control plane restarting listens again within a second, and a wrong
+URL never will, so it must not cost the full retry budget.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.
 BASE_DELAY_S = 0.5
 MAX_DELAY_S = 20.0
 
+REFUSED_ATTEMPTS = 3  # attempts in all at a refused connection
+REFUSED_DELAY_S = 0.2  # before the 2nd attempt; doubled before each next one
+
 
 def is_ambiguous_status(status: int) -> bool:
     """A write answered with `status` may have been performed."""
@@ -40,6 +47,21 @@ def is_ambiguous_transport(exc: httpx.TransportError) -> bool:
 def is_retryable_transport(exc: httpx.TransportError) -> bool:
     """Network failures are worth another try; a malformed URL or protocol is not."""
     return not isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError))
+
+
+def is_refused(exc: BaseException) -> bool:
+    """The connection was refused: `exc` or what it wraps is a ConnectionRefusedError."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def refused_delay(attempt: int) -> float:
+    """The wait after the `attempt`-th refused connection (counting from 1)."""
+    return REFUSED_DELAY_S * (2 ** (attempt - 1))
 
 
 def backoff(attempt: int, rng: random.Random, *, base: float = BASE_DELAY_S,

@@ -160,7 +160,7 @@ class PendingSpecs:
 
             problems += [str(p) for p in loader.cross_file_problems(keys)]
         if problems:
-            self._error = SpecError(problems)
+            self._error = SpecError(problems, valid=len(keys))
         else:
             self._workloads = [w for share, _, _, _ in self._replies for w in share]
         self._reap()

@@ -64,7 +64,7 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
     problems.extend(file_problems)
     problems.extend(cross_file_problems(workload_keys(workloads)))
     if problems:
-        raise SpecError([str(p) for p in problems])
+        raise SpecError([str(p) for p in problems], valid=len(workloads))
     return workloads
 
 

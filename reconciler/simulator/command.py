@@ -6,7 +6,9 @@ turns flags into `create_app` arguments and runs uvicorn; behaviour lives in `ap
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 
 import click
 
@@ -93,10 +95,37 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
                          phase_seconds=phase_seconds, faults=faults, seed=seed)
     except SimulatorDataError as exc:
         raise click.ClickException(str(exc)) from None
+    sock = _listen(host, port)
+    port = sock.getsockname()[1]  # the one the system chose, for --port 0
     logging.getLogger("uvicorn.error").addFilter(_DropFilter())
     click.echo(f"runai-sim: serving on http://{host}:{port} "
                f"(client id {client_id!r}; admin surface at /_sim/)", err=True)
     # No proxy-header rewriting: nothing sits in front of a simulator, and it is a
     # layer of work on every request.
-    uvicorn.run(app, host=host, port=port, log_level="warning" if quiet else "info",
-                access_log=not quiet, proxy_headers=False)
+    config = uvicorn.Config(app, log_level="warning" if quiet else "info",
+                            access_log=not quiet, proxy_headers=False)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a stop asked for (uvicorn.run's way)
+        pass
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound here rather than by uvicorn, so that a port in use (or
+    an address that is not this machine's) is one line and exit 1, not uvicorn's log of
+    its start-up and shut-down around the error, and exit 3."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(f"port {port} on {host} is in use (another "
+                                       "`sim serve`?): pick another with --port") from None
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock

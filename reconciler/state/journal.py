@@ -19,7 +19,8 @@ may or may not have performed it. Replay records its `maybe` (for a create: the 
 with no workload id, the body as applied), which makes the next refresh look the
 workload up by name; recovery at the start of the next apply resolves it for good.
 A torn or garbled last line (a crash in the middle of an append) is ignored: nothing was
-sent for it, since an intent is on disk (fsynced) before its API call starts.
+sent for it, since an intent is on disk (fsynced) before its API call starts. A garbled
+line anywhere else (one holding an integer too long for Python included) is a StateError.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def _header(line: bytes, where: str) -> dict[str, Any]:
     hint = "the state file was left unchanged; move the journal away to discard it"
     try:
         head = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or an integer too long for Python
         raise StateError(f"journal {where} does not start with a journal header; {hint}") from None
     if not isinstance(head, dict) or not isinstance(head.get("lineage"), str) \
             or not isinstance(head.get("journal"), int) or isinstance(head.get("journal"), bool):
@@ -152,7 +153,7 @@ def _header(line: bytes, where: str) -> dict[str, Any]:
 def _entry(line: bytes, where: str) -> dict[str, Any]:
     try:
         entry = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or an integer too long for Python
         raise StateError(f"journal {where} is corrupt (not a JSON record); the state file "
                          "was left unchanged") from None
     ok = isinstance(entry, dict) and (

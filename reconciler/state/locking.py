@@ -94,7 +94,8 @@ def take_or_wait(attempt: Callable[[], T | None], holder: Callable[[], LockInfo 
             raise locked_error(holder(), where)
         if not said:
             who = holder()
-            by = "another process" if who is None else f"{who.who} ({who.operation})"
+            by = ("another process" if who is None else
+                  f"{who.who} (operation {who.operation} since {who.created})")
             log.warning("state %s is locked by %s; waiting up to %g s for it (--lock-timeout)",
                         where, by, timeout)
             said = True

@@ -68,8 +68,12 @@ class ResourceState:
                     raise StateError(f"{where}.{name}: missing")
                 continue
             if not check(data[name]):
+                # A body's content is never quoted: it holds the secrets the state keeps.
+                value = data[name]
+                quoted = name != "applied" and not isinstance(value, (dict, list))
+                got = repr(value) if quoted else _kind_of(value)
                 raise StateError(
-                    f"{where}.{name}: expected {_EXPECTED.get(check, _STR_LIST)}, got {data[name]!r}")
+                    f"{where}.{name}: expected {_EXPECTED.get(check, _STR_LIST)}, got {got}")
         if data["kind"] not in kinds.KINDS:
             raise StateError(f"{where}.kind: unknown kind {data['kind']!r}; expected one of "
                              + ", ".join(sorted(kinds.KINDS)))

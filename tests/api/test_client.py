@@ -10,6 +10,7 @@ import pytest
 
 from reconciler import __version__, kinds
 from reconciler.api import RunaiClient, errors
+from tests import simserve
 from tests.api.conftest import TOKEN, URL, json_response
 
 pytestmark = pytest.mark.anyio
@@ -276,6 +277,44 @@ async def test_reads_are_retried_on_network_failures(make_client, exc):
     async with make_client(h) as client:
         assert await client.get(DT, WID) == LIVE
     assert len(h.seen) == 2
+
+
+def refused() -> httpx.ConnectError:
+    """What a transport raises when nothing listens at the port: the OS's refusal inside."""
+    exc = httpx.ConnectError("Connect call failed")
+    exc.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    return exc
+
+
+async def test_a_refused_connection_is_retried_a_few_times_quickly_and_may_recover(make_client, fake_time):
+    h = scripted(refused(), refused(), json_response(200, LIVE))
+    async with make_client(h) as client:
+        assert await client.get(DT, WID) == LIVE
+    assert len(h.seen) == 3 and fake_time.slept == [0.2, 0.4]
+
+
+async def test_a_refusal_that_persists_is_given_up_in_under_a_second_and_said_in_words(make_client, fake_time):
+    h = scripted(refused())
+    async with make_client(h) as client:
+        with pytest.raises(errors.TransportError) as ei:
+            await client.get(DT, WID)
+    assert len(h.seen) == 3 and sum(fake_time.slept) < 1
+    assert str(ei.value).startswith(f"GET /api/v1/workloads/distributed/{WID}: cannot connect to "
+                                    "runai.example.test:443: connection refused (nothing listens "
+                                    "there")
+    assert "gave up after 3 attempts" in str(ei.value)
+
+
+async def test_a_refused_proxy_is_named_as_the_proxy_without_its_url(monkeypatch):
+    unused_port = simserve.free_port()  # nothing listens there
+    monkeypatch.setenv("HTTP_PROXY", f"http://user:proxy-pass@127.0.0.1:{unused_port}")
+    async with RunaiClient("http://runai.example.test:8080", token=TOKEN) as client:
+        assert client.transport is None  # httpx's own transport: it honours the proxy
+        with pytest.raises(errors.TransportError) as ei:
+            await client.get(DT, WID)
+    assert ("cannot connect to the proxy set in the environment for runai.example.test:8080: "
+            "connection refused") in str(ei.value)
+    assert "proxy-pass" not in str(ei.value)
 
 
 async def test_a_network_failure_that_persists_is_a_transport_error(make_client):

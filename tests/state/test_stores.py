@@ -141,8 +141,9 @@ def test_a_lock_wait_is_said_once_on_stderr(open_store, clock, caplog):
                 pass
     [record] = caplog.records
     assert record.getMessage().startswith("state ")
-    assert record.getMessage().endswith(f" is locked by {info.who} (apply); waiting up to 3 s "
-                                        "for it (--lock-timeout)")
+    assert record.getMessage().endswith(
+        f" is locked by {info.who} (operation apply since {info.created}); waiting up to 3 s "
+        "for it (--lock-timeout)")
 
 
 def test_lock_is_taken_as_soon_as_the_holder_lets_go(open_store, clock):
