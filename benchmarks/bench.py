@@ -8,7 +8,7 @@ folder of generated specs (`specgen`). Each step runs the real CLI in a subproce
 
   plan (new fleet)     empty state, nothing live: a few list calls
   apply (N creates)    plan + N POSTs, state written as it goes
-  plan (unchanged)     N GETs + a token
+  plan (unchanged)     N GETs + a token + a quota GET per project
   plan --no-refresh    CPU only: load specs, read state, diff, render
 
 With `--state postgresql://...`, each N also gets `--repeat` alternating pairs of applies

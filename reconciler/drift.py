@@ -13,6 +13,8 @@ finishes it (reason `interrupted_apply`).
 
 Where the specs differ from the state is reported beside it as pending changes: the
 `plan --no-refresh` of the same inputs, which is not drift (git changed, live did not).
+Each drifted workload carries the GPUs it holds as applied and live (`gpus.held`), so a
+report can say how many GPUs drift took or freed.
 Renderers: `render.drift` (text, json) and `render.markdown.render_drift`.
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import diff, errors, kinds, phases, planner, plans
+from reconciler import diff, errors, gpus, kinds, phases, planner, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
 
@@ -49,6 +51,8 @@ class DriftedWorkload:
     reason: str  # DRIFT (fields, maybe the phase too), PHASE_DRIFT, DELETED_OUTSIDE; INTERRUPTED
     paths: list[DriftedPath] = field(default_factory=list)
     sensitive: tuple[str, ...] = ()  # the spec's lifecycle.sensitive, for masking
+    gpus_state: gpus.Gpus = gpus.NONE  # what it holds as last applied (`gpus.held`)
+    gpus_live: gpus.Gpus = gpus.NONE  # what it holds live (nothing once deleted)
 
 
 @dataclass
@@ -64,6 +68,13 @@ class DriftReport:
     @property
     def has_drift(self) -> bool:
         return bool(self.drifted)
+
+    def gpus_moved(self) -> tuple[float, float]:
+        """(GPUs taken, GPUs freed) by drift, summed over the drifted workloads at their
+        most pods: what live holds beyond what was applied, and short of it."""
+        deltas = [item.gpus_live.high - item.gpus_state.high for item in self.drifted]
+        return (gpus.tidy(sum(d for d in deltas if d > 0)),
+                gpus.tidy(-sum(d for d in deltas if d < 0)))
 
     def pending_changes(self) -> list[plans.ResourceChange]:
         """The specs' changes to apply: actions, and lifecycle flags only the state records."""
@@ -107,9 +118,14 @@ def find_drift(desired: list[DesiredWorkload], state: State,
 def _one(addr: str, rs, live_body: dict | None,
          dw: DesiredWorkload | None) -> DriftedWorkload | None:
     kind = kinds.get(rs.kind)
+    completed = phases.COMPLETED if phases.state_completed(rs) else rs.last_phase
     item = DriftedWorkload(address=addr, kind=rs.kind, name=rs.name, project_id=rs.project_id,
                            workload_id=rs.workload_id, reason=DRIFT,
-                           sensitive=tuple(dw.lifecycle.sensitive if dw else rs.sensitive))
+                           sensitive=tuple(dw.lifecycle.sensitive if dw else rs.sensitive),
+                           gpus_state=gpus.held(rs.kind, rs.applied,
+                                                desired_phase=rs.desired_phase,
+                                                actual_phase=completed),
+                           gpus_live=gpus.held(rs.kind, live_body))
     if live_body is None:
         if phases.state_completed(rs):
             return None  # a finished training that was cleaned up

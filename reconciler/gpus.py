@@ -18,9 +18,11 @@ A suspended, deleting or completed (a training run to its end) workload holds no
 plan's totals per project.
 
 A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
-quotas) is kept on the plan (`Plan.gpu_impact`, set by `operations`, saved by `planfile`);
-`impact_of(plan)` reads it, or makes it without quotas for a plan that has none.
-Callers: `operations` (plan, apply), the renderers, policy rules (issue 15), `drift`.
+quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas
+`operations` put on it (`Plan.gpu_quotas`, kept in a saved plan) on first use, and kept
+on the plan (`Plan.gpu_impact`) for the next reader.
+Callers: the renderers and policy rules (`impact_of`), `operations` (`quota` of the
+projects it reads), `drift` (`held`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import kinds, phases, plans
-from reconciler.desired.fields import parse_quantity
+from reconciler.quantities import parse_quantity
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class Gpus:
     memory_high: float = 0
 
     def __add__(self, other: Gpus) -> Gpus:
-        return Gpus(_tidy(self.low + other.low), _tidy(self.high + other.high),
+        return Gpus(tidy(self.low + other.low), tidy(self.high + other.high),
                     self.memory_low + other.memory_low, self.memory_high + other.memory_high)
 
     @property
@@ -55,36 +57,45 @@ class Gpus:
 NONE = Gpus()
 
 
-def _tidy(x: float) -> float:
+def tidy(x: float) -> float:
     # Sums of portions such as 0.1 + 0.2 carry binary noise; GPUs are never finer than 1e-9.
     return round(x, 9)
 
 
+def _obj(x: Any) -> Mapping[str, Any]:
+    return x if isinstance(x, Mapping) else {}
+
+
+def _num(x: Any, default: float) -> float:
+    """`x` when it is a number; `default` when absent, or (a body the API or a damaged
+    file holds, never a checked spec) of another type."""
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else default
+
+
 def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
     """(GPUs, GPU memory in bytes) of one pod with this `compute`."""
-    c = compute or {}
+    c = _obj(compute)
     devices = c.get("gpuDevicesRequest")
     memory = c.get("gpuMemoryRequest")
     kind = c.get("gpuRequestType") or (
         "memory" if memory is not None else
         "portion" if c.get("gpuPortionRequest") is not None else None)
     if kind is None:
-        return devices or 0, 0
-    devices = 1 if devices is None else devices
+        return _num(devices, 0), 0
+    devices = _num(devices, 1)
     if kind == "memory":
         # A quantity we cannot read (the live API's pattern is looser) counts no memory.
         per_device = parse_quantity(str(memory)) if memory is not None else None
         return devices, devices * (per_device or 0)
-    portion = c.get("gpuPortionRequest")
-    return devices * (1 if portion is None else portion), 0
+    return devices * _num(c.get("gpuPortionRequest"), 1), 0
 
 
 # A rule gives the pod groups of a body: (fewest pods, most pods, their compute).
-PodGroups = list[tuple[int, int, Mapping[str, Any] | None]]
+PodGroups = list[tuple[float, float, Mapping[str, Any] | None]]
 
 
-def _compute(container: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    return (container or {}).get("compute")
+def _compute(container: Any) -> Mapping[str, Any] | None:
+    return _obj(container).get("compute")
 
 
 def _single(body: Mapping[str, Any]) -> PodGroups:
@@ -92,29 +103,25 @@ def _single(body: Mapping[str, Any]) -> PodGroups:
 
 
 def _inference(body: Mapping[str, Any]) -> PodGroups:
-    scaling = (body.get("spec") or {}).get("autoscaling")
+    scaling = _obj(body.get("spec")).get("autoscaling")
     if not scaling:
         return _single(body)
-    low = scaling.get("minReplicas")
-    low = 1 if low is None else low
-    high = scaling.get("maxReplicas")
-    high = (low or 1) if high is None else high
+    low = _num(_obj(scaling).get("minReplicas"), 1)
+    high = _num(_obj(scaling).get("maxReplicas"), low or 1)
     return [(low, high, _compute(body.get("spec")))]
 
 
 def _distributed_training(body: Mapping[str, Any]) -> PodGroups:
-    spec = body.get("spec") or {}
-    workers = spec.get("numWorkers")
-    workers = 1 if workers is None else workers
+    spec = _obj(body.get("spec"))
+    workers = _num(spec.get("numWorkers"), 1)
     master = spec if body.get("masterSpecSameAsWorker") else body.get("masterSpec")
     return [(workers, workers, _compute(spec)), (1, 1, _compute(master))]
 
 
 def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
-    spec = body.get("spec") or {}
-    replicas = spec.get("replicas")
-    replicas = 1 if replicas is None else replicas
-    workers = (spec.get("workers") or 0) * replicas
+    spec = _obj(body.get("spec"))
+    replicas = _num(spec.get("replicas"), 1)
+    workers = _num(spec.get("workers"), 0) * replicas
     return [(replicas, replicas, _compute(spec.get("leader"))),
             (workers, workers, _compute(spec.get("worker")))]
 
@@ -262,19 +269,26 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
-    """The impact kept on `plan`, or (a plan made without `operations`, or saved before
-    impacts were) one made now with the quotas unknown."""
-    kept = plan.gpu_impact
-    return kept if isinstance(kept, GpuImpact) else impact(plan)
+    """The impact of `plan` with its `gpu_quotas`: made on first use (a plan the renderers
+    show without any change needs none) and kept in `plan.gpu_impact`."""
+    if not isinstance(plan.gpu_impact, GpuImpact):
+        plan.gpu_impact = impact(plan, plan.gpu_quotas)
+    return plan.gpu_impact
 
 
 def quota(project: Mapping[str, Any]) -> float | None:
     """A project's GPU quota from its `GET /api/v1/org-unit/projects/{id}` body: the sum of
     `gpu.deserved` over its node-pool `resources` (None when it gives none, or a negative
     one)."""
-    found = [((r or {}).get("gpu") or {}).get("deserved")
-             for r in project.get("resources") or () if isinstance(r, Mapping)]
-    found = [d for d in found if isinstance(d, (int, float)) and not isinstance(d, bool)]
+    if not isinstance(project, Mapping):
+        return None
+    found = []
+    resources = project.get("resources")
+    for r in resources if isinstance(resources, list) else ():
+        gpu = r.get("gpu") if isinstance(r, Mapping) else None
+        deserved = gpu.get("deserved") if isinstance(gpu, Mapping) else None
+        if isinstance(deserved, (int, float)) and not isinstance(deserved, bool):
+            found.append(deserved)
     if not found or any(d < 0 for d in found):  # a negative one reads as "no limit"
         return None
-    return _tidy(sum(found))
+    return tidy(sum(found))

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, planner
+from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Plan
 from reconciler.state import journal
@@ -122,6 +122,34 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None,
                      progress=None) -> tuple[Plan, dict, list]:
+    """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
+    (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
+    it, then those only the specs name. Without a client, none is read."""
+    early = None
+    if client is not None:
+        early = asyncio.ensure_future(project_quotas(client, {
+            r.project_id for a, r in state.resources.items()
+            if not options.targets or a in options.targets}))
+    try:
+        the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
+                                                          pending, desired=desired,
+                                                          progress=progress)
+        if early is not None:
+            projects = {c.project_id for c in the_plan.changes}
+            quotas = await early
+            quotas.update(await project_quotas(client, projects - quotas.keys()))
+            the_plan.gpu_quotas = {p: quotas[p] for p in projects}
+    finally:
+        if early is not None:  # a refresh or a plan that failed leaves it unfinished
+            early.cancel()
+            await asyncio.gather(early, return_exceptions=True)
+    return the_plan, live, desired
+
+
+async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
+                            pending: Sequence[journal.Intent] = (), *,
+                            desired: list[DesiredWorkload] | None = None,
+                            progress=None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     GETs of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name.
@@ -153,6 +181,26 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
                                  replace=options.replace, destroy=options.destroy,
                                  interrupted=interrupted(pending))
     return the_plan, live, desired
+
+
+async def project_quotas(client, project_ids) -> dict[str, float | None]:
+    """The GPU quota of each project (`gpus.quota`), one GET per project, all at once. A
+    project not found, or not readable with these credentials (403), has none (unknown):
+    the plan does not fail for it."""
+    from reconciler.api import errors as api_errors
+
+    async def one(project_id: str) -> float | None:
+        try:
+            return gpus.quota(await client.get_project(project_id))
+        except api_errors.NotFound:
+            return None
+        except api_errors.Unauthorized as exc:
+            if exc.status == 403:
+                return None
+            raise
+
+    ids = sorted(project_ids)
+    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
 
 
 async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:

@@ -11,9 +11,11 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
      "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
+     "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
      "policy": {...}}                              # the policy results, with --policy
 
-The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
+The plan's GPU impact is made again from the changes and `gpu_quotas` (`gpus.impact_of`),
+so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
@@ -164,6 +166,8 @@ def encode(saved: SavedPlan) -> str:
         "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
         "live": dict(sorted(saved.live.items())),
     }
+    if plan.gpu_quotas is not None:
+        doc["gpu_quotas"] = dict(plan.gpu_quotas)
     if plan.policy is not None:
         from reconciler import policy  # its models take long to build: only with a policy
 
@@ -199,6 +203,8 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
         plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
                     lineage=state["lineage"], serial=state["serial"],
                     targets=[str(t) for t in options["targets"]])
+        if doc.get("gpu_quotas") is not None:
+            plan.gpu_quotas = _check(doc["gpu_quotas"], _GPU_QUOTAS, "gpu_quotas")
         saved = SavedPlan(
             plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
             live={str(k): str(v) for k, v in doc["live"].items()},
@@ -260,6 +266,7 @@ _CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
 _CHANGE = TypeAdapter(ResourceChange)
 _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
+_GPU_QUOTAS = TypeAdapter(dict[str, float | None])
 
 
 class _Damaged(Exception):

@@ -105,9 +105,12 @@ class Plan:
     lineage: str | None = None
     serial: int | None = None
     targets: list[str] = field(default_factory=list)
-    # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), set by `operations`
-    # with the projects' quotas and kept in a saved plan; None: `gpus.impact_of` makes it.
-    gpu_impact: Any = None
+    # The GPU quota of each project of the plan as `operations` read them (None: not
+    # read, as with --no-refresh; a project's None: unknown); kept in a saved plan.
+    gpu_quotas: dict[str, float | None] | None = None
+    # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), made from the changes
+    # and `gpu_quotas` on first use by `gpus.impact_of`, which keeps it here.
+    gpu_impact: Any = field(default=None, compare=False)
     # The `policy.Report` of the rules checked on this plan (`--policy`), None without any.
     policy: Any = None
 

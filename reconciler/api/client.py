@@ -6,7 +6,8 @@ in the environment, the simulator's ASGI app for `--sim`, `httpx.MockTransport` 
 tests.
 
 Callers: the executor (create, patch, delete, suspend, resume), the planner's refresh
-(get, iter_workloads) and the CLI (`RunaiClient.from_env`, or a client over the
+(get, iter_workloads), `operations` (get_project: the quotas of a plan's projects)
+and the CLI (`RunaiClient.from_env`, or a client over the
 simulator's ASGI app for `--sim`). Everything the network can do wrong is translated
 here into `reconciler.api.errors`; auth lives in `auth`, the retry policy in `retries`.
 
@@ -305,6 +306,12 @@ class RunaiClient:
             if len(items) < MAX_PAGE or not isinstance(nxt, int) or nxt <= offset:
                 return found
             offset = nxt
+
+    async def get_project(self, project_id: str) -> dict:
+        """`GET /api/v1/org-unit/projects/{id}`: one project (its `resources` hold the GPU
+        quota per node pool). `errors.NotFound` when there is no such project."""
+        path = f"{PROJECTS_PATH}/{urllib.parse.quote(project_id, safe='')}"
+        return await self._send("GET", path)
 
     # --- the one place that talks to the network ------------------------------------
 

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic_core import PydanticCustomError
 
+from reconciler.quantities import parse_quantity
+
 QUANTITY_RE = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 UUID_RE = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -87,24 +89,6 @@ class Strict(BaseModel):
 
     def given(self, *names: str) -> list[str]:
         return [n for n in names if getattr(self, n) is not None]
-
-
-# --- quantities --------------------------------------------------------------------
-
-_SUFFIX = {"": 1, "m": 1e-3, "u": 1e-6, "n": 1e-9, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9,
-           "T": 1e12, "P": 1e15, "E": 1e18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
-           "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_QTY = re.compile(r"^\+?([0-9]+\.?[0-9]*|\.[0-9]+)(?:([eE][-+]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[munkKMGTPE])?)$")
-
-
-def parse_quantity(text: str) -> float | None:
-    """The value of a Kubernetes quantity, or None when it is not one we can compare."""
-    m = _QTY.match(text)
-    if not m:
-        return None
-    if m.group(2):
-        return float(m.group(1) + m.group(2))
-    return float(m.group(1)) * _SUFFIX[m.group(3) or ""]
 
 
 def _limit_not_below(limit: Any, request: Any, at: str, what: str, quantity: bool) -> None:

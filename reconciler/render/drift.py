@@ -1,7 +1,8 @@
 """Drift reports as text and as a versioned JSON document (pure).
 
 Read a finished `drift.DriftReport`; the markdown form is `render.markdown.render_drift`.
-Drift (live differs from the state) comes first; pending changes (the specs differ from
+Drift (live differs from the state) comes first, with the GPUs each drifted workload
+holds as applied and live, and in all how many drift took or freed; pending changes (the specs differ from
 the state, which is not drift) are listed after it, apart. Values are masked as in every
 format (`words`). Caller: the CLI's `drift`. The JSON is documented in docs/plan-format.md.
 """
@@ -11,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.render import words
+from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.2"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -38,7 +39,14 @@ def render_text(report) -> str:
                 lines.append(f"      ~ {p.path}: state {state}, live {live}")
             if item.reason == "deleted_outside":
                 lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
+            if item.gpus_state != item.gpus_live:
+                lines.append(f"      GPUs: state {impact.amount(item.gpus_state)}, live "
+                             f"{impact.amount(item.gpus_live)} "
+                             f"({impact.change(item.gpus_state, item.gpus_live)})")
             lines.append("")
+        taken_freed = gpus_moved(report)
+        if taken_freed:
+            lines += [f"GPUs: {taken_freed}.", ""]
         lines.append("`runai-reconcile plan` shows how apply would bring them back to the specs.")
     if report.interrupted:
         lines += ["", words.interrupted_heading(len(report.interrupted))]
@@ -60,6 +68,15 @@ def render_text(report) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def gpus_moved(report) -> str | None:
+    """`drift took 8 and freed 4 (live against the state)`, None when it moved none."""
+    taken, freed = report.gpus_moved()
+    if not taken and not freed:
+        return None
+    return (f"drift took {impact.number(taken)} and freed {impact.number(freed)} "
+            "(live against the state)")
+
+
 def report_document(report) -> dict[str, Any]:
     pending = sorted(report.pending_changes(), key=lambda rc: rc.address)
     return {
@@ -73,6 +90,8 @@ def report_document(report) -> dict[str, Any]:
                        "state": words.mask_at(p.path, p.state, item.sensitive),
                        "live": words.mask_at(p.path, p.live, item.sensitive)}
                       for p in item.paths],
+            "gpus": {"state": impact.gpus_doc(item.gpus_state),
+                     "live": impact.gpus_doc(item.gpus_live)},
         } for item in report.drifted],
         "pending_changes": [{
             "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
@@ -88,7 +107,9 @@ def report_document(report) -> dict[str, Any]:
         } for item in report.interrupted],
         "pending_error": report.pending_error,
         "summary": {"drifted": len(report.drifted), "pending": len(pending),
-                    "interrupted": len(report.interrupted)},
+                    "interrupted": len(report.interrupted),
+                    "gpus_taken": impact.number(report.gpus_moved()[0]),
+                    "gpus_freed": impact.number(report.gpus_moved()[1])},
         "state": {"lineage": report.lineage, "serial": report.serial},
     }
 

@@ -16,8 +16,9 @@ from typing import Any
 import jsonpatch
 import orjson
 
+from reconciler import gpus
 from reconciler.plans import Action, Plan, ResourceChange
-from reconciler.render import words
+from reconciler.render import impact, words
 
 FORMAT_VERSION = "1.5"
 APPLY_FORMAT_VERSION = "1.0"
@@ -34,6 +35,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "resource_drift": [d for d in map(_drift, changes) if d is not None],
         "summary": counts,
         "state": {"lineage": plan.lineage, "serial": plan.serial},
+        "gpu_impact": _gpu_impact(gpus.impact_of(plan)),
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
@@ -46,6 +48,25 @@ def plan_document(plan: Plan) -> dict[str, Any]:
 
 def render_plan(plan: Plan) -> str:
     return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
+    """docs/plan-format.md, "gpu_impact": the GPUs before and after apply of every changed
+    workload (an action, or GPUs that move), every project's totals and quota."""
+    before, after = impact.total(found.projects)
+    return {
+        "quotas_read": found.quotas_read,
+        "workloads": [{"address": w.address, "kind": w.kind, "project_id": w.project_id,
+                       "action": w.action.value, "before": impact.gpus_doc(w.before),
+                       "after": impact.gpus_doc(w.after), "moves_gpus": w.moves}
+                      for w in found.workloads if w.moves or w.action is not Action.NOOP],
+        "projects": [{"project_id": p.project_id, "project_name": p.project_name,
+                      "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
+                      "quota": None if p.quota is None else impact.number(p.quota),
+                      "over_quota": p.over_quota} for p in found.projects],
+        "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
+        "over_quota": [p.project_id for p in found.projects if p.over_quota],
+    }
 
 
 def _resource_change(rc: ResourceChange) -> dict[str, Any]:

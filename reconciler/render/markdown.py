@@ -1,7 +1,9 @@
 """Markdown for pull-request comments: plans and drift reports (pure).
 
-A summary table (counts per kind and per action, always complete), then one
-collapsible `<details>` section per changed workload holding a ```diff block. GitHub
+A summary table (counts per kind and per action, always complete), the GPU impact table
+(per project whose GPUs move: before, after, quota; `render.impact`), then one
+collapsible `<details>` section per changed workload holding a ```diff block (its GPUs
+before and after in its summary line when they move). GitHub
 refuses comments longer than 65,535 characters: past `limit` the sections that do not
 fit are summarised as one line per workload, then as a count, and the comment says so.
 Values are masked as in every format (`words`). Callers: the CLI's `plan`, `show`,
@@ -14,8 +16,10 @@ import html
 import re
 from collections.abc import Sequence
 
+from reconciler import gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
-from reconciler.render import words
+from reconciler.render import drift as drift_render
+from reconciler.render import impact, words
 
 GITHUB_LIMIT = 65_535
 PLAN_TITLE = "### runai-reconcile plan"
@@ -25,6 +29,7 @@ NO_DRIFT = "**No drift.** Live workloads match the state."
 # Room kept for the "too long" note and the lines that count what is left out.
 _RESERVE = 1_200
 _PENDING_LISTED = 100  # pending changes are listed by name in a drift report, up to this
+_PROJECTS_LISTED = 50  # rows of the GPU impact table; the total counts every project
 
 
 def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
@@ -38,6 +43,8 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
     head += ["**Plan:** " + words.plan_summary(plan) + ".", ""]
     if todo:
         head += _plan_table(todo)
+    found = gpus.impact_of(plan)
+    head += _gpu_table(found)
     adopted = sorted(rc.address for rc in plan.changes if rc.adopted)
     if adopted:
         head += [""] * (head[-1] != "") + ["**Adopted** (found live, not in the state; recorded instead of created): "
@@ -54,7 +61,8 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
                  f"{'were' if n != 1 else 'was'} changed outside runai-reconcile."]
     head += _policy(plan)
     head.append("")
-    sections = [(_plan_line(rc), _plan_details(rc)) for rc in todo]
+    moving = {w.address: w for w in impact.workloads(found)}
+    sections = [(_plan_line(rc), _plan_details(rc, moving.get(rc.address))) for rc in todo]
     return _assemble(head, sections, limit, noun="changed workloads")
 
 
@@ -77,6 +85,9 @@ def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
             head.append(f"| {kind} | " + " | ".join(str(v) for v in by_kind[kind]) + " |")
         totals = [sum(r[i] for r in by_kind.values()) for i in range(3)]
         head.append("| **total** | " + " | ".join(f"**{v}**" for v in totals) + " |")
+        taken_freed = drift_render.gpus_moved(report)
+        if taken_freed:
+            head += ["", f"**GPUs:** {taken_freed}."]
     head.append("")
     if report.interrupted:
         head += [words.interrupted_heading(len(report.interrupted), bold=True), ""]
@@ -195,16 +206,43 @@ def _plan_table(todo: list[ResourceChange]) -> list[str]:
     return out
 
 
+def _gpu_table(found: gpus.GpuImpact) -> list[str]:
+    """The projects whose GPUs move or that are over quota (those over it first when there
+    are too many to list), with a total of them all."""
+    listed = impact.projects(found)
+    if not listed:
+        return []
+    shown = sorted(listed, key=lambda p: not p.over_quota)[:_PROJECTS_LISTED]
+    shown.sort(key=lambda p: (len(p.project_id), p.project_id))
+    out = ["", f"**{impact.TITLE}** ({impact.MEANING.replace('->', '→')}):", "",
+           "| project | before | after | change | quota | |", "|---|---:|---:|---:|---:|---|"]
+    for p in shown:
+        q = impact.quota(p, found.quotas_read).removeprefix("quota ")
+        flag = f"**{impact.over_by(p)}**" if p.over_quota else ""
+        out.append(f"| {impact.project_label(p).removeprefix('project ')} | "
+                   f"{impact.amount(p.before)} | {impact.amount(p.after)} | "
+                   f"{impact.change(p.before, p.after)} | {q} | {flag} |")
+    before, after = impact.total(listed)
+    out.append(f"| **total** | **{impact.amount(before)}** | **{impact.amount(after)}** | "
+               f"**{impact.change(before, after)}** | | |")
+    if len(listed) > len(shown):
+        out += ["", f"…and {len(listed) - len(shown)} more projects whose GPUs change "
+                "(the total counts them)."]
+    return out
+
+
 def _plan_line(rc: ResourceChange) -> str:
     symbol, rest = words.listed(rc).split(" ", 1)
     return f"- `{symbol}` {rest}"
 
 
-def _plan_details(rc: ResourceChange) -> str:
+def _plan_details(rc: ResourceChange, moved: gpus.WorkloadGpus | None = None) -> str:
     summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
                f"<b>{html.escape(rc.address)}</b>"
                f"{html.escape(words.project_name_note(rc.project_name))} "
                f"{html.escape(words.phrase(rc))}")
+    if moved is not None:
+        summary += " · GPUs " + html.escape(impact.moves(moved.before, moved.after, "→"))
     changes = list(rc.changes)
     implied = words.phase_change(rc)
     if implied is not None:
@@ -260,6 +298,8 @@ def _drift_details(item) -> str:
                   f"+ {p.path}: {words.encode(live)}  # live"]
     if item.reason == "deleted_outside":
         lines = [f"- workload {item.workload_id}  # in the state, gone from live"]
+    if item.gpus_state != item.gpus_live:
+        summary += " · GPUs " + html.escape(impact.moves(item.gpus_state, item.gpus_live, "→"))
     return (f"<details><summary>{summary}</summary>\n\n"
             f"{_fence(chr(10).join(lines), 'diff')}\n\n</details>\n\n")
 

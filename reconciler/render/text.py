@@ -6,15 +6,18 @@
 
 Symbols: `+` create, `~` update in place, `-/+` replace, `-` delete, `<` suspend,
 `>` resume (plain ASCII, so any terminal and any CI log shows them). Values are JSON.
-The project's name follows its id when the spec or the state knows it.
+The project's name follows its id when the spec or the state knows it. Before the
+summary line, the GPU impact (`render.impact`): the GPUs of each workload apply changes,
+and of its project against the project's quota.
 No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
 from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 """
 
 from __future__ import annotations
 
+from reconciler import gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
-from reconciler.render import words
+from reconciler.render import impact, words
 
 NO_CHANGES = "No changes. Live workloads match the specs."
 
@@ -50,6 +53,7 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     for rc in todo:
         lines += _resource(rc, paint)
         lines.append("")
+    lines += _gpu_impact(plan, paint)
     lines.append(paint(_BOLD, "Plan:") + f" {words.plan_summary(plan)}.")
     return "\n".join(lines + _policy(plan, paint)) + "\n"
 
@@ -70,6 +74,24 @@ def _policy(plan: Plan, paint) -> list[str]:
         lines.append(f"  {paint(color, mark)} {message}")
     lines += [f"  note: {n}" for n in words.policy_notes(report)]
     return lines
+
+
+def _gpu_impact(plan: Plan, paint) -> list[str]:
+    """The workloads whose GPUs move, then their projects with the quota (a project over
+    it in red); nothing when no GPUs move and no project is over quota."""
+    found = gpus.impact_of(plan)
+    listed = impact.projects(found)
+    if not listed:
+        return []
+    out = [paint(_BOLD, impact.TITLE) + f" ({impact.MEANING}):"]
+    out += [f"  {w.address}: {impact.moves(w.before, w.after)}" for w in impact.workloads(found)]
+    for p in listed:
+        line = f"  {impact.project_label(p)}: {impact.moves(p.before, p.after)}, " \
+               + impact.quota(p, found.quotas_read)
+        out.append(line + (": " + paint(_RED, impact.over_by(p)) if p.over_quota else ""))
+    if len(listed) > 1:
+        out.append(f"  total: {impact.moves(*impact.total(listed))}")
+    return out + [""]
 
 
 def _adopting(plan: Plan) -> list[str]:

@@ -523,3 +523,40 @@ async def test_from_env_prefers_the_given_url(monkeypatch):
     client = RunaiClient.from_env("http://given.test")
     await client.aclose()
     assert client.base_url == "http://given.test"
+
+
+# --- a project's GPU quota ----------------------------------------------------------
+
+def _project(pid: str, *deserved) -> dict:
+    return {"id": pid, "name": f"team-{pid}", "resources": [
+        {"nodePool": {"id": str(i), "name": f"pool-{i}"}, "gpu": {"deserved": d}}
+        for i, d in enumerate(deserved)]}
+
+
+async def test_the_quotas_of_a_plan_s_projects_one_get_each_and_unreadable_ones_unknown(
+        make_client):
+    from reconciler import operations
+
+    answers = {"7": json_response(200, _project("7", 8, 4)),
+               "12": json_response(200, _project("12", 16)),
+               "404": json_response(404, {"code": 404, "message": "Project not found"}),
+               "403": json_response(403, {"code": 403, "message": "Forbidden"})}
+    seen = []
+
+    def handler(request: httpx.Request):
+        seen.append((request.method, request.url.path))
+        return answers[request.url.path.rsplit("/", 1)[1]]
+
+    async with make_client(handler) as client:
+        quotas = await operations.project_quotas(client, {"7", "12", "404", "403"})
+    assert quotas == {"7": 12, "12": 16, "404": None, "403": None}
+    assert sorted(seen) == sorted(("GET", f"/api/v1/org-unit/projects/{p}") for p in answers)
+
+
+async def test_a_quota_read_the_api_fails_on_is_an_error_not_a_silent_unknown(make_client):
+    from reconciler import operations
+
+    h = scripted(json_response(400, {"code": 400, "message": "bad project id"}))
+    async with make_client(h) as client:
+        with pytest.raises(errors.BadRequest, match="bad project id"):
+            await operations.project_quotas(client, {"7"})

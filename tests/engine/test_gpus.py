@@ -305,11 +305,14 @@ def test_an_autoscaled_inference_that_may_exceed_the_quota_at_its_most_pods_is_f
     assert project.after == Gpus(2, 6) and project.over_quota
 
 
-def test_impact_of_reads_the_kept_impact_or_makes_one_without_quotas():
+def test_impact_of_makes_the_impact_with_the_plan_s_quotas_once():
     plan = _two_projects_plan()
-    assert gpus.impact_of(plan) == gpus.impact(plan)
-    plan.gpu_impact = kept = gpus.impact(plan, {"7": 8})
-    assert gpus.impact_of(plan) is kept
+    assert gpus.impact_of(plan) == gpus.impact(plan)  # no quotas read
+    plan = _two_projects_plan()
+    plan.gpu_quotas = {"7": 8, "12": None}
+    made = gpus.impact_of(plan)
+    assert made == gpus.impact(plan, {"7": 8, "12": None}) and made.project("7").over_quota
+    assert gpus.impact_of(plan) is made  # kept on the plan for the next reader
 
 
 @pytest.mark.parametrize("resources, expected", [

@@ -1,8 +1,8 @@
 """Requests per plan: what `plan` costs the control plane, counted by the simulator.
 
 A fleet the state knows costs one GET per workload and a token, nothing more; a fleet
-the state does not know costs one list call per project, not a GET per spec; and
-`plan --no-refresh` sends nothing."""
+the state does not know costs one list call per project, not a GET per spec; both read
+each project's GPU quota once; and `plan --no-refresh` sends nothing."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def test_plan_requests_new_fleet_then_unchanged_fleet(ws, sim_server):
 
     assert ws.plan().exit_code == 0
     fresh = _counts(sim_server)
-    assert fresh == {"POST /api/v1/token": 1, "GET /api/v1/workloads": len(projects)}
+    assert fresh == {"POST /api/v1/token": 1, "GET /api/v1/workloads": len(projects),
+                     "GET /api/v1/org-unit/projects/{projectId}": len(projects)}
 
     assert ws.apply().exit_code == 0
     sim_server.clear_requests()
@@ -40,7 +41,8 @@ def test_plan_requests_new_fleet_then_unchanged_fleet(ws, sim_server):
     unchanged = _counts(sim_server)
     gets = sum(n for route, n in unchanged.items() if route.startswith("GET /api/v1/workloads/"))
     assert gets == N
-    assert sum(unchanged.values()) == N + 1  # and the token
+    assert unchanged["GET /api/v1/org-unit/projects/{projectId}"] == len(projects)
+    assert sum(unchanged.values()) == N + len(projects) + 1  # and the token
 
     sim_server.clear_requests()
     assert ws.plan("--no-refresh").exit_code == 0

@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench  # noqa: E402
+import specgen  # noqa: E402
 
 pytestmark = pytest.mark.http
 
@@ -24,9 +25,10 @@ def test_smoke_benchmark(tmp_path, capsys):
     assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
                          "plan --no-refresh"} | (
         {bench.DEFAULT_STEP} if bench.DEFAULT_PARALLELISM != 32 else set())
-    assert rows["plan (unchanged)"]["requests"] == 101  # 100 GETs and a token
+    # 100 GETs, a token and the GPU quota of each project
+    assert rows["plan (unchanged)"]["requests"] == 101 + specgen.PROJECTS
     if bench.DEFAULT_STEP in rows:
-        assert rows[bench.DEFAULT_STEP]["requests"] == 101
+        assert rows[bench.DEFAULT_STEP]["requests"] == 101 + specgen.PROJECTS
         assert rows[bench.DEFAULT_STEP]["parallelism"] == bench.DEFAULT_PARALLELISM
     assert rows["plan --no-refresh"]["requests"] == 0
     assert rows["plan (new fleet)"]["requests"] <= 100 + 10

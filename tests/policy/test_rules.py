@@ -99,7 +99,7 @@ def test_a_project_over_its_limit_that_the_plan_does_not_raise_is_a_note_not_a_v
 
 def test_within_project_quota_reads_the_quotas_of_the_plans_gpu_impact():
     plan = Plan([dt("a"), dt("b", project="9"), dt("c", project="12")])
-    plan.gpu_impact = gpus.impact(plan, {"7": 32.0, "9": 64.0, "12": None})
+    plan.gpu_quotas = {"7": 32.0, "9": 64.0, "12": None}
     report = check(plan, {"name": "quota", "withinProjectQuota": True})
     assert messages(report) == ["project 7: rule quota (withinProjectQuota): 40 GPUs planned "
                                 "(now 0), quota 32"]

@@ -153,6 +153,52 @@ def plan(*changes: ResourceChange, targets: list[str] | None = None) -> Plan:
                 targets=targets or [])
 
 
+def _change(kind: str, project: str, name: str, action: Action, reason: str,
+            **kw) -> ResourceChange:
+    return ResourceChange(address=f"{kind}/{project}/{name}", kind=kind, name=name,
+                          project_id=project, action=action, reason=reason, **kw)
+
+
+def _single_body(name: str, project: str, compute: dict, **spec) -> dict:
+    return {"name": name, "projectId": project, "clusterId": CLUSTER,
+            "spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "compute": compute, **spec}}
+
+
+def gpu_kinds() -> Plan:
+    """Every kind moving GPUs, in three projects: team-a (7) over its quota of 64, team-b
+    (12) within its 16, and 9, whose quota is unknown (its project could not be read)."""
+    wide = training_body("llama-ft-ddp", workers=8)
+    serve = _single_body("chat", "9", {"gpuDevicesRequest": 1}, autoscaling={
+        "minReplicas": 1, "maxReplicas": 2, "metric": "concurrency", "metricThreshold": 8})
+    wider = {**serve, "spec": {**serve["spec"], "autoscaling": {
+        **serve["spec"]["autoscaling"], "maxReplicas": 6}}}
+    lora = _single_body("lora", "12", {"gpuRequestType": "portion", "gpuPortionRequest": 0.5})
+    notebook = _single_body("notebook", "12", {"gpuRequestType": "memory",
+                                               "gpuMemoryRequest": "20Gi"})
+    changes = [
+        training("llama-ft-ddp", Action.REPLACE, plans.REASON_SPEC_CHANGED,
+                 changes=[FieldChange("spec.numWorkers", 4, 8, forces_replacement=True)],
+                 workload_id=IDS["llama-ft-ddp"], before=training_body("llama-ft-ddp"),
+                 after=wide, desired_phase="Running", live_phase="Running",
+                 project_name="team-a"),
+        update(),
+        _change("Inference", "9", "chat", Action.UPDATE, plans.REASON_SPEC_CHANGED,
+                changes=[FieldChange("spec.autoscaling.maxReplicas", 2, 6)],
+                workload_id=IDS["resnet-mpi"], before=serve, after=wider,
+                desired_phase="Running", live_phase="Running",
+                patch={"spec": {"autoscaling": wider["spec"]["autoscaling"]}}),
+        _change("Training", "12", "lora", Action.CREATE, plans.REASON_NEW, after=lora,
+                desired_phase="Running", project_name="team-b"),
+        _change("Workspace", "12", "notebook", Action.SUSPEND, plans.REASON_PHASE,
+                workload_id=IDS["old-sweep"], before=notebook, after=notebook,
+                desired_phase="Stopped", live_phase="Running", project_name="team-b"),
+    ]
+    changes[1].project_name = "team-a"
+    the_plan = plan(*changes)
+    the_plan.gpu_quotas = {"7": 64, "12": 16, "9": None}
+    return the_plan
+
+
 PLANS = {
     "create": lambda: plan(create()),
     "update": lambda: plan(update(), noop()),
@@ -169,4 +215,5 @@ PLANS = {
                                                 after=training_body("new-job"))),
     "state_only": lambda: plan(*state_only(), noop()),
     "targeted": lambda: plan(update(), targets=["DistributedInference/7/llama-70b-serve"]),
+    "gpu_kinds": gpu_kinds,
 }

@@ -33,13 +33,22 @@ def test_out_of_band_change_is_drift_with_state_and_live_values(ws, sim_server, 
     assert res.exit_code == 2, res.output
     assert "DistributedInference/7/llama-serve was changed outside runai-reconcile" in res.stdout
     assert "spec.replicas: state 2, live 5" in res.stdout
+    # 2 replicas of a leader and a worker of 8 GPUs each were applied; 5 run live.
+    assert "GPUs: state 32, live 80 (+48)" in res.stdout
+    assert "GPUs: drift took 48 and freed 0 (live against the state)." in res.stdout
     doc = json.loads(_drift(ws, "--format", "json").stdout)
+    amount = {"min": 0, "max": 0, "memory_bytes_min": 0, "memory_bytes_max": 0}
     assert doc["drift"] == [{
         "address": "DistributedInference/7/llama-serve", "kind": "DistributedInference",
         "name": "llama-serve", "project_id": "7", "workload_id": wid, "reason": "drift",
-        "paths": [{"path": "spec.replicas", "state": 2, "live": 5}]}]
+        "paths": [{"path": "spec.replicas", "state": 2, "live": 5}],
+        "gpus": {"state": {**amount, "min": 32, "max": 32},
+                 "live": {**amount, "min": 80, "max": 80}}}]
+    assert (doc["summary"]["gpus_taken"], doc["summary"]["gpus_freed"]) == (48, 0)
     md = _drift(ws, "--format", "markdown")
     assert md.exit_code == 2 and "llama-serve</b> changed outside" in md.stdout
+    assert "· GPUs 32 → 80 (+48)" in md.stdout
+    assert "**GPUs:** drift took 48 and freed 0 (live against the state)." in md.stdout
     # Refresh only: no API write, the state untouched.
     assert sim_server.writes() == []
     assert ws.state_path.read_bytes() == state_before
@@ -54,6 +63,10 @@ def test_suspended_and_deleted_outside_are_drift(ws, sim_server, applied):
     assert "DistributedTraining/7/bert-ddp was suspended or resumed outside" in res.stdout
     assert 'desiredPhase: state "Running", live "Stopped"' in res.stdout
     assert "DistributedInference/7/llama-serve was deleted outside" in res.stdout
+    # The suspended training (2 workers and a master of 8) and the deleted inference free theirs.
+    assert "GPUs: state 24, live 0 (-24)" in res.stdout
+    assert "GPUs: state 32, live 0 (-32)" in res.stdout
+    assert "GPUs: drift took 0 and freed 56 (live against the state)." in res.stdout
     # apply puts things back; drift is 0 again.
     assert ws.apply().exit_code == 0
     assert _drift(ws).exit_code == 0
@@ -74,7 +87,8 @@ def test_spec_changes_are_pending_not_drift(ws, sim_server, applied):
     assert {p["address"]: p["actions"] for p in doc["pending_changes"]} == {
         "DistributedInference/7/llama-serve": ["update"],
         "DistributedTraining/7/new-job": ["create"]}
-    assert doc["summary"] == {"drifted": 0, "pending": 2, "interrupted": 0}
+    assert doc["summary"] == {"drifted": 0, "pending": 2, "interrupted": 0,
+                              "gpus_taken": 0, "gpus_freed": 0}
     assert sim_server.writes() == []
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.golden import assert_golden
 
-from reconciler import drift
-from reconciler.plans import Action, FieldChange, Plan
+from reconciler import drift, gpus
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import markdown
 from tests.render.examples import PLANS, inference, inference_body, training, training_body
 
@@ -26,7 +26,8 @@ def _drift_report() -> drift.DriftReport:
     return drift.DriftReport(drifted=[
         drift.DriftedWorkload("DistributedInference/7/llama-70b-serve", "DistributedInference",
                               "llama-70b-serve", "7", "5d9e", "drift",
-                              [drift.DriftedPath("spec.replicas", 2, 5)]),
+                              [drift.DriftedPath("spec.replicas", 2, 5)],
+                              gpus_state=gpus.Gpus(32, 32), gpus_live=gpus.Gpus(80, 80)),
         drift.DriftedWorkload("DistributedTraining/7/bert-ddp", "DistributedTraining", "bert-ddp",
                               "7", "0b6f", "drift",
                               [drift.DriftedPath("spec.environmentVariables[HF_TOKEN].value",
@@ -37,7 +38,8 @@ def _drift_report() -> drift.DriftReport:
                               "resnet-mpi", "7", "3c2b", "phase_drift",
                               [drift.DriftedPath("desiredPhase", "Running", "Stopped")]),
         drift.DriftedWorkload("DistributedTraining/7/old-sweep", "DistributedTraining",
-                              "old-sweep", "7", "7e6d", "deleted_outside"),
+                              "old-sweep", "7", "7e6d", "deleted_outside",
+                              gpus_state=gpus.Gpus(40, 40)),
     ], pending=pending, lineage="6b0c", serial=3)
 
 
@@ -101,3 +103,39 @@ def test_backticks_in_values_do_not_break_the_code_block():
     rc = training("x", Action.CREATE, "new", after={"name": "x", "spec": {"command": "echo ```"}})
     out = markdown.render_plan(Plan([rc]))
     assert "````diff" in out and out.count("````") == 2
+
+
+def _gpu_plan(n: int, projects: int) -> Plan:
+    """`n` inferences of 2 x (8 + 8) GPUs created across `projects` projects (ids 100...),
+    the even ones with a quota of 16 (over it), the odd ones of 10,000."""
+    changes = []
+    for i in range(n):
+        pid = str(100 + i % projects)
+        body = inference_body(f"serve-{i:04d}", 2) | {"projectId": pid}
+        changes.append(ResourceChange(
+            address=f"DistributedInference/{pid}/serve-{i:04d}", kind="DistributedInference",
+            name=f"serve-{i:04d}", project_id=pid, action=Action.CREATE, reason="new",
+            after=body, desired_phase="Running"))
+    plan = Plan(changes=sorted(changes, key=lambda rc: rc.address))
+    plan.gpu_quotas = {str(100 + p): 16 if p % 2 == 0 else 10_000 for p in range(projects)}
+    return plan
+
+
+@pytest.mark.parametrize("projects", [1, 400])
+def test_400_changed_workloads_with_gpu_impact_fit_one_comment_with_complete_counts(projects):
+    out = markdown.render_plan(_gpu_plan(400, projects))
+    assert len(out) <= markdown.GITHUB_LIMIT
+    assert "**Plan:** 400 to create," in out
+    assert "| **total** | **400** |" in out
+    # Every project's GPUs are in the total, however many rows are listed.
+    assert "| **total** | **0** | **12800** | **+12800** | | |" in out
+    rows = re.findall(r"^\| (\d+) \| 0 \| (\d+) \| \+\d+ \| (\d+) \| (.*) \|$", out, re.M)
+    if projects == 1:
+        assert rows == [("100", "12800", "16", "**over quota by 12784**")]
+    else:
+        # 50 rows: the 200 projects over quota come first when not all fit.
+        assert len(rows) == 50 and all(r[3] == "**over quota by 16**" for r in rows)
+        assert "…and 350 more projects whose GPUs change (the total counts them)." in out
+    assert "shortened" in out
+    shown = out.count("<details>")
+    assert out.count("· GPUs 0 → 32 (+32)</summary>") == shown > 0

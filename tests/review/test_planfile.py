@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reconciler import planfile
+from reconciler import gpus, planfile
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.plans import Action
 from reconciler.state.model import State
@@ -32,12 +32,27 @@ def test_round_trip_keeps_every_field():
     assert planfile.encode(back) == planfile.encode(saved)
 
 
+def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
+    saved = planfile.SavedPlan(plan=PLANS["gpu_kinds"](), desired=[], live={})
+    doc = json.loads(planfile.encode(saved))
+    assert doc["gpu_quotas"] == {"7": 64, "12": 16, "9": None}
+    back = gpus.impact_of(planfile.decode(json.dumps(doc)).plan)
+    assert back == gpus.impact_of(saved.plan) and back.project("7").over_quota
+    # Without a refresh no quota was read: the file says nothing, and the impact knows none.
+    offline = PLANS["mixed"]()
+    assert "gpu_quotas" not in json.loads(planfile.encode(
+        planfile.SavedPlan(plan=offline, desired=[], live={})))
+
+
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d.update(version=2), "newer runai-reconcile"),
     (lambda d: d.update(format="terraform"), "is not a saved plan"),
     (lambda d: d.pop("changes"), "damaged or incomplete"),
     (lambda d: d["changes"][0].update(action="explode"), "damaged or incomplete"),
     (lambda d: d["changes"][0].update(kind="Nope"), "kind this version does not know"),
+    (lambda d: d.update(gpu_quotas={"7": "lots"}),
+     r"damaged or incomplete \(gpu_quotas: 7: input should be a valid number"),
+    (lambda d: d.update(gpu_quotas=[16]), r"damaged or incomplete \(gpu_quotas"),
 ])
 def test_damaged_or_foreign_files_are_refused_clearly(mutate, message):
     doc = json.loads(planfile.encode(_saved()))

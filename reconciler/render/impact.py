@@ -1,0 +1,103 @@
+"""What every renderer says the same way about GPUs: amounts, changes, quotas (pure).
+
+Reads a `gpus.GpuImpact` (a plan's, through `gpus.impact_of`) or `gpus.Gpus` pairs (a
+drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
+most pods) and, apart, the GPU memory of memory-type requests. A plan shows the block
+only when apply moves some workload's GPUs or a project of the plan is over its quota.
+Callers: `render.text`, `render.markdown`, `render.json`, `render.drift`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler import gpus
+from reconciler.gpus import Gpus, GpuImpact, ProjectImpact, WorkloadGpus
+
+TITLE = "GPU impact"
+# What the numbers are, said once under the title.
+MEANING = "GPUs held while running, before -> after apply"
+OVER_QUOTA = "over quota"
+
+_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def number(x: float) -> int | float:
+    """`x` as JSON writes it: 8, not 8.0 (a saved plan's numbers come back as floats)."""
+    return int(x) if float(x).is_integer() else x
+
+
+def _n(x: float) -> str:
+    return f"{number(x):.12g}" if isinstance(number(x), float) else str(number(x))
+
+
+def _span(low: float, high: float, fmt=_n) -> str:
+    return fmt(low) if low == high else f"{fmt(low)}..{fmt(high)}"
+
+
+def _bytes(x: float) -> str:
+    for unit, size in _UNITS:
+        if x >= size:
+            return f"{round(x / size, 2):.12g} {unit}"
+    return f"{_n(x)} B"
+
+
+def amount(g: Gpus) -> str:
+    """`8`, `2..8`, or `1 (20 GiB GPU memory)` with memory-type requests."""
+    out = _span(g.low, g.high)
+    if g.memory_high:
+        out += f" ({_span(g.memory_low, g.memory_high, _bytes)} GPU memory)"
+    return out
+
+
+def change(before: Gpus, after: Gpus) -> str:
+    """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; `+0..+4` for a range."""
+    def signed(x: float) -> str:
+        return f"+{_n(x)}" if x > 0 else _n(x)
+    low, high = gpus.tidy(after.low - before.low), gpus.tidy(after.high - before.high)
+    return _span(low, high, signed)
+
+
+def moves(before: Gpus, after: Gpus, arrow: str = "->") -> str:
+    """`24 -> 40 (+16)`."""
+    return f"{amount(before)} {arrow} {amount(after)} ({change(before, after)})"
+
+
+def quota(p: ProjectImpact, quotas_read: bool) -> str:
+    if p.quota is not None:
+        return f"quota {_n(p.quota)}"
+    return "quota unknown" if quotas_read else "quota not read"
+
+
+def over_by(p: ProjectImpact) -> str:
+    """`over quota by 8` (at the most pods) for a project over its quota."""
+    return f"{OVER_QUOTA} by {_n(gpus.tidy(p.after.high - (p.quota or 0)))}"
+
+
+def project_label(p: ProjectImpact) -> str:
+    return f"project {p.project_id}" + (f" ({p.project_name})" if p.project_name else "")
+
+
+def workloads(impact: GpuImpact) -> list[WorkloadGpus]:
+    """The workloads whose GPUs apply changes, by address."""
+    return [w for w in impact.workloads if w.moves]
+
+
+def projects(impact: GpuImpact) -> list[ProjectImpact]:
+    """The projects to show: their GPUs change, or they are over quota."""
+    return [p for p in impact.projects if p.moves or p.over_quota]
+
+
+def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:
+    before, after = gpus.NONE, gpus.NONE
+    for p in listed:
+        before += p.before
+        after += p.after
+    return before, after
+
+
+def gpus_doc(g: Gpus) -> dict[str, Any]:
+    """The JSON of an amount (docs/plan-format.md): GPUs and GPU memory in bytes, at the
+    fewest and the most pods."""
+    return {"min": number(g.low), "max": number(g.high),
+            "memory_bytes_min": number(g.memory_low), "memory_bytes_max": number(g.memory_high)}
