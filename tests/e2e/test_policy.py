@@ -42,6 +42,8 @@ RULES = [
     ("maxGpusPerWorkload: 4", {}, "Training/7/llama-ft: rule r (maxGpusPerWorkload 4): 8 GPUs"),
     ('maxGpusPerProject: {"7": 12}', {"extra": training("second")},
      "project 7: rule r (maxGpusPerProject 7: 12): 16 GPUs planned (now 0), limit 12"),
+    ("withinProjectQuota: true", {"quota": 4},  # the simulator's project 7, quota 4
+     "project 7: rule r (withinProjectQuota): 8 GPUs planned (now 0), quota 4"),
     ('allowedImages: ["registry.example.com/*"]', {},
      'Training/7/llama-ft: rule r (allowedImages registry.example.com/*): spec.image '
      '"nvcr.io/nvidia/pytorch:24.05-py3"'),
@@ -55,7 +57,11 @@ RULES = [
 ]
 
 
-def _setup(ws, how: dict) -> None:
+def _setup(ws, sim_server, how: dict) -> None:
+    if "quota" in how:
+        sim_server.admin.post("/_sim/projects", json={
+            "id": "7", "name": "team-a", "clusterId": CLUSTER,
+            "gpuQuota": how["quota"]}).raise_for_status()
     if how.get("applied"):  # then a changed image: a replace
         ws.write("a.yaml", training())
         assert ws.apply().exit_code == 0
@@ -69,7 +75,7 @@ def _setup(ws, how: dict) -> None:
 @pytest.mark.parametrize("rule,how,words", RULES, ids=[r[0].split(":")[0] for r in RULES])
 def test_a_plan_that_breaks_a_deny_rule_exits_1_naming_it_and_applies_nothing(
         ws, sim_server, rule, how, words):
-    _setup(ws, how)
+    _setup(ws, sim_server, how)
     pol = write_policy(ws, f"rules:\n  - name: r\n    {rule}\n")
     sim_server.clear_requests()
     state_before = ws.state_path.read_bytes() if ws.state_path.exists() else None
@@ -89,9 +95,20 @@ def test_a_plan_that_breaks_a_deny_rule_exits_1_naming_it_and_applies_nothing(
     assert now == state_before
 
 
+def test_without_a_refresh_the_quota_rule_is_unchecked(ws, sim_server):
+    sim_server.admin.post("/_sim/projects", json={"id": "7", "name": "team-a",
+                                                  "clusterId": CLUSTER, "gpuQuota": 4})
+    ws.write("a.yaml", training())
+    pol = write_policy(ws, "rules:\n  - name: quota\n    withinProjectQuota: true\n")
+    res = ws.plan("--policy", pol, "--no-refresh")
+    assert res.exit_code == 0, res.output
+    assert "1 rule: 1 unchecked" in res.stdout
+    assert "note: rule quota: project 7: quota unknown" in res.stdout
+
+
 @pytest.mark.parametrize("rule,how,words", RULES, ids=[r[0].split(":")[0] for r in RULES])
 def test_the_same_rule_with_warn_reports_and_exits_as_usual(ws, sim_server, rule, how, words):
-    _setup(ws, how)
+    _setup(ws, sim_server, how)
     pol = write_policy(ws, f"rules:\n  - name: r\n    enforcement: warn\n    {rule}\n")
     planned = ws.plan("--policy", pol, "--detailed-exitcode")
     assert planned.exit_code == 2, planned.output
