@@ -86,12 +86,15 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except errors.SpecError as exc:
+        except (errors.SpecError, errors.PolicyFileError) as exc:
             for problem in exc.problems:
                 click.echo(problem, err=True)
             n = len(exc.problems)
-            head = f"Error: {n} problem{'s' if n != 1 else ''} in the specs"
-            if ctx.invoked_subcommand == "validate":  # it never writes: say what it found
+            head = f"Error: {n} problem{'s' if n != 1 else ''} in the " + (
+                "policy files" if isinstance(exc, errors.PolicyFileError) else "specs")
+            if isinstance(exc, errors.PolicyFileError):
+                click.echo(f"{head}; nothing was read from or written to the API.", err=True)
+            elif ctx.invoked_subcommand == "validate":  # it never writes: say what it found
                 valid = "" if exc.valid is None else (
                     f"; {exc.valid} workload spec{'s' if exc.valid != 1 else ''} valid")
                 click.echo(f"{head}{valid}.", err=True)
@@ -275,6 +278,12 @@ format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default
                           help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
+# Click splits the variable's value at os.pathsep (`:`; `;` on Windows), as for PATH.
+policy_opt = click.option("--policy", "policy", multiple=True, metavar="FILE",
+                          envvar="RUNAI_RECONCILE_POLICY", type=click.Path(dir_okay=False),
+                          help="A policy file of rules checked on the plan (repeatable; "
+                               "default: $RUNAI_RECONCILE_POLICY, paths separated by "
+                               f"'{os.pathsep}').")
 
 
 # --- commands -----------------------------------------------------------------------
@@ -306,14 +315,17 @@ def _spec_warnings(desired) -> None:
               help="Read live workloads; --no-refresh plans from the state alone.")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Save the plan (mode 0600) for `show FILE` and `apply FILE`.")
+@policy_opt
 @pass_config
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
-         out_path) -> None:
-    """Show what apply would do. Makes no API writes and does not change the state."""
+         out_path, policy) -> None:
+    """Show what apply would do. Makes no API writes and does not change the state.
+
+    With --policy, exits 1 after the plan when it breaks a deny rule."""
     options = operations.PlanOptions(
         targets=_check_addresses(targets, "--target"),
         replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
-        parallelism=cfg.parallelism)
+        parallelism=cfg.parallelism, policy=policy)
     result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path,
                              progress=_progress())
     _show_plan(result.plan, fmt, cfg)
@@ -321,6 +333,9 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
     if result.saved_to:
         _say(f"Saved the plan to {result.saved_to}; `runai-reconcile apply {result.saved_to}` "
              "applies exactly these actions.")
+    refused = operations.policy_refusal(result.plan)
+    if refused:
+        raise errors.ReconcileError(f"{refused}: apply will refuse this plan.")
     if detailed_exitcode and result.plan.has_changes:
         sys.exit(2)
 
@@ -333,8 +348,9 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
 @click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
 @click.option("--destroy", is_flag=True, help="Delete everything in the state.")
 @format_opt
+@policy_opt
 @pass_config
-def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) -> None:
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, policy) -> None:
     """Plan, show, confirm, then perform the actions and record them in the state.
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
@@ -363,14 +379,17 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt) 
                     "they were fixed when the plan was made")
             result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
                                             parallelism=cfg.parallelism, approve=approve,
-                                            on_event=say, progress=progress)
+                                            on_event=say, progress=progress, policy=policy)
         else:
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
                 replace=_check_addresses(replace, "--replace"), destroy=destroy,
-                parallelism=cfg.parallelism)
+                parallelism=cfg.parallelism, policy=policy)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
                                       approve=approve, on_event=say, progress=progress)
+    except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
+        _show_plan(exc.plan, fmt, cfg)
+        raise
     except (KeyboardInterrupt, click.Abort) as exc:
         # Before any action started (the refresh, the prompt): the executor handles the
         # signals once it runs.

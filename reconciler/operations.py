@@ -41,6 +41,7 @@ class PlanOptions:
     destroy: bool = False
     refresh: bool = True
     parallelism: int = 64
+    policy: Sequence[str] = ()  # policy files (--policy): their rules are checked on the plan
 
 
 @dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
@@ -84,7 +85,10 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 
     Makes no API writes and does not change the state. With `out`, the plan is saved
     there (`planfile`) for `apply` of exactly it. `progress` (a `reconciler.progress.Progress`,
-    here and below) counts the refresh's reads, and apply's actions."""
+    here and below) counts the refresh's reads, and apply's actions. With `options.policy`,
+    the plan's `policy` holds the rules' results (a bad policy file stops before anything
+    is read)."""
+    rules = load_policy(options.policy)
     with _loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
 
@@ -97,6 +101,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                         progress=progress)
 
         the_plan, live, desired = asyncio.run(run())
+    check_policy(the_plan, rules, options.policy)
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)
     if out:
         from reconciler import planfile
@@ -220,13 +225,16 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
     plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
 
     Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
-    `errors.ReconcileError` when `approve` declines."""
+    `errors.ReconcileError` when `approve` declines, `errors.PolicyDenied` (before
+    `approve`) when the plan breaks a deny rule of `options.policy`."""
+    rules = load_policy(options.policy)
     with _loading(specs_dir) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await _make_plan(client, specs, state, options, pending,
                                                     progress=progress)
+            check_policy(the_plan, rules, options.policy)
             return the_plan, desired
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
@@ -234,7 +242,8 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
 
 
 def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
-                approve: Approve, on_event: OnEvent = _quiet, progress=None):
+                approve: Approve, on_event: OnEvent = _quiet, progress=None,
+                policy: Sequence[str] = ()):
     """`apply` of exactly the plan saved at `path`, on the same path as a specs folder's:
     recovery first, the same Ctrl-C handling, the same result.
 
@@ -246,10 +255,16 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
       then resolves the journal before anything else happens;
     - every live workload the plan acts on is read again, after recovery, and must be as
       the plan read it (`planfile.live_problems`).
-    Applying moves the serial even when nothing changed, so a plan applies once."""
+    Applying moves the serial even when nothing changed, so a plan applies once.
+    A plan whose recorded policy results failed is refused (`errors.PolicyDenied`), and so
+    is one that breaks a deny rule of `policy` (files given now), before anything else."""
     from reconciler import planfile
 
     saved = planfile.read(path)
+    refuse_denied(saved.plan)
+    if policy:
+        check_policy(saved.plan, load_policy(policy), policy)
+        refuse_denied(saved.plan)
     with store.lock("apply"):
         state, pending = store.read_with_pending()
         planfile.adopt_new_state(saved, state)
@@ -283,6 +298,7 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
             # What a killed run left in flight is looked up by name before anything else.
             await executor.recover(client, store, state, pending, on_event=on_event)
             the_plan, desired = await make(client)
+            refuse_denied(the_plan)
             if not approve(the_plan):
                 raise errors.ReconcileError("apply cancelled.")
             # No-ops run too: they adopt workloads found by name and forget vanished ones.
@@ -306,6 +322,59 @@ def show(path: str) -> Plan:
     from reconciler import planfile
 
     return planfile.read(path).plan
+
+
+# --- policy -------------------------------------------------------------------------
+
+
+def load_policy(paths: Sequence[str]) -> list | None:
+    """The rules (`policy.Source`s) of the policy files at `paths`, None without any;
+    `errors.PolicyFileError` lists every problem (file, line, field) of every file."""
+    if not paths:
+        return None
+    from reconciler import policy
+    from reconciler.desired import documents
+    from reconciler.desired.sources import Problem
+
+    rules: list = []
+    problems: list[Problem] = []
+    for path in paths:
+        doc, raw, found = documents.read_model(path, policy.PolicyFile)
+        problems += [Problem(p.file, p.line, p.path, policy.problem_words(p.path, p.message))
+                     for p in found]
+        if doc is not None and raw is not None:
+            rules += policy.sources_of(path, doc, raw.line_of)
+    problems += [Problem(f, line, "", m) for f, line, m in policy.duplicate_names(rules)]
+    if problems:
+        raise errors.PolicyFileError([str(p) for p in problems])
+    return rules
+
+
+def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str]) -> None:
+    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`); the
+    quotas come from its GPU impact."""
+    if rules is None:
+        return
+    from reconciler import policy
+
+    the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+
+
+def policy_refusal(the_plan: Plan) -> str | None:
+    """Why apply refuses `the_plan` for its policy results, None when it does not."""
+    report = the_plan.policy
+    if report is None or report.passed:
+        return None
+    failed = report.failed
+    return (f"the plan breaks {len(failed)} deny rule{'s' if len(failed) != 1 else ''} of the "
+            f"policy ({', '.join(r.name for r in failed)})")
+
+
+def refuse_denied(the_plan: Plan) -> None:
+    """`errors.PolicyDenied` when the plan's policy results failed: nothing is applied."""
+    reason = policy_refusal(the_plan)
+    if reason:
+        raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
 
 
 # --- drift --------------------------------------------------------------------------

@@ -11,7 +11,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "changes": [<ResourceChange>, ...],           # the actions, with the desired bodies
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
      "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
-     "gpu_quotas": {"<project id>": 8 | null}}     # as read; absent when not read
+     "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
+     "policy": {...}}                              # the policy results, with --policy
 
 The plan's GPU impact is made again from the changes and `gpu_quotas` (`gpus.impact_of`),
 so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
@@ -167,6 +168,10 @@ def encode(saved: SavedPlan) -> str:
     }
     if plan.gpu_quotas is not None:
         doc["gpu_quotas"] = dict(plan.gpu_quotas)
+    if plan.policy is not None:
+        from reconciler import policy  # its models take long to build: only with a policy
+
+        doc["policy"] = policy.report_document(plan.policy)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -207,6 +212,10 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
             refresh=bool(options["refresh"]),
             state_digest=None if state.get("digest") is None else str(state["digest"]))
+        if doc.get("policy") is not None:
+            from reconciler import policy
+
+            plan.policy = policy.report_from_document(doc["policy"])
     except _Damaged as exc:
         raise PlanFileError(f"{where} is damaged or incomplete ({exc}); make the plan "
                             "again") from None

@@ -111,6 +111,8 @@ class Plan:
     # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), made from the changes
     # and `gpu_quotas` on first use by `gpus.impact_of`, which keeps it here.
     gpu_impact: Any = field(default=None, compare=False)
+    # The `policy.Report` of the rules checked on this plan (`--policy`), None without any.
+    policy: Any = None
 
     def __repr__(self) -> str:
         # Short: asyncio (3.11) formats the repr of its main task's result on the way out

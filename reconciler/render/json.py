@@ -20,7 +20,7 @@ from reconciler import gpus
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.4"
+FORMAT_VERSION = "1.5"
 APPLY_FORMAT_VERSION = "1.0"
 _SORTED = orjson.OPT_SORT_KEYS
 
@@ -39,6 +39,10 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
+    if plan.policy is not None:
+        from reconciler import policy  # its models take long to build: only with a policy
+
+        doc["policy"] = policy.report_document(plan.policy)
     return doc
 
 

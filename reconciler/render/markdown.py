@@ -39,7 +39,7 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
     if plan.targets:
         head += ["> " + words.targets_note(plan.targets), ""]
     if not plan.has_changes:
-        return "\n".join(head + [NO_CHANGES]) + "\n"
+        return "\n".join(head + [NO_CHANGES] + _policy(plan)) + "\n"
     head += ["**Plan:** " + words.plan_summary(plan) + ".", ""]
     if todo:
         head += _plan_table(todo)
@@ -59,6 +59,7 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
         n = len(drifted)
         head += ["", f"**Drift:** {n} of {len(todo)} changed workloads "
                  f"{'were' if n != 1 else 'was'} changed outside runai-reconcile."]
+    head += _policy(plan)
     head.append("")
     moving = {w.address: w for w in impact.workloads(found)}
     sections = [(_plan_line(rc), _plan_details(rc, moving.get(rc.address))) for rc in todo]
@@ -105,6 +106,49 @@ def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
         head.append("")
     sections = [(_drift_line(item), _drift_details(item)) for item in report.drifted]
     return _assemble(head, sections, limit, noun="drifted workloads")
+
+
+# The policy section lists this many violations and notes, then counts the rest: the
+# table of rules above them keeps every count.
+_POLICY_LISTED = 40
+
+
+def _policy(plan: Plan) -> list[str]:
+    """The "Policy" section: the verdict, a table of the rules (failures first), then
+    the violations and notes, at most `_POLICY_LISTED` lines of them."""
+    report = plan.policy
+    if report is None:
+        return []
+    verdict = words.policy_heading(report)
+    if not report.passed:
+        verdict += "; " + words.POLICY_FAILED_NOTE
+    out = ["", "#### Policy", "", f"**{verdict}.**", "",
+           "| rule | check | enforcement | result | violations |", "|---|---|---|---|---:|"]
+    for r in report.ordered():
+        result = f"**{r.status}**" if r.status != "passed" else r.status
+        out.append(f"| {_cell(r.name)} | {_cell(r.description)} | {r.enforcement} | {result} "
+                   f"| {len(r.violations)} |")
+    items = [f"- **{status}** {_code(message)}"
+             for status, message in words.policy_violations(report)]
+    items += [f"- note: {_code(n)}" for n in words.policy_notes(report)]
+    if items:
+        out.append("")
+        out += items[:_POLICY_LISTED]
+        if len(items) > _POLICY_LISTED:
+            out.append(f"- …and {len(items) - _POLICY_LISTED} more (`runai-reconcile show "
+                       "PLANFILE` lists them all)")
+    return out
+
+
+def _cell(text: str) -> str:
+    """Text in a table cell: a code span, its pipes escaped."""
+    return _code(text).replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """An inline code span (globs and names keep their `*` and `_`)."""
+    ticks = "``" if "`" in text else "`"
+    return f"{ticks}{text}{ticks}"
 
 
 # --- layout -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
     if recording:
         adopting += [words.STATE_ONLY_NOTE] + [f"  = {line}" for line in recording] + [""]
     if not plan.has_changes:
-        return "\n".join(note + adopting + [NO_CHANGES]) + "\n"
+        return "\n".join(note + adopting + [NO_CHANGES] + _policy(plan, paint)) + "\n"
     lines = note + adopting
     present = {rc.action for rc in todo}
     if todo:
@@ -55,7 +55,25 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
         lines.append("")
     lines += _gpu_impact(plan, paint)
     lines.append(paint(_BOLD, "Plan:") + f" {words.plan_summary(plan)}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _policy(plan, paint)) + "\n"
+
+
+_POLICY_MARK = {"failed": ("FAIL", _RED), "warned": ("WARN", _YELLOW)}
+
+
+def _policy(plan: Plan, paint) -> list[str]:
+    """After the summary: the policy's verdict, each violation (failures first), notes."""
+    report = plan.policy
+    if report is None:
+        return []
+    head = words.policy_heading(report) + ("; " + words.POLICY_FAILED_NOTE if not report.passed
+                                           else "")
+    lines = ["", paint(_BOLD, head) + "."]
+    for status, message in words.policy_violations(report):
+        mark, color = _POLICY_MARK[status]
+        lines.append(f"  {paint(color, mark)} {message}")
+    lines += [f"  note: {n}" for n in words.policy_notes(report)]
+    return lines
 
 
 def _gpu_impact(plan: Plan, paint) -> list[str]:

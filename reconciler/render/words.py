@@ -246,3 +246,25 @@ def _variables_masked(path: str, value: Any) -> Any:
                 out = list(value)
             out[i] = {k: MASK if k == "value" else v for k, v in item.items()}
     return out
+
+
+# --- policy results (a `policy.Report`, read by its attributes) -----------------------
+
+POLICY_FAILED_NOTE = "apply refuses a plan that breaks a deny rule"
+
+
+def policy_heading(report) -> str:
+    """`Policy failed (policy.yaml): 3 rules: 1 failed, 2 passed`."""
+    verdict = "failed" if not report.passed else "passed"
+    files = f" ({', '.join(report.files)})" if report.files else ""
+    return f"Policy {verdict}{files}: {report.summary()}"
+
+
+def policy_violations(report) -> list[tuple[str, str]]:
+    """(status, message) of every violation, failures first, then warnings."""
+    return [(r.status, v.message) for r in report.ordered() for v in r.violations]
+
+
+def policy_notes(report) -> list[str]:
+    """What a rule could not check, or let pass (`rule <name>: <note>`)."""
+    return [f"rule {r.name}: {n}" for r in report.ordered() for n in r.notes]

@@ -80,7 +80,8 @@ from reconciler.simulator import schema
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID, FILTER as _PROJECT_FILTER, Projects
 from reconciler.simulator.kinds import KINDS, Kind
 from reconciler.simulator.store import (CREATE_PHASES, DELETE_PHASES, RESUME_PHASES,
-                                        SUSPEND_PHASES, UPDATE_PHASES, Record, Store, iso)
+                                        SUSPEND_PHASES, UPDATE_PHASES, Record, SimulatorDataError,
+                                        Store, iso)
 from reconciler.simulator.tokens import Signer, TokenError
 
 DEFAULT_CLIENT_ID = "runai-sim"
@@ -228,6 +229,13 @@ class Simulator:
                            kinds=frozenset(self.kinds))
         self.store.load()
         self.projects = Projects()
+        for saved in self.store.projects.values():  # defined before, kept in the data file
+            definition = dict(saved)
+            try:
+                self.projects.define(definition, str(definition.pop("created")))
+            except (KeyError, ValueError) as exc:
+                raise SimulatorDataError(f"cannot read simulator data {data_path}: project "
+                                         f"{saved.get('id')!r}: {exc}") from None
         self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
         self.api_routes: list[Route] = []  # set by create_app; names the log's routes
 
@@ -431,6 +439,8 @@ class Simulator:
             project = self.projects.define(body, iso(self.clock()))
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
+        self.store.projects[project.id] = {**body, "created": project.created}
+        self.store.save()
         return JSONResponse(project.body(), status_code=201)
 
     async def get_any(self, request: Request) -> Response:
@@ -544,7 +554,7 @@ class Simulator:
 
     async def admin_workloads(self, request: Request) -> Response:
         if request.method == "DELETE":
-            self.store.clear()
+            self.store.clear()  # the projects' definitions too
             self.projects.defined.clear()
         self.store.settle()
         return JSONResponse({

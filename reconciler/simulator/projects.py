@@ -1,7 +1,7 @@
 """The simulator's projects, in projects.yml's `Project` shape (the handlers are in `app`).
 
-A project is known when it was defined (`POST /_sim/projects`, kept in memory only, not
-in the data file) or by default: for any project id a request uses, a project named
+A project is known when it was defined (`POST /_sim/projects`, kept in the data file
+too, so `sim serve --data .runai-sim/data.json` defines them for `--sim`) or by default: for any project id a request uses, a project named
 `project-<id>` in the cluster the request asks about. "Uses" means: the id in
 `GET /api/v1/org-unit/projects/{id}`, the id a name filter spells (`name==project-7` is
 project 7), and the `projectId` of every live workload (so a list without a name filter

@@ -94,6 +94,9 @@ class Store:
     kinds: Collection[str] | None = None  # the record kinds a data file may hold; None: any
     live: dict[str, Record] = field(default_factory=dict)
     deleted: dict[str, Record] = field(default_factory=dict)
+    # The projects defined with POST /_sim/projects, as posted (plus "created"), by id:
+    # kept in the data file so that `sim serve --data` and `--sim` share them.
+    projects: dict[str, dict] = field(default_factory=dict)
     _ending: set[str] = field(default_factory=set)  # live ids whose phases end in GONE
     # (projectId, name) -> how many live records hold it; rebuilt when `live` changed
     # size behind the store's back, so that a create need not scan every workload.
@@ -188,6 +191,7 @@ class Store:
     def clear(self) -> None:
         self.live.clear()
         self.deleted.clear()
+        self.projects.clear()
         self._ending.clear()
         self.save()
 
@@ -204,6 +208,7 @@ class Store:
                 raise ValueError(f"unsupported format version {data.get('version')!r}")
             live = [Record.from_json(d) for d in data["workloads"]]
             deleted = [Record.from_json(d) for d in data["deleted"]]
+            projects = {str(p["id"]): dict(p) for p in data.get("projects", [])}
             unknown = sorted({r.kind for r in live + deleted} - set(self.kinds or ()))
             if self.kinds is not None and unknown:
                 raise ValueError(f"unknown workload kind(s) {', '.join(map(repr, unknown))}")
@@ -212,6 +217,7 @@ class Store:
                 f"cannot read simulator data {self.data_path}: {exc}") from exc
         self.live = {r.id: r for r in live}
         self.deleted = {r.id: r for r in deleted}
+        self.projects = projects
         self._ending = {r.id for r in live if GONE in r.phases}
 
     def save(self) -> None:
@@ -219,13 +225,15 @@ class Store:
             return
         path = self.data_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        # {"version": 1, "workloads": [Record.to_json()...], "deleted": [...]},
-        # one workload a line.
+        # {"version": 1, "workloads": [Record.to_json()...], "deleted": [...],
+        # "projects": [...]}, one workload a line.
         text = "".join((f'{{"version": {FORMAT_VERSION},\n"workloads": [\n',
                         ",\n".join(r.saved_text() for r in self.live.values()),
                         '\n],\n"deleted": [\n',
                         ",\n".join(r.saved_text() for r in self.deleted.values()),
-                        "\n]}\n"))
+                        '\n],\n"projects": ',
+                        json.dumps(list(self.projects.values()), sort_keys=True),
+                        "}\n"))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -129,3 +129,16 @@ def test_wiping_the_simulator_forgets_defined_projects(sim):
     define(sim, id="12", name="team-a", clusterId=CLUSTER)
     sim.delete("/_sim/workloads")
     assert find(sim, "name==team-a", f"clusterId=={CLUSTER}")["projects"] == []
+
+
+def test_defined_projects_are_kept_in_the_data_file(make_sim, tmp_path):
+    # So that `sim serve --data .runai-sim/data.json` defines the projects `--sim` knows.
+    data = tmp_path / "data.json"
+    first = make_sim(data_path=data)
+    define(first, id="12", name="team-a", clusterId=CLUSTER, gpuQuota=32)
+    again = make_sim(data_path=data)
+    body = again.get("/api/v1/org-unit/projects/12").json()
+    assert body["name"] == "team-a" and body["resources"][0]["gpu"]["deserved"] == 32
+    again.delete("/_sim/workloads")
+    third = make_sim(data_path=data)
+    assert third.get("/api/v1/org-unit/projects/12").json()["name"] == "project-12"

@@ -1,0 +1,211 @@
+"""The policy rules on built plans (pure): what each rule flags and lets pass, `match`,
+enforcement, the words of a violation, and the report's JSON round trip."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler import gpus, policy
+from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from tests.render.examples import inference_body, training_body
+
+
+def dt(name: str, action: Action = Action.CREATE, project: str = "7", *, workers: int = 4,
+       image: str = "nvcr.io/nvidia/pytorch:24.05-py3", before: dict | None = None,
+       project_name: str | None = None, **kw) -> ResourceChange:
+    after = None if action is Action.DELETE else {**training_body(name, image, workers),
+                                                  "projectId": project}
+    return ResourceChange(address=f"DistributedTraining/{project}/{name}",
+                          kind="DistributedTraining", name=name, project_id=project,
+                          action=action, reason="new", after=after, before=before,
+                          desired_phase=None if after is None else "Running",
+                          project_name=project_name, **kw)
+
+
+def di(name: str, replicas: int = 1, action: Action = Action.CREATE) -> ResourceChange:
+    return ResourceChange(address=f"DistributedInference/7/{name}", kind="DistributedInference",
+                          name=name, project_id="7", action=action, reason="new",
+                          after=inference_body(name, replicas), desired_phase="Running")
+
+
+def rules(*entries: dict) -> list[policy.Source]:
+    doc = policy.PolicyFile.model_validate({"rules": list(entries)})
+    return [policy.Source(r, "policy.yaml") for r in doc.rules]
+
+
+def check(plan: Plan, *entries: dict) -> policy.Report:
+    return policy.evaluate(rules(*entries), plan, files=["policy.yaml"])
+
+
+def messages(report: policy.Report) -> list[str]:
+    return [v.message for r in report.rules for v in r.violations]
+
+
+def test_max_gpus_per_workload_names_the_address_the_rule_and_the_gpus():
+    # 4 workers x 8 + a master like a worker: 40 GPUs.
+    report = check(Plan([dt("llama-ft"), dt("small", workers=1)]),
+                   {"name": "gpu-cap", "maxGpusPerWorkload": 16})
+    assert messages(report) == [
+        "DistributedTraining/7/llama-ft: rule gpu-cap (maxGpusPerWorkload 16): 40 GPUs"]
+    assert not report.passed and report.rules[0].status == "failed"
+
+
+def test_a_workload_being_deleted_is_not_checked_by_per_workload_rules():
+    gone = dt("old", Action.DELETE, before=training_body("old"))
+    report = check(Plan([gone]), {"name": "cap", "maxGpusPerWorkload": 1},
+                   {"name": "reg", "allowedImages": ["registry.example.com/*"]},
+                   {"name": "labels", "requiredLabels": ["team"]},
+                   {"name": "pin", "forbidLatestTag": True})
+    assert report.passed and messages(report) == []
+
+
+def test_unchanged_workloads_are_checked_too_as_they_will_be_after_apply():
+    steady = dt("steady", Action.NOOP, before=training_body("steady"))
+    report = check(Plan([steady]), {"name": "cap", "maxGpusPerWorkload": 16})
+    assert messages(report) == [
+        "DistributedTraining/7/steady: rule cap (maxGpusPerWorkload 16): 40 GPUs"]
+
+
+def test_an_autoscaled_range_is_judged_at_its_most_pods():
+    rc = ResourceChange(address="Inference/7/chat", kind="Inference", name="chat",
+                        project_id="7", action=Action.CREATE, reason="new",
+                        desired_phase="Running",
+                        after={"name": "chat", "spec": {
+                            "image": "vllm/vllm-openai:v0.6.3", "compute": {"gpuDevicesRequest": 1},
+                            "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
+    assert messages(check(Plan([rc]), {"name": "cap", "maxGpusPerWorkload": 3})) == [
+        "Inference/7/chat: rule cap (maxGpusPerWorkload 3): 1..4 GPUs"]
+    assert check(Plan([rc]), {"name": "cap", "maxGpusPerWorkload": 4}).passed
+
+
+def test_max_gpus_per_project_by_id_by_name_and_star():
+    plan = Plan([dt("a", project="7", project_name="team-a"), dt("b", project="9")])
+    by_name = check(plan, {"name": "p", "maxGpusPerProject": {"team-a": 39, "*": 100}})
+    assert messages(by_name) == ["project 7 (team-a): rule p (maxGpusPerProject team-a: 39, "
+                                 "*: 100): 40 GPUs planned (now 0), limit 39"]
+    star = check(plan, {"name": "p", "maxGpusPerProject": {"7": 100, "*": 10}})
+    assert [v.address for v in star.rules[0].violations] == ["project 9"]
+    assert check(plan, {"name": "p", "maxGpusPerProject": {"12": 1}}).passed
+
+
+def test_a_project_over_its_limit_that_the_plan_does_not_raise_is_a_note_not_a_violation():
+    before = training_body("a")  # 40 GPUs live; the spec asks for 2 workers: 24
+    shrink = dt("a", Action.REPLACE, workers=2, before=before)
+    report = check(Plan([shrink]), {"name": "p", "maxGpusPerProject": {"*": 10}})
+    assert report.passed and messages(report) == []
+    assert report.rules[0].notes == (
+        "project 7: 24 GPUs planned (now 40), limit 10; not raised by this plan",)
+
+
+def test_within_project_quota_reads_the_quotas_of_the_plans_gpu_impact():
+    plan = Plan([dt("a"), dt("b", project="9"), dt("c", project="12")])
+    plan.gpu_quotas = {"7": 32.0, "9": 64.0, "12": None}
+    report = check(plan, {"name": "quota", "withinProjectQuota": True})
+    assert messages(report) == ["project 7: rule quota (withinProjectQuota): 40 GPUs planned "
+                                "(now 0), quota 32"]
+    assert report.rules[0].notes == ("project 12: quota unknown (not read: --no-refresh, or "
+                                     "the API did not say); not checked",)
+
+
+def test_within_project_quota_with_no_quota_known_is_unchecked_not_passed():
+    report = check(Plan([dt("a")]), {"name": "quota", "withinProjectQuota": True})
+    assert report.passed and report.rules[0].status == "unchecked"
+    assert report.summary() == "1 rule: 1 unchecked"
+
+
+def test_allowed_images_checks_every_container():
+    plan = Plan([di("serve"), dt("ok")])
+    report = check(plan, {"name": "reg", "allowedImages": ["nvcr.io/*"]})
+    assert messages(report) == [
+        'DistributedInference/7/serve: rule reg (allowedImages nvcr.io/*): spec.leader.image '
+        '"vllm/vllm-openai:v0.6.3"; spec.worker.image "vllm/vllm-openai:v0.6.3"']
+
+
+def test_allowed_images_checks_a_distributed_trainings_master_too():
+    rc = dt("mpi")
+    rc.after = {**rc.after, "masterSpecSameAsWorker": False,
+                "masterSpec": {"image": "docker.io/mpi:1", "compute": {}}}
+    report = check(Plan([rc]), {"name": "reg", "allowedImages": ["nvcr.io/*"]})
+    assert messages(report) == ['DistributedTraining/7/mpi: rule reg (allowedImages nvcr.io/*): '
+                                'masterSpec.image "docker.io/mpi:1"']
+
+
+def test_required_labels_names_what_is_missing():
+    report = check(Plan([dt("a")]), {"name": "labels", "requiredLabels": ["team", "cost-center"]})
+    assert messages(report) == ["DistributedTraining/7/a: rule labels (requiredLabels team, "
+                                "cost-center): spec.labels lacks team, cost-center"]
+    rc = dt("b")
+    rc.after["spec"]["labels"] = [{"name": "team", "value": "nlp"}]
+    assert check(Plan([rc]), {"name": "labels", "requiredLabels": ["team"]}).passed
+
+
+@pytest.mark.parametrize("image,bad", [
+    ("nvcr.io/nvidia/pytorch", True), ("nvcr.io/nvidia/pytorch:latest", True),
+    ("registry.example.com:5000/team/train", True), ("registry.example.com:5000/train:1.2", False),
+    ("nvcr.io/nvidia/pytorch@sha256:" + "a" * 64, False), ("pytorch:24.05-py3", False)])
+def test_forbid_latest_tag_no_tag_counts_as_latest(image, bad):
+    report = check(Plan([dt("a", image=image)]), {"name": "pin", "forbidLatestTag": True})
+    assert report.passed is not bad
+    if bad:
+        assert messages(report)[0].startswith(f'DistributedTraining/7/a: rule pin '
+                                              f'(forbidLatestTag): spec.image "{image}"')
+
+
+def test_max_destructive_counts_deletes_and_replaces():
+    plan = Plan([dt("a", Action.DELETE, before=training_body("a")),
+                 dt("b", Action.REPLACE, before=training_body("b"),
+                    changes=[FieldChange("spec.image", "x", "y", forces_replacement=True)]),
+                 dt("c"), dt("d", Action.UPDATE, before=training_body("d"))])
+    assert check(plan, {"name": "blast", "maxDestructive": 2}).passed
+    assert messages(check(plan, {"name": "blast", "maxDestructive": 1})) == [
+        "plan: rule blast (maxDestructive 1): 2 deletes and replaces "
+        "(DistributedTraining/7/a, DistributedTraining/7/b)"]
+
+
+def test_match_by_kind_project_name_and_name_glob():
+    plan = Plan([dt("llama-ft", project_name="team-a"), dt("bert", project_name="team-a"),
+                 dt("llama-x", project="9"), di("llama-serve")])
+    cap = {"name": "cap", "maxGpusPerWorkload": 1}
+    got = check(plan, {**cap, "match": {"kinds": ["DistributedTraining"],
+                                        "projects": ["team-a", "9"], "names": ["llama-*"]}})
+    assert sorted(v.address for v in got.rules[0].violations) == [
+        "DistributedTraining/7/llama-ft", "DistributedTraining/9/llama-x"]
+    by_id = check(plan, {**cap, "match": {"projects": ["9"]}})
+    assert [v.address for v in by_id.rules[0].violations] == ["DistributedTraining/9/llama-x"]
+
+
+def test_warn_reports_without_failing_and_failures_come_first():
+    report = check(Plan([dt("a")]),
+                   {"name": "labels", "requiredLabels": ["cost-center"], "enforcement": "warn"},
+                   {"name": "blast", "maxDestructive": 3},
+                   {"name": "cap", "maxGpusPerWorkload": 8})
+    assert not report.passed
+    assert [(r.name, r.status) for r in report.ordered()] == [
+        ("cap", "failed"), ("labels", "warned"), ("blast", "passed")]
+    assert report.summary() == "3 rules: 1 failed, 1 warned, 1 passed"
+    warn_only = check(Plan([dt("a")]), {"name": "labels", "requiredLabels": ["x"],
+                                        "enforcement": "warn"})
+    assert warn_only.passed and warn_only.warned
+
+
+def test_the_report_survives_its_json_document():
+    plan = Plan([dt("a")])
+    report = check(plan, {"name": "cap", "maxGpusPerWorkload": 8},
+                   {"name": "quota", "withinProjectQuota": True},
+                   {"name": "p", "maxGpusPerProject": {"*": 100}, "enforcement": "warn"})
+    again = policy.report_from_document(policy.report_document(report))
+    assert policy.report_document(again) == policy.report_document(report)
+    assert [r.status for r in again.ordered()] == ["failed", "unchecked", "passed"]
+
+
+@pytest.mark.parametrize("entry,word", [
+    ({"name": "x"}, "a rule needs one of"),
+    ({"name": "x", "maxDestructive": 1, "forbidLatestTag": True}, "has one rule key"),
+    ({"name": "x", "maxDestructive": -1}, "greater than or equal"),
+    ({"name": "x", "maxDestructive": 1, "enforcement": "block"}, "'deny' or 'warn'"),
+    ({"name": "x", "allowedImages": []}, "at least 1 item"),
+])
+def test_bad_rules_are_refused_by_the_model(entry, word):
+    with pytest.raises(Exception) as err:
+        policy.PolicyFile.model_validate({"rules": [entry]})
+    assert word in str(err.value)
