@@ -1,8 +1,9 @@
 """The simulator's projects, in projects.yml's `Project` shape (the handlers are in `app`).
 
 A project is known when it was defined (`POST /_sim/projects`, kept in the data file
-too, so `sim serve --data .runai-sim/data.json` defines them for `--sim`) or by default: for any project id a request uses, a project named
-`project-<id>` in the cluster the request asks about. "Uses" means: the id in
+too, so `sim serve --data .runai-sim/data.json` defines them for `--sim`) or by default:
+for any project id a request uses, a project named `project-<id>` in the cluster the
+request asks about, with a GPU quota of `DEFAULT_GPU_QUOTA`. "Uses" means: the id in
 `GET /api/v1/org-unit/projects/{id}`, the id a name filter spells (`name==project-7` is
 project 7), and the `projectId` of every live workload (so a list without a name filter
 shows the projects the workloads are in). A defined project takes its id's place: once
@@ -20,6 +21,10 @@ DEFAULT_CLUSTER_ID = "00000000-0000-4000-8000-000000000001"
 PARENT_ID = "4f1a9c3e-2b7d-4e8a-9c1f-0d2e3f4a5b6c"  # the one department every project is in
 DEFAULT_NODE_POOL = {"id": "1", "name": "default"}
 DEFAULT_CREATED = "2025-01-01T00:00:00.000Z"
+# A default project's GPU quota (`deserved`; projects.yml's example value): large, so that
+# a plan against projects nobody defined is not flagged over quota. A defined project's
+# quota is its `gpuQuota`, 0 when not given (the API's default).
+DEFAULT_GPU_QUOTA = 1000
 
 # projects.yml's ProjectsFilterBy pattern.
 FILTER = re.compile(
@@ -96,7 +101,7 @@ class Projects:
             return self.defined[project_id]
         if not _DIGITS.match(project_id):
             return None
-        return Project(project_id, f"project-{project_id}", cluster_id)
+        return Project(project_id, f"project-{project_id}", cluster_id, DEFAULT_GPU_QUOTA)
 
     def listed(self, filters: list[tuple[str, str, str]],
                workload_projects: Iterable[tuple[str, str]]) -> list[Project]:
@@ -114,5 +119,6 @@ class Projects:
         out = list(self.defined.values())
         for pid in sorted(set(ids) - set(self.defined), key=lambda p: (len(p), p)):
             if _DIGITS.match(pid):
-                out.append(Project(pid, f"project-{pid}", asked_cluster or ids[pid]))
+                out.append(Project(pid, f"project-{pid}", asked_cluster or ids[pid],
+                                   DEFAULT_GPU_QUOTA))
         return out

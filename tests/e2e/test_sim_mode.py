@@ -22,6 +22,9 @@ def test_sim_apply_then_plan_has_no_changes(tmp_path):
     shutil.copytree(ROOT / "specs", tmp_path / "specs")
     first = run(tmp_path, "--sim", "plan", "--detailed-exitcode")
     assert first.returncode == 2, first.stderr
+    # The GPUs the examples take, and no quota flag for the projects nobody defined.
+    assert "GPU impact" in first.stdout and "project 7 (project-7): 0 -> " in first.stdout
+    assert "over quota" not in first.stdout, first.stdout
     res = run(tmp_path, "--sim", "apply", "--auto-approve")
     assert res.returncode == 0, res.stderr
     assert "Apply complete!" in res.stdout
