@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -428,6 +429,9 @@ def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:
 # --- import -------------------------------------------------------------------------
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
 @dataclass
 class ImportResult:
     adopted: list[tuple[str, str]]  # (address, workload id) now in the state
@@ -451,6 +455,12 @@ def import_workload(store, connect: ClientFactory, address: str,
         kind_name = kinds.parse_address(address)[0]
     except ValueError as exc:
         raise errors.ReconcileError(str(exc)) from None
+    # The API's workloadId is a UUID (format: uuid); anything else would be sent as a path
+    # ("", "a/b", "..": another endpoint, or none).
+    if not _UUID.fullmatch(workload_id):
+        raise errors.ReconcileError(
+            f"workload id {workload_id!r}: expected a workload's UUID, as the API's workload "
+            "list gives it (e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301); nothing was written")
     with store.lock("import"):
         state, pending = store.read_with_pending()
         _refuse_pending(store, pending, "import")

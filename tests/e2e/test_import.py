@@ -149,6 +149,10 @@ def _refusals(wid: str, other_id: str) -> list[tuple[str, list[str], str]]:
          f"workload {wid} is in the state already, as Training/7/finetune"),
         ("malformed", ["Training/7", other_id], "invalid address 'Training/7'"),
         ("unknown-kind", ["Trainin/7/other", other_id], "invalid address 'Trainin/7/other'"),
+        # Not a UUID: refused before any request (once a traceback, or another endpoint's
+        # answer read as a workload: ".." is the kind's list).
+        *((f"id-{bad!r}", ["Training/7/other", bad], f"workload id {bad!r}: expected a "
+           "workload's UUID") for bad in ("", "a/b", "..", "%2e%2e", f" {other_id}")),
     ]
 
 
