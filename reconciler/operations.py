@@ -746,6 +746,12 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
     `options.force`. Reads the workloads list once, then GETs each workload; no API write."""
     from reconciler import export as exporting
 
+    if not out_dir.strip():
+        raise errors.ReconcileError("--out: an empty folder name (give . for this folder); "
+                                    "nothing was written")
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise errors.ReconcileError(f"--out {out_dir}: not a folder (a file, or a link to "
+                                    "none); nothing was written")
     found, skipped = asyncio.run(_read_for_export(connect, options))
     docs: dict[str, dict] = {}
     ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
@@ -884,6 +890,8 @@ async def _export_projects(client, items: list[dict], wanted: Sequence[str]) -> 
         return None
     ids: set[str] = set()
     for value in wanted:
+        if not value.strip():  # a name filter of nothing is the API's 400
+            raise errors.ReconcileError("--project: an empty value; give a project's id or name")
         hit = {str(i.get("projectId")) for i in items
                if value in (str(i.get("projectId")), i.get("projectName"))}
         if not hit and value.isdigit():
@@ -923,8 +931,12 @@ def _safe_file_name(name: str) -> bool:
 
 
 def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
-    """Write every file (each atomically), or none when one exists and not `force`."""
+    """Write every file, or none when one exists and not `force`: each goes to a sibling
+    temporary file first, and only when all of them are written are they renamed into
+    place, so that a failure (a folder that is a file, a full disk) leaves no file behind
+    nor any folder made for one."""
     import pathlib
+    import tempfile
 
     taken = [p for p in files if os.path.lexists(p)]
     if taken and not force:
@@ -935,27 +947,34 @@ def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
     not_files = [p for p in taken if not os.path.isfile(p) or os.path.islink(p)]
     if not_files:
         raise errors.ReconcileError(f"{not_files[0]} is not a regular file; nothing was written")
-    for path, text in files.items():
-        target = pathlib.Path(path)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, text.encode(), mode)
-        except OSError as exc:
-            raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _write_atomically(path, data: bytes, mode: int) -> None:
-    """Write a sibling temporary file, then rename it over `path`: a reader sees the old
-    file or the new one, never half of one."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    made: list[pathlib.Path] = []  # folders this call created, outermost first
+    written: list[tuple[str, pathlib.Path]] = []  # (temporary file, its target)
+    done = False
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        for path, text in files.items():
+            target = pathlib.Path(path)
+            try:
+                missing = [d for d in (target.parent, *target.parent.parents)
+                           if not os.path.lexists(d)]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.extend(reversed(missing))
+                fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                           suffix=".tmp")
+                written.append((tmp, target))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text.encode())
+                os.chmod(tmp, mode)
+            except OSError as exc:
+                raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}; "
+                                            "nothing was written") from None
+        for tmp, target in written:
+            os.replace(tmp, target)
+        done = True
+    finally:
+        if not done:
+            for tmp, _ in written:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()

@@ -197,6 +197,7 @@ def test_the_filters_select_and_bad_ones_are_one_error_line(ws, sim_server, flee
         (("--kind", "Trainig"), "Error: --kind Trainig: no such kind (did you mean Training?)"),
         (("--project", "project-9x"), "Error: --project project-9x: no such project "
                                       "(did you mean project-8 or project-7?)"),
+        (("--project", ""), "Error: --project: an empty value"),  # was the API's 400
     ]:
         res = ws.cli("export", "--out", str(ws.root / "bad"), *flags)
         assert res.exit_code == 1
@@ -219,3 +220,30 @@ def test_defaults_never_go_above_a_spec_that_export_did_not_write(ws, sim_server
     assert json.loads(res.stdout)["defaultsFiles"] == [str(ws.specs / "project-8" /
                                                            "_defaults.yaml")]
     assert sorted(p.name for p in ws.specs.rglob("_defaults.yaml")) == ["_defaults.yaml"]
+
+
+def test_a_write_that_fails_midway_leaves_no_file_and_no_folder(ws, sim_server, fleet):
+    # project-8 is a file: its specs cannot be written, but project-7's could (and were,
+    # before: the next export then refused them as existing files).
+    out = ws.root / "out"
+    out.mkdir()
+    (out / "project-8").write_text("")
+    res = ws.cli("export", "--out", str(out))
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [res.output.strip()]
+    assert res.output.startswith(f"Error: cannot write {out / 'project-8'}")
+    assert "nothing was written" in res.output
+    assert sorted(p.name for p in out.rglob("*")) == ["project-8"]
+
+
+def test_an_out_that_is_no_folder_is_one_error_line(ws, sim_server, fleet, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    (ws.root / "gone").symlink_to(ws.root / "nowhere")
+    before = sorted(p.name for p in ws.root.iterdir())
+    for out, says in [("", "Error: --out: an empty folder name"),  # was: written here, "to /"
+                      ("gone", "Error: --out gone: not a folder")]:  # was: "File exists"
+        res = ws.cli("export", "--out", out)
+        assert res.exit_code == 1
+        assert res.output.strip().splitlines() == [res.output.strip()]
+        assert res.output.startswith(says) and "nothing was written" in res.output
+        assert sorted(p.name for p in ws.root.iterdir()) == before
