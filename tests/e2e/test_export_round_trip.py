@@ -247,3 +247,23 @@ def test_an_out_that_is_no_folder_is_one_error_line(ws, sim_server, fleet, monke
         assert res.output.strip().splitlines() == [res.output.strip()]
         assert res.output.startswith(says) and "nothing was written" in res.output
         assert sorted(p.name for p in ws.root.iterdir()) == before
+
+
+def test_a_project_with_a_name_of_its_own_is_exported_by_it_and_plans_clean(ws, sim_server):
+    # The workload list named every project `project-<id>`, even one defined as `vision`:
+    # export wrote `project: project-12`, which names no project, and the plan failed.
+    cluster = EXAMPLES["Training"][0]["clusterId"]
+    sim_server.admin.post("/_sim/projects", json={"id": "12", "name": "vision",
+                                                  "clusterId": cluster}).raise_for_status()
+    wid = _create(sim_server, "Training", {"name": "resnet", "projectId": "12",
+                                           "clusterId": cluster,
+                                           "spec": {"image": "python:3.12"}})
+    res = ws.cli("export", "--out", str(ws.specs))
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load((ws.specs / "vision" / "Training" / "resnet.yaml").read_text())
+    assert doc["project"] == "vision"
+    plan = ws.plan_json()
+    assert plan["summary"]["adopt"] == 1 and plan["summary"]["create"] == 0
+    assert ws.apply().exit_code == 0
+    assert ws.state()["resources"]["Training/12/resnet"]["workload_id"] == wid
+    assert ws.plan("--detailed-exitcode").exit_code == 0
