@@ -762,8 +762,10 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
         docs[rel] = doc
         ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
     shared: dict[str, dict] = {}
+    intended = docs
     if options.defaults:
         docs, shared = exporting.factor_defaults(docs, folders=_own_folders(out_dir, docs))
+    _refuse_foreign_defaults(out_dir, intended, docs, shared)
     files: dict[str, str] = {}
     exported: list[Exported] = []
     for rel, doc in docs.items():
@@ -804,6 +806,49 @@ def _own_folders(out_dir: str, docs: dict[str, dict]) -> list[str]:
     folders = {"/".join(rel.split("/")[:n]) for rel in docs for n in range(rel.count("/") + 1)}
     return sorted(f for f in folders
                   if not any(f == "" or rel.startswith(f + "/") for rel in foreign))
+
+
+def _refuse_foreign_defaults(out_dir: str, intended: dict[str, dict], docs: dict[str, dict],
+                             shared: dict[str, dict]) -> None:
+    """Refuse when a `_defaults.yaml` in `out_dir` that this export does not write (the
+    user's, or a stale one of an earlier export) would merge into an exported spec what
+    the live workload does not have: its next plan would show a change. `intended` are
+    the specs as exported, `docs` as written beside the new defaults `shared`."""
+    import pathlib
+
+    import yaml
+
+    from reconciler import export as exporting
+    from reconciler.desired import defaults as folder_defaults
+
+    on_disk: dict[str, Any] = {}
+    for rel, doc in docs.items():
+        folders = rel.split("/")[:-1]
+        merged: dict = {}
+        foreign = []
+        for n in range(len(folders) + 1):
+            name = "/".join([*folders[:n], exporting.DEFAULTS_FILE])
+            if name not in shared and name not in on_disk:
+                try:
+                    on_disk[name] = yaml.safe_load(pathlib.Path(out_dir, name).read_text())
+                except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                    on_disk[name] = None  # none, or broken: validate says so
+            layer = shared.get(name, on_disk.get(name))
+            if isinstance(layer, dict):
+                merged = folder_defaults.merge(layer, merged, {})
+                if name not in shared:
+                    foreign.append((os.path.join(out_dir, name), layer))
+        if foreign and not exporting.same_workload(
+                folder_defaults.merge(doc, merged, {}), intended[rel]):
+            # The files that add something on their own, else all of them together.
+            blamed = [path for path, layer in foreign if not exporting.same_workload(
+                folder_defaults.merge(intended[rel], layer, {}), intended[rel])]
+            blamed = blamed or [path for path, _ in foreign]
+            raise errors.ReconcileError(
+                f"{' and '.join(blamed)} would add to {os.path.join(out_dir, rel)} fields "
+                "its live workload does not have (the next plan would change it); nothing "
+                f"was written: move {'it' if len(blamed) == 1 else 'them'} away, or export "
+                "into another folder")
 
 
 async def _read_for_export(connect: ClientFactory, options: ExportOptions):

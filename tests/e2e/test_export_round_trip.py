@@ -267,3 +267,50 @@ def test_a_project_with_a_name_of_its_own_is_exported_by_it_and_plans_clean(ws, 
     assert ws.apply().exit_code == 0
     assert ws.state()["resources"]["Training/12/resnet"]["workload_id"] == wid
     assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def _workspace(sim_server, name: str, **spec) -> str:
+    return _create(sim_server, "Workspace", {
+        "name": name, "projectId": "7", "clusterId": EXAMPLES["Workspace"][0]["clusterId"],
+        "spec": {"image": "python:3.12", **spec}})
+
+
+def test_a_defaults_file_export_does_not_write_may_not_change_an_exported_spec(ws, sim_server):
+    # Two workspaces share a label (into project-7/Workspace/_defaults.yaml) beside a
+    # training that has none; then one workspace loses the label. `export --force
+    # --defaults` wrote no defaults for that folder now, and left the old one, which gave
+    # the label back to the spec: its next plan was a replacement.
+    one = _workspace(sim_server, "one", labels=[{"name": "team", "value": "ml"}])
+    _workspace(sim_server, "two", labels=[{"name": "team", "value": "ml"}])
+    _create(sim_server, "Training", {"name": "solo", "projectId": "7",
+                                     "clusterId": EXAMPLES["Training"][0]["clusterId"],
+                                     "spec": {"image": "python:3.12"}})
+    assert ws.cli("export", "--out", str(ws.specs), "--defaults").exit_code == 0
+    stale = ws.specs / "project-7" / "Workspace" / "_defaults.yaml"
+    assert yaml.safe_load(stale.read_text()) == {"spec": {"labels": [{"name": "team",
+                                                                      "value": "ml"}]}}
+    sim_server.admin.patch(f"/_sim/workloads/{one}", json={"spec": {"labels": None}})
+    before = _files(ws.specs)
+    for flags in (("--defaults",), ()):
+        res = ws.cli("export", "--out", str(ws.specs), "--force", *flags)
+        assert res.exit_code == 1
+        assert res.output.strip().splitlines() == [
+            f"Error: {stale} would add to {ws.specs / 'project-7' / 'Workspace' / 'one.yaml'} "
+            "fields its live workload does not have (the next plan would change it); nothing "
+            "was written: move it away, or export into another folder"]
+        assert _files(ws.specs) == before
+    stale.unlink()
+    assert ws.cli("export", "--out", str(ws.specs), "--force", "--defaults").exit_code == 0
+    plan = ws.plan_json()
+    assert plan["summary"]["adopt"] == 3 and plan["summary"]["replace"] == 0
+
+
+def test_a_defaults_file_that_agrees_with_the_exported_specs_is_kept(ws, sim_server):
+    _workspace(sim_server, "one")
+    ws.write("_defaults.yaml", f"""
+        clusterId: {EXAMPLES["Workspace"][0]["clusterId"]}
+        lifecycle: {{preventDestroy: true}}
+        """)
+    res = ws.cli("export", "--out", str(ws.specs))
+    assert res.exit_code == 0, res.output
+    assert ws.plan_json()["summary"]["adopt"] == 1
