@@ -575,7 +575,7 @@ def force_unlock(cfg: Config, lock_id: str) -> None:
               help="Adopt every live workload that a spec of DIR names and the state does not hold.")
 @click.option("--project", "projects", multiple=True, metavar="ID_OR_NAME",
               help="With --all: only the specs of this project (repeatable).")
-@click.option("--kind", "kind_names", multiple=True, type=click.Choice(sorted(kinds.KINDS)),
+@click.option("--kind", "kind_names", multiple=True, metavar="KIND",
               help="With --all: only the specs of this kind (repeatable).")
 @pass_config
 def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names) -> None:
@@ -600,8 +600,12 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
         return
     if len(args) > 1:
         raise click.UsageError("--all takes at most one argument, the specs folder DIR")
+    directory = args[0] if args else DEFAULT_SPECS
+    if os.path.isfile(directory):  # as validate and plan refuse it
+        raise errors.ReconcileError(f"{directory} is a file; import --all takes a specs folder")
+    kind_names = _check_kinds(kind_names)
     store = _store(cfg)
-    result = operations.import_all(args[0] if args else DEFAULT_SPECS, store, _connect(cfg),
+    result = operations.import_all(directory, store, _connect(cfg),
                                    projects=projects, kind_names=kind_names,
                                    parallelism=cfg.parallelism)
     for address, workload_id in result.adopted:

@@ -330,6 +330,26 @@ def factor_defaults(docs: dict[str, dict], *, folders: Iterable[str] | None = No
     return out, defaults
 
 
+def same_workload(a: dict, b: dict) -> bool:
+    """Whether spec documents `a` and `b` ask for the same workload: equal but for
+    `lifecycle` (the reconciler's own controls), nulls (absent) and the order of keyed
+    lists (compared by item key, as the diff does)."""
+    return _normal({k: v for k, v in a.items() if k != "lifecycle"}) == _normal(
+        {k: v for k, v in b.items() if k != "lifecycle"})
+
+
+def _normal(value: Any, field: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _normal(v, k) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        items = [_normal(v, field) for v in value]
+        keys = [kinds.item_key(field, v) for v in value]
+        if items and None not in keys and len(set(keys)) == len(keys):
+            return sorted(zip(keys, map(repr, items)))
+        return items
+    return value
+
+
 def _shared(docs: list[dict]) -> dict:
     first, rest = docs[0], docs[1:]
     shared: dict[str, Any] = {k: first[k] for k in _SHARED_SCALARS

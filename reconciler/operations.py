@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -428,6 +429,9 @@ def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:
 # --- import -------------------------------------------------------------------------
 
 
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+
+
 @dataclass
 class ImportResult:
     adopted: list[tuple[str, str]]  # (address, workload id) now in the state
@@ -451,6 +455,12 @@ def import_workload(store, connect: ClientFactory, address: str,
         kind_name = kinds.parse_address(address)[0]
     except ValueError as exc:
         raise errors.ReconcileError(str(exc)) from None
+    # The API's workloadId is a UUID (format: uuid); anything else would be sent as a path
+    # ("", "a/b", "..": another endpoint, or none).
+    if not _UUID.fullmatch(workload_id):
+        raise errors.ReconcileError(
+            f"workload id {workload_id!r}: expected a workload's UUID, as the API's workload "
+            "list gives it (e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301); nothing was written")
     with store.lock("import"):
         state, pending = store.read_with_pending()
         _refuse_pending(store, pending, "import")
@@ -736,6 +746,12 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
     `options.force`. Reads the workloads list once, then GETs each workload; no API write."""
     from reconciler import export as exporting
 
+    if not out_dir.strip():
+        raise errors.ReconcileError("--out: an empty folder name (give . for this folder); "
+                                    "nothing was written")
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        raise errors.ReconcileError(f"--out {out_dir}: not a folder (a file, or a link to "
+                                    "none); nothing was written")
     found, skipped = asyncio.run(_read_for_export(connect, options))
     docs: dict[str, dict] = {}
     ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
@@ -746,8 +762,10 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
         docs[rel] = doc
         ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
     shared: dict[str, dict] = {}
+    intended = docs
     if options.defaults:
         docs, shared = exporting.factor_defaults(docs, folders=_own_folders(out_dir, docs))
+    _refuse_foreign_defaults(out_dir, intended, docs, shared)
     files: dict[str, str] = {}
     exported: list[Exported] = []
     for rel, doc in docs.items():
@@ -788,6 +806,49 @@ def _own_folders(out_dir: str, docs: dict[str, dict]) -> list[str]:
     folders = {"/".join(rel.split("/")[:n]) for rel in docs for n in range(rel.count("/") + 1)}
     return sorted(f for f in folders
                   if not any(f == "" or rel.startswith(f + "/") for rel in foreign))
+
+
+def _refuse_foreign_defaults(out_dir: str, intended: dict[str, dict], docs: dict[str, dict],
+                             shared: dict[str, dict]) -> None:
+    """Refuse when a `_defaults.yaml` in `out_dir` that this export does not write (the
+    user's, or a stale one of an earlier export) would merge into an exported spec what
+    the live workload does not have: its next plan would show a change. `intended` are
+    the specs as exported, `docs` as written beside the new defaults `shared`."""
+    import pathlib
+
+    import yaml
+
+    from reconciler import export as exporting
+    from reconciler.desired import defaults as folder_defaults
+
+    on_disk: dict[str, Any] = {}
+    for rel, doc in docs.items():
+        folders = rel.split("/")[:-1]
+        merged: dict = {}
+        foreign = []
+        for n in range(len(folders) + 1):
+            name = "/".join([*folders[:n], exporting.DEFAULTS_FILE])
+            if name not in shared and name not in on_disk:
+                try:
+                    on_disk[name] = yaml.safe_load(pathlib.Path(out_dir, name).read_text())
+                except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                    on_disk[name] = None  # none, or broken: validate says so
+            layer = shared.get(name, on_disk.get(name))
+            if isinstance(layer, dict):
+                merged = folder_defaults.merge(layer, merged, {})
+                if name not in shared:
+                    foreign.append((os.path.join(out_dir, name), layer))
+        if foreign and not exporting.same_workload(
+                folder_defaults.merge(doc, merged, {}), intended[rel]):
+            # The files that add something on their own, else all of them together.
+            blamed = [path for path, layer in foreign if not exporting.same_workload(
+                folder_defaults.merge(intended[rel], layer, {}), intended[rel])]
+            blamed = blamed or [path for path, _ in foreign]
+            raise errors.ReconcileError(
+                f"{' and '.join(blamed)} would add to {os.path.join(out_dir, rel)} fields "
+                "its live workload does not have (the next plan would change it); nothing "
+                f"was written: move {'it' if len(blamed) == 1 else 'them'} away, or export "
+                "into another folder")
 
 
 async def _read_for_export(connect: ClientFactory, options: ExportOptions):
@@ -874,6 +935,8 @@ async def _export_projects(client, items: list[dict], wanted: Sequence[str]) -> 
         return None
     ids: set[str] = set()
     for value in wanted:
+        if not value.strip():  # a name filter of nothing is the API's 400
+            raise errors.ReconcileError("--project: an empty value; give a project's id or name")
         hit = {str(i.get("projectId")) for i in items
                if value in (str(i.get("projectId")), i.get("projectName"))}
         if not hit and value.isdigit():
@@ -913,8 +976,12 @@ def _safe_file_name(name: str) -> bool:
 
 
 def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
-    """Write every file (each atomically), or none when one exists and not `force`."""
+    """Write every file, or none when one exists and not `force`: each goes to a sibling
+    temporary file first, and only when all of them are written are they renamed into
+    place, so that a failure (a folder that is a file, a full disk) leaves no file behind
+    nor any folder made for one."""
     import pathlib
+    import tempfile
 
     taken = [p for p in files if os.path.lexists(p)]
     if taken and not force:
@@ -925,27 +992,34 @@ def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
     not_files = [p for p in taken if not os.path.isfile(p) or os.path.islink(p)]
     if not_files:
         raise errors.ReconcileError(f"{not_files[0]} is not a regular file; nothing was written")
-    for path, text in files.items():
-        target = pathlib.Path(path)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, text.encode(), mode)
-        except OSError as exc:
-            raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _write_atomically(path, data: bytes, mode: int) -> None:
-    """Write a sibling temporary file, then rename it over `path`: a reader sees the old
-    file or the new one, never half of one."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    made: list[pathlib.Path] = []  # folders this call created, outermost first
+    written: list[tuple[str, pathlib.Path]] = []  # (temporary file, its target)
+    done = False
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        for path, text in files.items():
+            target = pathlib.Path(path)
+            try:
+                missing = [d for d in (target.parent, *target.parent.parents)
+                           if not os.path.lexists(d)]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.extend(reversed(missing))
+                fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                           suffix=".tmp")
+                written.append((tmp, target))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(text.encode())
+                os.chmod(tmp, mode)
+            except OSError as exc:
+                raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}; "
+                                            "nothing was written") from None
+        for tmp, target in written:
+            os.replace(tmp, target)
+        done = True
+    finally:
+        if not done:
+            for tmp, _ in written:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()

@@ -106,20 +106,28 @@ def _merge_lists(field: str, upper: list, lower: list, origin: dict, path: Path_
         return upper + taken
     upper_keys = [kinds.item_key(field, item) for item in upper]
     lower_keys = [kinds.item_key(field, item) for item in lower]
-    if (None in upper_keys or None in lower_keys or len(set(upper_keys)) < len(upper)
-            or len(set(lower_keys)) < len(lower)):
-        return upper  # not a keyed list, or items without distinct keys: it replaces
-    index = {key: i for i, key in enumerate(upper_keys)}
-    out = []
-    for j, key in enumerate(lower_keys):
-        i = index.get(key)
-        origin[path + (len(out),)] = (_LOWER, path + (j,)) if i is None else (_UPPER, path + (i,))
-        out.append(lower[j] if i is None else upper[i])
-    below = set(lower_keys)
+    if all(key is None for key in upper_keys + lower_keys):
+        return upper  # not a keyed list: it replaces
+    # An item without a key (its name missing) or with another's key matches none: it is
+    # kept, so that validation reports it at its line instead of the merge dropping it.
+    index: dict[str, int] = {}
     for i, key in enumerate(upper_keys):
-        if key not in below:
+        if key is not None:
+            index.setdefault(key, i)
+    out, taken = [], set()
+    for j, key in enumerate(lower_keys):
+        i = index.get(key) if key is not None else None
+        if i is None or i in taken:
+            origin[path + (len(out),)] = (_LOWER, path + (j,))
+            out.append(lower[j])
+        else:
+            taken.add(i)
             origin[path + (len(out),)] = (_UPPER, path + (i,))
             out.append(upper[i])
+    for i, item in enumerate(upper):
+        if i not in taken:
+            origin[path + (len(out),)] = (_UPPER, path + (i,))
+            out.append(item)
     return out
 
 

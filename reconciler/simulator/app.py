@@ -318,6 +318,9 @@ class Simulator:
         spec = b.get("spec") or {}
         phase = self.store.phase(rec)
         phase_at = iso(self.store.phase_since(rec) if rec.deleted_at is None else rec.deleted_at)
+        # A defined project's name (POST /_sim/projects), else the default `project-<id>`.
+        project = self.projects.by_id(str(b["projectId"]), b["clusterId"])
+        project_name = project.name if project else f"project-{b['projectId']}"
         item = {
             "tenantId": TENANT_ID, "runningPods": 0,
             "phaseUpdatedAt": phase_at, "k8sPhaseUpdatedAt": phase_at,
@@ -326,10 +329,10 @@ class Simulator:
             "type": rec.kind, "name": b["name"], "id": b["workloadId"],
             "priority": None, "priorityClassName": spec.get("priorityClass") or "",
             "submittedBy": b["createdBy"], "clusterId": b["clusterId"],
-            "projectName": f"project-{b['projectId']}", "projectId": b["projectId"],
+            "projectName": project_name, "projectId": b["projectId"],
             "departmentName": f"department-{b.get('departmentId', DEPARTMENT_ID)}",
             "departmentId": b.get("departmentId", DEPARTMENT_ID),
-            "namespace": f"runai-project-{b['projectId']}", "createdAt": b["createdAt"],
+            "namespace": f"runai-{project_name}", "createdAt": b["createdAt"],
             "phase": phase, "conditions": [], "k8sPhase": _k8s_phase(phase),
             "category": spec.get("category") or kind.category,
             "preemptible": spec.get("preemptibility") == "preemptible",

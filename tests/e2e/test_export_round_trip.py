@@ -197,6 +197,7 @@ def test_the_filters_select_and_bad_ones_are_one_error_line(ws, sim_server, flee
         (("--kind", "Trainig"), "Error: --kind Trainig: no such kind (did you mean Training?)"),
         (("--project", "project-9x"), "Error: --project project-9x: no such project "
                                       "(did you mean project-8 or project-7?)"),
+        (("--project", ""), "Error: --project: an empty value"),  # was the API's 400
     ]:
         res = ws.cli("export", "--out", str(ws.root / "bad"), *flags)
         assert res.exit_code == 1
@@ -219,3 +220,97 @@ def test_defaults_never_go_above_a_spec_that_export_did_not_write(ws, sim_server
     assert json.loads(res.stdout)["defaultsFiles"] == [str(ws.specs / "project-8" /
                                                            "_defaults.yaml")]
     assert sorted(p.name for p in ws.specs.rglob("_defaults.yaml")) == ["_defaults.yaml"]
+
+
+def test_a_write_that_fails_midway_leaves_no_file_and_no_folder(ws, sim_server, fleet):
+    # project-8 is a file: its specs cannot be written, but project-7's could (and were,
+    # before: the next export then refused them as existing files).
+    out = ws.root / "out"
+    out.mkdir()
+    (out / "project-8").write_text("")
+    res = ws.cli("export", "--out", str(out))
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [res.output.strip()]
+    assert res.output.startswith(f"Error: cannot write {out / 'project-8'}")
+    assert "nothing was written" in res.output
+    assert sorted(p.name for p in out.rglob("*")) == ["project-8"]
+
+
+def test_an_out_that_is_no_folder_is_one_error_line(ws, sim_server, fleet, monkeypatch):
+    monkeypatch.chdir(ws.root)
+    (ws.root / "gone").symlink_to(ws.root / "nowhere")
+    before = sorted(p.name for p in ws.root.iterdir())
+    for out, says in [("", "Error: --out: an empty folder name"),  # was: written here, "to /"
+                      ("gone", "Error: --out gone: not a folder")]:  # was: "File exists"
+        res = ws.cli("export", "--out", out)
+        assert res.exit_code == 1
+        assert res.output.strip().splitlines() == [res.output.strip()]
+        assert res.output.startswith(says) and "nothing was written" in res.output
+        assert sorted(p.name for p in ws.root.iterdir()) == before
+
+
+def test_a_project_with_a_name_of_its_own_is_exported_by_it_and_plans_clean(ws, sim_server):
+    # The workload list named every project `project-<id>`, even one defined as `vision`:
+    # export wrote `project: project-12`, which names no project, and the plan failed.
+    cluster = EXAMPLES["Training"][0]["clusterId"]
+    sim_server.admin.post("/_sim/projects", json={"id": "12", "name": "vision",
+                                                  "clusterId": cluster}).raise_for_status()
+    wid = _create(sim_server, "Training", {"name": "resnet", "projectId": "12",
+                                           "clusterId": cluster,
+                                           "spec": {"image": "python:3.12"}})
+    res = ws.cli("export", "--out", str(ws.specs))
+    assert res.exit_code == 0, res.output
+    doc = yaml.safe_load((ws.specs / "vision" / "Training" / "resnet.yaml").read_text())
+    assert doc["project"] == "vision"
+    plan = ws.plan_json()
+    assert plan["summary"]["adopt"] == 1 and plan["summary"]["create"] == 0
+    assert ws.apply().exit_code == 0
+    assert ws.state()["resources"]["Training/12/resnet"]["workload_id"] == wid
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def _workspace(sim_server, name: str, **spec) -> str:
+    return _create(sim_server, "Workspace", {
+        "name": name, "projectId": "7", "clusterId": EXAMPLES["Workspace"][0]["clusterId"],
+        "spec": {"image": "python:3.12", **spec}})
+
+
+def test_a_defaults_file_export_does_not_write_may_not_change_an_exported_spec(ws, sim_server):
+    # Two workspaces share a label (into project-7/Workspace/_defaults.yaml) beside a
+    # training that has none; then one workspace loses the label. `export --force
+    # --defaults` wrote no defaults for that folder now, and left the old one, which gave
+    # the label back to the spec: its next plan was a replacement.
+    one = _workspace(sim_server, "one", labels=[{"name": "team", "value": "ml"}])
+    _workspace(sim_server, "two", labels=[{"name": "team", "value": "ml"}])
+    _create(sim_server, "Training", {"name": "solo", "projectId": "7",
+                                     "clusterId": EXAMPLES["Training"][0]["clusterId"],
+                                     "spec": {"image": "python:3.12"}})
+    assert ws.cli("export", "--out", str(ws.specs), "--defaults").exit_code == 0
+    stale = ws.specs / "project-7" / "Workspace" / "_defaults.yaml"
+    assert yaml.safe_load(stale.read_text()) == {"spec": {"labels": [{"name": "team",
+                                                                      "value": "ml"}]}}
+    sim_server.admin.patch(f"/_sim/workloads/{one}", json={"spec": {"labels": None}})
+    before = _files(ws.specs)
+    for flags in (("--defaults",), ()):
+        res = ws.cli("export", "--out", str(ws.specs), "--force", *flags)
+        assert res.exit_code == 1
+        assert res.output.strip().splitlines() == [
+            f"Error: {stale} would add to {ws.specs / 'project-7' / 'Workspace' / 'one.yaml'} "
+            "fields its live workload does not have (the next plan would change it); nothing "
+            "was written: move it away, or export into another folder"]
+        assert _files(ws.specs) == before
+    stale.unlink()
+    assert ws.cli("export", "--out", str(ws.specs), "--force", "--defaults").exit_code == 0
+    plan = ws.plan_json()
+    assert plan["summary"]["adopt"] == 3 and plan["summary"]["replace"] == 0
+
+
+def test_a_defaults_file_that_agrees_with_the_exported_specs_is_kept(ws, sim_server):
+    _workspace(sim_server, "one")
+    ws.write("_defaults.yaml", f"""
+        clusterId: {EXAMPLES["Workspace"][0]["clusterId"]}
+        lifecycle: {{preventDestroy: true}}
+        """)
+    res = ws.cli("export", "--out", str(ws.specs))
+    assert res.exit_code == 0, res.output
+    assert ws.plan_json()["summary"]["adopt"] == 1

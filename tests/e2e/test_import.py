@@ -149,6 +149,10 @@ def _refusals(wid: str, other_id: str) -> list[tuple[str, list[str], str]]:
          f"workload {wid} is in the state already, as Training/7/finetune"),
         ("malformed", ["Training/7", other_id], "invalid address 'Training/7'"),
         ("unknown-kind", ["Trainin/7/other", other_id], "invalid address 'Trainin/7/other'"),
+        # Not a UUID: refused before any request (once a traceback, or another endpoint's
+        # answer read as a workload: ".." is the kind's list).
+        *((f"id-{bad!r}", ["Training/7/other", bad], f"workload id {bad!r}: expected a "
+           "workload's UUID") for bad in ("", "a/b", "..", "%2e%2e", f" {other_id}")),
     ]
 
 
@@ -269,7 +273,11 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
 
 def test_import_all_filters_by_kind_and_by_project_id_or_name(ws, sim_server):
     ids = examples_live_without_state(ws)
-    res = ws.cli("import", "--all", "--kind", "Workspace", "--kind", "Training", str(ws.specs))
+    # --kind as export takes it: any case, a typo one Error: line with the closest kind.
+    err = one_error_line(ws.cli("import", "--all", "--kind", "trainig", str(ws.specs)))
+    assert err.startswith("Error: --kind trainig: no such kind (did you mean Training?)")
+    assert not ws.state_path.exists()
+    res = ws.cli("import", "--all", "--kind", "workspace", "--kind", "Training", str(ws.specs))
     assert res.exit_code == 0, res.output
     assert set(ws.state()["resources"]) == {"Workspace/7/jupyter-research",
                                             "Training/7/llama-8b-lora"}
@@ -302,4 +310,14 @@ def test_import_all_with_bad_specs_is_the_spec_error_and_writes_nothing(ws, sim_
     ws.write("bad.yaml", TRAINING_SPEC.replace("image:", "imag:"))
     res = ws.cli("import", "--all", str(ws.specs))
     assert res.exit_code == 1 and "bad.yaml" in res.stderr and "Traceback" not in res.output
+    assert not ws.state_path.exists()
+
+
+def test_import_all_refuses_a_file_for_its_folder(ws, sim_server):
+    # validate and plan refuse a file as DIR; import --all read no spec from it and said
+    # "Nothing adopted", exit 0.
+    examples_live_without_state(ws)
+    not_specs = ws.write("notes.txt", "kind: Training\n")
+    err = one_error_line(ws.cli("import", "--all", str(not_specs)))
+    assert err == f"Error: {not_specs} is a file; import --all takes a specs folder"
     assert not ws.state_path.exists()

@@ -109,6 +109,38 @@ def test_a_bad_default_is_named_with_its_file_line_and_field(tmp_path):
         assert last.startswith("Error: 2 problems in the specs")
 
 
+def test_a_default_item_without_its_key_is_reported_not_dropped(tmp_path):
+    # An item without a name made the keyed merge give up: the spec's own list replaced
+    # the defaults' whole, so HF_HOME was lost and the broken item never reported.
+    defaults = f"""
+        clusterId: {CLUSTER}
+        projectId: "7"
+        spec:
+          environmentVariables:
+            - {{name: HF_HOME, value: /cache}}
+        """
+    write(tmp_path, "team/_defaults.yaml", defaults + '    - {value: "2"}\n')
+    write(tmp_path, "team/t.yaml", """
+        kind: Training
+        name: t
+        spec:
+          image: python:3.12
+          environmentVariables: [{name: LOG, value: info}]
+        """)
+    res = run(tmp_path, "validate")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    where = os.path.join("specs", "team", "_defaults.yaml")
+    *problems, last = res.stderr.splitlines()
+    assert problems == [f"{where}:6: spec.environmentVariables[1].name: required field is "
+                        f"missing (a default for {os.path.join('specs', 'team', 't.yaml')})"]
+    write(tmp_path, "team/_defaults.yaml", defaults)
+    res = run(tmp_path, "--sim", "plan", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    (change,) = json.loads(res.stdout)["resource_changes"]
+    assert change["change"]["after"]["spec"]["environmentVariables"] == [
+        {"name": "HF_HOME", "value": "/cache"}, {"name": "LOG", "value": "info"}]
+
+
 @pytest.mark.parametrize(("files", "expected"), [
     ({"a.yaml": "kind: Training\nname: t\nprojectId: '7'\nclusterId: C\nspec:\n  image: x\n"
                 "  workingDir: 12:30\n"},
