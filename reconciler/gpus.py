@@ -155,17 +155,25 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     return total
 
 
-# Actions after which the live phase stays what it was (a completed training left alone,
-# a pending workload patched); after the others the workload runs as its spec asks.
-_PHASE_KEPT = frozenset({plans.Action.NOOP, plans.Action.UPDATE})
-
-
 def change_gpus(change: plans.ResourceChange) -> tuple[Gpus, Gpus]:
     """What the workload of `change` holds before apply (live, or the state's without
     refresh) and after it (its spec; nothing once deleted)."""
-    before = held(change.kind, change.before, actual_phase=change.live_phase)
+    if change.action is plans.Action.NOOP:
+        # Apply leaves it as it is (paths under ignoreChanges included), in the phase its
+        # spec asks for: the planner found it there (a state's last seen phase may predate
+        # a suspend), or done, or gone.
+        if change.reason == plans.REASON_COMPLETED:
+            return NONE, NONE
+        now = held(change.kind, change.before, desired_phase=change.desired_phase,
+                   actual_phase=change.live_phase)
+        return now, now
+    # A workload to resume is suspended, as the planner found it (live, or the state).
+    before = NONE if change.action is plans.Action.RESUME else held(
+        change.kind, change.before, actual_phase=change.live_phase)
+    # A patched workload stays in its live phase; after the other actions it runs as its
+    # spec asks.
     after = held(change.kind, change.after, desired_phase=change.desired_phase,
-                 actual_phase=change.live_phase if change.action in _PHASE_KEPT else None)
+                 actual_phase=change.live_phase if change.action is plans.Action.UPDATE else None)
     return before, after
 
 

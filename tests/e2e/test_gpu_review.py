@@ -1,0 +1,79 @@
+"""A platform engineer's review of the GPU impact and the policy rules through the CLI
+against `sim serve`: workloads apply leaves alone move no GPUs, project names the plan
+read match policy rules, and a plan shows only the projects it touches."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from .conftest import CLUSTER
+
+pytestmark = pytest.mark.http
+
+GPU_BLOCK = "GPU impact (GPUs held while running, before -> after apply):\n"
+
+
+def spec(kind: str, name: str, project: str = "7", *, gpus: int = 2, extra: str = "",
+         spec_extra: str = "") -> str:
+    return textwrap.dedent(f"""\
+        kind: {kind}
+        name: {name}
+        projectId: "{project}"
+        clusterId: {CLUSTER}
+        {extra}
+        spec:
+          image: nvcr.io/nvidia/pytorch:24.05-py3
+          compute: {{gpuDevicesRequest: {gpus}}}
+        """) + textwrap.indent(textwrap.dedent(spec_extra), "  ")
+
+
+def gpu_block(stdout: str) -> list[str]:
+    assert GPU_BLOCK in stdout, stdout
+    return stdout.split(GPU_BLOCK)[1].split("\n\nPlan: ")[0].splitlines()
+
+
+def workload_id(ws, address: str) -> str:
+    return ws.state()["resources"][address]["workload_id"]
+
+
+def test_a_workload_apply_leaves_alone_moves_no_gpus(ws, sim_server):
+    # An autoscaled Inference whose maxReplicas someone else owns (ignoreChanges), and a
+    # workspace kept suspended: neither is touched by a plan that grows the training.
+    ws.write("serve.yaml", spec("Inference", "serve", gpus=1,
+                                extra="lifecycle: {ignoreChanges: [spec.autoscaling.maxReplicas]}",
+                                spec_extra="""\
+                                    servingPort: {container: 8000}
+                                    autoscaling: {minReplicas: 1, maxReplicas: 2, metric: concurrency, metricThreshold: 10}
+                                    """))
+    ws.write("notebook.yaml", spec("Workspace", "notebook", gpus=4,
+                                   extra="desiredPhase: Stopped"))
+    ws.write("train.yaml", spec("Training", "train", gpus=2))
+    assert ws.apply().exit_code == 0
+    sim_server.admin.patch(f"/_sim/workloads/{workload_id(ws, 'Inference/7/serve')}",
+                           json={"spec": {"autoscaling": {"maxReplicas": 6}}}).raise_for_status()
+    ws.write("train.yaml", spec("Training", "train", gpus=3))
+
+    res = ws.plan()
+    assert res.exit_code == 0, res.output
+    # The Inference runs 1..6 replicas before and after: apply does not touch it.
+    assert gpu_block(res.stdout) == [
+        "  Training/7/train: 2 -> 3 (+1)",
+        "  project 7: 3..8 -> 4..9 (+1), quota 1000",
+    ]
+    serve = [w for w in ws.plan_json()["gpu_impact"]["workloads"]
+             if w["address"] == "Inference/7/serve"]
+    assert serve == []  # a no-op whose GPUs do not move is not a changed workload
+
+    # Without a refresh the state says the notebook is suspended: it holds nothing, before
+    # as after (the state's last seen phase is from before it was suspended).
+    res = ws.plan("--no-refresh")
+    assert res.exit_code == 0, res.output
+    assert gpu_block(res.stdout) == [
+        "  Training/7/train: 2 -> 3 (+1)",
+        "  project 7: 3..4 -> 4..5 (+1), quota not read",
+    ]
+    doc = json.loads(ws.plan("--no-refresh", "--format", "json").stdout)["gpu_impact"]
+    assert [(p["before"]["max"], p["after"]["max"]) for p in doc["projects"]] == [(4, 5)]
