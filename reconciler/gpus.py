@@ -18,8 +18,9 @@ A suspended, deleting or completed (a training run to its end) workload holds no
 plan's totals per project.
 
 A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
-quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas
-`operations` put on it (`Plan.gpu_quotas`, kept in a saved plan) on first use, and kept
+quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas and
+names `operations` put on it (`Plan.gpu_quotas`, `Plan.project_names`, kept in a saved
+plan) on first use, and kept
 on the plan (`Plan.gpu_impact`) for the next reader.
 Callers: the renderers and policy rules (`impact_of`), `operations` (`quota` of the
 projects it reads), `drift` (`held`).
@@ -250,9 +251,11 @@ class GpuImpact:
         return next((w for w in self.workloads if w.address == address), None)
 
 
-def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None) -> GpuImpact:
+def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
+           names: Mapping[str, str] | None = None) -> GpuImpact:
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
-    absent: unknown), None when they were not read."""
+    absent: unknown), None when they were not read; `names` to the names the same reads
+    gave (for projects neither the specs nor the state name)."""
     workloads = []
     for change in sorted(plan.changes, key=lambda c: c.address):
         before, after = change_gpus(change)
@@ -265,8 +268,8 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None) -
         entry[0] = entry[0] or w.project_name
         entry[1] += w.before
         entry[2] += w.after
-    known = quotas or {}
-    projects = [ProjectImpact(pid, name, before, after, known.get(pid))
+    known, read_names = quotas or {}, names or {}
+    projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid))
                 for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
     return GpuImpact(workloads, projects, quotas_read=quotas is not None)
 
@@ -277,10 +280,10 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
-    """The impact of `plan` with its `gpu_quotas`: made on first use (a plan the renderers
-    show without any change needs none) and kept in `plan.gpu_impact`."""
+    """The impact of `plan` with its `gpu_quotas` and `project_names`: made on first use (a
+    plan the renderers show without any change needs none) and kept in `plan.gpu_impact`."""
     if not isinstance(plan.gpu_impact, GpuImpact):
-        plan.gpu_impact = impact(plan, plan.gpu_quotas)
+        plan.gpu_impact = impact(plan, plan.gpu_quotas, plan.project_names)
     return plan.gpu_impact
 
 

@@ -61,7 +61,7 @@ def test_a_workload_apply_leaves_alone_moves_no_gpus(ws, sim_server):
     # The Inference runs 1..6 replicas before and after: apply does not touch it.
     assert gpu_block(res.stdout) == [
         "  Training/7/train: 2 -> 3 (+1)",
-        "  project 7: 3..8 -> 4..9 (+1), quota 1000",
+        "  project 7 (project-7): 3..8 -> 4..9 (+1), quota 1000",
     ]
     serve = [w for w in ws.plan_json()["gpu_impact"]["workloads"]
              if w["address"] == "Inference/7/serve"]
@@ -77,3 +77,40 @@ def test_a_workload_apply_leaves_alone_moves_no_gpus(ws, sim_server):
     ]
     doc = json.loads(ws.plan("--no-refresh", "--format", "json").stdout)["gpu_impact"]
     assert [(p["before"]["max"], p["after"]["max"]) for p in doc["projects"]] == [(4, 5)]
+
+
+def write_policy(ws, text: str) -> str:
+    path = ws.root / "policy.yaml"
+    path.write_text(textwrap.dedent(text).lstrip())
+    return str(path)
+
+
+def test_rules_match_a_project_by_the_name_the_plan_read(ws, sim_server):
+    # The specs give project 7 by id; its name is what the plan's quota read says.
+    sim_server.admin.post("/_sim/projects", json={
+        "id": "7", "name": "team-a", "clusterId": CLUSTER, "gpuQuota": 100}).raise_for_status()
+    ws.write("train.yaml", spec("Training", "train", gpus=8))
+    policy = write_policy(ws, """
+        rules:
+          - name: team-a-cap
+            maxGpusPerWorkload: 4
+            match: {projects: [team-a]}
+          - name: per-project
+            maxGpusPerProject: {team-a: 6, "*": 100}
+        """)
+    res = ws.plan("--policy", policy)
+    assert res.exit_code == 1, res.output
+    assert "  project 7 (team-a): 0 -> 8 (+8), quota 100\n" in res.stdout
+    assert "  FAIL Training/7/train: rule team-a-cap (maxGpusPerWorkload 4): 8 GPUs\n" in res.stdout
+    assert ("  FAIL project 7 (team-a): rule per-project (maxGpusPerProject team-a: 6, *: 100): "
+            "8 GPUs planned (now 0), limit 6\n") in res.stdout
+    assert "team-a-cap, per-project" in res.stderr
+
+    # A saved plan keeps the names: `show` and the check of `apply PLANFILE --policy`.
+    path = str(ws.root / "plan.json")
+    assert ws.plan("--out", path).exit_code == 0  # no policy given: saved as it is
+    assert "  project 7 (team-a): 0 -> 8 (+8), quota 100\n" in ws.cli("show", path).stdout
+    sim_server.clear_requests()
+    res = ws.cli("apply", path, "--policy", policy)
+    assert res.exit_code == 1 and "team-a-cap, per-project" in res.stderr, res.output
+    assert sim_server.writes() == []
