@@ -114,3 +114,25 @@ def test_rules_match_a_project_by_the_name_the_plan_read(ws, sim_server):
     res = ws.cli("apply", path, "--policy", policy)
     assert res.exit_code == 1 and "team-a-cap, per-project" in res.stderr, res.output
     assert sim_server.writes() == []
+
+
+def test_a_plan_shows_no_gpu_block_for_a_project_over_quota_that_it_does_not_touch(
+        ws, sim_server):
+    for pid, name, quota in (("7", "team-a", 1), ("12", "team-b", 100)):
+        sim_server.admin.post("/_sim/projects", json={
+            "id": pid, "name": name, "clusterId": CLUSTER, "gpuQuota": quota}).raise_for_status()
+    ws.write("a.yaml", spec("Training", "a", "7", gpus=2))  # team-a: 2 GPUs of 1
+    ws.write("b.yaml", spec("Training", "b", "12", gpus=2))
+    assert ws.apply().exit_code == 0
+    # A new image for team-b's training: a replace that moves no GPUs.
+    ws.write("b.yaml", spec("Training", "b", "12", gpus=2).replace("24.05", "24.10"))
+    res = ws.plan()
+    assert res.exit_code == 0, res.output
+    assert "GPU impact" not in res.stdout and "over quota" not in res.stdout
+    md = ws.plan("--format", "markdown").stdout
+    assert "GPU impact" not in md and "over quota" not in md
+    # The same change in team-a's project: it is over quota, which the block says.
+    ws.write("b.yaml", spec("Training", "b", "12", gpus=2))
+    ws.write("a.yaml", spec("Training", "a", "7", gpus=2).replace("24.05", "24.10"))
+    res = ws.plan()
+    assert gpu_block(res.stdout) == ["  project 7 (team-a): 2 -> 2 (0), quota 1: over quota by 1"]
