@@ -227,8 +227,9 @@ def _result(source: Source, ctx: _Context) -> RuleResult:
     notes: list[str] = []
     head = f"rule {rule.name} ({describe(rule.check, rule.limit)})"
 
-    def violated(address: str, what: str) -> None:
-        violations.append(Violation(address, f"{address}: {head}: {what}"))
+    def violated(address: str, what: str, shown: str | None = None) -> None:
+        # `shown`: how the message names it (a project with its name), when not `address`.
+        violations.append(Violation(address, f"{shown or address}: {head}: {what}"))
 
     checked = _CHECKERS[rule.check](rule, chosen, ctx, violated, notes) is not False
     return RuleResult(name=rule.name, check=rule.check, limit=_plain(rule.limit),
@@ -287,7 +288,7 @@ def _over(pid: str, total: list[float], limit: float, ctx, violated, notes, what
     where = ctx.project(pid)
     text = f"{_num(after)} GPUs planned (now {_num(before)}), {what} {_num(limit)}"
     if after > before:
-        violated(where, text)
+        violated(f"project {pid}", text, where)
     else:
         notes.append(f"{where}: {text}; not raised by this plan")
 

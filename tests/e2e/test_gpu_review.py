@@ -105,6 +105,11 @@ def test_rules_match_a_project_by_the_name_the_plan_read(ws, sim_server):
     assert ("  FAIL project 7 (team-a): rule per-project (maxGpusPerProject team-a: 6, *: 100): "
             "8 GPUs planned (now 0), limit 6\n") in res.stdout
     assert "team-a-cap, per-project" in res.stderr
+    # In the JSON a project's violation is addressed by its id alone (docs/plan-format.md).
+    doc = json.loads(ws.plan("--policy", policy, "--format", "json").stdout)["policy"]
+    assert [(v["address"], v["message"].split(": rule")[0])
+            for r in doc["rules"] for v in r["violations"]] == [
+        ("Training/7/train", "Training/7/train"), ("project 7", "project 7 (team-a)")]
 
     # A saved plan keeps the names: `show` and the check of `apply PLANFILE --policy`.
     path = str(ws.root / "plan.json")
