@@ -28,7 +28,9 @@ NO_CHANGES = "**No changes.** Live workloads match the specs."
 NO_DRIFT = "**No drift.** Live workloads match the state."
 # Room kept for the "too long" note and the lines that count what is left out.
 _RESERVE = 1_200
-_PENDING_LISTED = 100  # pending changes are listed by name in a drift report, up to this
+# Pending changes of a drift report, adoptions and changes to the state alone of a plan
+# are listed by name up to this; the rest are counted.
+_PENDING_LISTED = 100
 _PROJECTS_LISTED = 50  # rows of the GPU impact table; the total counts every project
 
 
@@ -53,7 +55,11 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
                     else "")]
     recording = words.state_only_lines(plan)
     if recording:
-        head += ["", words.STATE_ONLY_NOTE, ""] + [f"- {line}" for line in recording]
+        head += [""] * (head[-1] != "") + [words.STATE_ONLY_NOTE, ""]
+        head += [f"- {line}" for line in recording[:_PENDING_LISTED]]
+        if len(recording) > _PENDING_LISTED:
+            head.append(f"- …and {len(recording) - _PENDING_LISTED} more (`runai-reconcile "
+                        "plan` lists them)")
     drifted = [rc for rc in todo if rc.is_drift or words.drifted_paths(rc)]
     if drifted:
         n = len(drifted)
