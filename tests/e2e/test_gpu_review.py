@@ -5,6 +5,7 @@ read match policy rules, and a plan shows only the projects it touches."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -141,3 +142,13 @@ def test_a_plan_shows_no_gpu_block_for_a_project_over_quota_that_it_does_not_tou
     ws.write("a.yaml", spec("Training", "a", "7", gpus=2).replace("24.05", "24.10"))
     res = ws.plan()
     assert gpu_block(res.stdout) == ["  project 7 (team-a): 2 -> 2 (0), quota 1: over quota by 1"]
+
+
+def test_an_empty_entry_of_the_policy_variable_is_no_file(ws, sim_server):
+    # As a shell writes it: RUNAI_RECONCILE_POLICY=$RUNAI_RECONCILE_POLICY:team.yaml
+    ws.write("train.yaml", spec("Training", "train", gpus=8))
+    policy = write_policy(ws, "rules:\n  - name: cap\n    maxGpusPerWorkload: 4\n")
+    ws.env["RUNAI_RECONCILE_POLICY"] = os.pathsep + policy + os.pathsep
+    res = ws.plan()
+    assert res.exit_code == 1 and "no such file" not in res.stderr, res.output
+    assert "  FAIL Training/7/train: rule cap (maxGpusPerWorkload 4): 8 GPUs\n" in res.stdout
