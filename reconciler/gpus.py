@@ -268,10 +268,25 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
         entry[0] = entry[0] or w.project_name
         entry[1] += w.before
         entry[2] += w.after
+    for pid, entry in totals.items():  # a targeted plan's other workloads, unchanged
+        other = Gpus(*(plan.gpu_elsewhere or {}).get(pid, ()))
+        entry[1], entry[2] = entry[1] + other, entry[2] + other
     known, read_names = quotas or {}, names or {}
     projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid))
                 for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
     return GpuImpact(workloads, projects, quotas_read=quotas is not None)
+
+
+def held_elsewhere(records) -> dict[str, list[float]]:
+    """Per project id, what the state's `records` (`ResourceState`s: the workloads a
+    targeted plan leaves out) hold as last applied, in the phase last asked for (`Plan.
+    gpu_elsewhere`'s form)."""
+    out: dict[str, Gpus] = {}
+    for r in records:
+        done = phases.COMPLETED if phases.state_completed(r) else None
+        out[r.project_id] = out.get(r.project_id, NONE) + held(
+            r.kind, r.applied, desired_phase=r.desired_phase, actual_phase=done)
+    return {pid: [g.low, g.high, g.memory_low, g.memory_high] for pid, g in out.items()}
 
 
 def _by_id(item: tuple[str, Any]) -> tuple[int, str]:

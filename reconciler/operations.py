@@ -142,6 +142,9 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
             the_plan.gpu_quotas = {p: gpus.quota(read[p]) for p in projects}
             the_plan.project_names = {p: read[p]["name"] for p in sorted(projects)
                                       if isinstance(read[p].get("name"), str)}
+        if options.targets:  # the totals of the targets' projects count the others too
+            the_plan.gpu_elsewhere = gpus.held_elsewhere(
+                r for a, r in state.resources.items() if a not in set(options.targets))
     finally:
         if early is not None:  # a refresh or a plan that failed leaves it unfinished
             early.cancel()

@@ -152,3 +152,31 @@ def test_an_empty_entry_of_the_policy_variable_is_no_file(ws, sim_server):
     res = ws.plan()
     assert res.exit_code == 1 and "no such file" not in res.stderr, res.output
     assert "  FAIL Training/7/train: rule cap (maxGpusPerWorkload 4): 8 GPUs\n" in res.stdout
+
+
+def test_a_targeted_plan_counts_the_project_s_other_workloads_against_its_quota(
+        ws, sim_server):
+    sim_server.admin.post("/_sim/projects", json={
+        "id": "12", "name": "team-b", "clusterId": CLUSTER, "gpuQuota": 10}).raise_for_status()
+    ws.write("big.yaml", spec("Training", "big", "12", gpus=8))
+    ws.write("nb.yaml", spec("Workspace", "nb", "12", gpus=4, extra="desiredPhase: Stopped"))
+    ws.write("small.yaml", spec("Training", "small", "12", gpus=1))
+    assert ws.apply().exit_code == 0
+    ws.write("small.yaml", spec("Training", "small", "12", gpus=4))
+    policy = write_policy(ws, "rules:\n  - name: quota\n    withinProjectQuota: true\n")
+    # Only `small` is planned, but the project holds `big`'s 8 too (the notebook is
+    # suspended): 9 -> 12 of a quota of 10.
+    for extra in ((), ("--no-refresh",)):
+        res = ws.plan("--target", "Training/12/small", "--policy", policy, *extra)
+        assert "  Training/12/small: 1 -> 4 (+3)\n" in res.stdout, res.output
+        assert "  project 12 (team-b): 9 -> 12 (+3), quota 10: over quota by 2\n" in res.stdout \
+            or extra and "  project 12: 9 -> 12 (+3), quota not read\n" in res.stdout
+    res = ws.plan("--target", "Training/12/small", "--policy", policy)
+    assert res.exit_code == 1, res.output
+    assert ("  FAIL project 12 (team-b): rule quota (withinProjectQuota): 12 GPUs planned "
+            "(now 9), quota 10\n") in res.stdout
+    # The saved plan keeps them: `show` says the same.
+    path = str(ws.root / "plan.json")
+    ws.plan("--target", "Training/12/small", "--out", path)
+    assert "  project 12 (team-b): 9 -> 12 (+3), quota 10: over quota by 2\n" in \
+        ws.cli("show", path).stdout
