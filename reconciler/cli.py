@@ -278,9 +278,16 @@ format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default
                           help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
+class _PolicyFiles(click.Path):
+    def split_envvar_value(self, rv: str) -> list[str]:
+        # The variable's empty entries (`$RUNAI_RECONCILE_POLICY:team.yaml` while it was
+        # unset) name no file; an empty --policy is still refused.
+        return [v for v in super().split_envvar_value(rv) if v]
+
+
 # Click splits the variable's value at os.pathsep (`:`; `;` on Windows), as for PATH.
 policy_opt = click.option("--policy", "policy", multiple=True, metavar="FILE",
-                          envvar="RUNAI_RECONCILE_POLICY", type=click.Path(dir_okay=False),
+                          envvar="RUNAI_RECONCILE_POLICY", type=_PolicyFiles(dir_okay=False),
                           help="A policy file of rules checked on the plan (repeatable; "
                                "default: $RUNAI_RECONCILE_POLICY, paths separated by "
                                f"'{os.pathsep}').")

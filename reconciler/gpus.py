@@ -18,8 +18,9 @@ A suspended, deleting or completed (a training run to its end) workload holds no
 plan's totals per project.
 
 A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
-quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas
-`operations` put on it (`Plan.gpu_quotas`, kept in a saved plan) on first use, and kept
+quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas and
+names `operations` put on it (`Plan.gpu_quotas`, `Plan.project_names`, kept in a saved
+plan) on first use, and kept
 on the plan (`Plan.gpu_impact`) for the next reader.
 Callers: the renderers and policy rules (`impact_of`), `operations` (`quota` of the
 projects it reads), `drift` (`held`).
@@ -155,17 +156,25 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     return total
 
 
-# Actions after which the live phase stays what it was (a completed training left alone,
-# a pending workload patched); after the others the workload runs as its spec asks.
-_PHASE_KEPT = frozenset({plans.Action.NOOP, plans.Action.UPDATE})
-
-
 def change_gpus(change: plans.ResourceChange) -> tuple[Gpus, Gpus]:
     """What the workload of `change` holds before apply (live, or the state's without
     refresh) and after it (its spec; nothing once deleted)."""
-    before = held(change.kind, change.before, actual_phase=change.live_phase)
+    if change.action is plans.Action.NOOP:
+        # Apply leaves it as it is (paths under ignoreChanges included), in the phase its
+        # spec asks for: the planner found it there (a state's last seen phase may predate
+        # a suspend), or done, or gone.
+        if change.reason == plans.REASON_COMPLETED:
+            return NONE, NONE
+        now = held(change.kind, change.before, desired_phase=change.desired_phase,
+                   actual_phase=change.live_phase)
+        return now, now
+    # A workload to resume is suspended, as the planner found it (live, or the state).
+    before = NONE if change.action is plans.Action.RESUME else held(
+        change.kind, change.before, actual_phase=change.live_phase)
+    # A patched workload stays in its live phase; after the other actions it runs as its
+    # spec asks.
     after = held(change.kind, change.after, desired_phase=change.desired_phase,
-                 actual_phase=change.live_phase if change.action in _PHASE_KEPT else None)
+                 actual_phase=change.live_phase if change.action is plans.Action.UPDATE else None)
     return before, after
 
 
@@ -242,9 +251,11 @@ class GpuImpact:
         return next((w for w in self.workloads if w.address == address), None)
 
 
-def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None) -> GpuImpact:
+def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
+           names: Mapping[str, str] | None = None) -> GpuImpact:
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
-    absent: unknown), None when they were not read."""
+    absent: unknown), None when they were not read; `names` to the names the same reads
+    gave (for projects neither the specs nor the state name)."""
     workloads = []
     for change in sorted(plan.changes, key=lambda c: c.address):
         before, after = change_gpus(change)
@@ -257,10 +268,25 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None) -
         entry[0] = entry[0] or w.project_name
         entry[1] += w.before
         entry[2] += w.after
-    known = quotas or {}
-    projects = [ProjectImpact(pid, name, before, after, known.get(pid))
+    for pid, entry in totals.items():  # a targeted plan's other workloads, unchanged
+        other = Gpus(*(plan.gpu_elsewhere or {}).get(pid, ()))
+        entry[1], entry[2] = entry[1] + other, entry[2] + other
+    known, read_names = quotas or {}, names or {}
+    projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid))
                 for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
     return GpuImpact(workloads, projects, quotas_read=quotas is not None)
+
+
+def held_elsewhere(records) -> dict[str, list[float]]:
+    """Per project id, what the state's `records` (`ResourceState`s: the workloads a
+    targeted plan leaves out) hold as last applied, in the phase last asked for (`Plan.
+    gpu_elsewhere`'s form)."""
+    out: dict[str, Gpus] = {}
+    for r in records:
+        done = phases.COMPLETED if phases.state_completed(r) else None
+        out[r.project_id] = out.get(r.project_id, NONE) + held(
+            r.kind, r.applied, desired_phase=r.desired_phase, actual_phase=done)
+    return {pid: [g.low, g.high, g.memory_low, g.memory_high] for pid, g in out.items()}
 
 
 def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
@@ -269,10 +295,10 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
-    """The impact of `plan` with its `gpu_quotas`: made on first use (a plan the renderers
-    show without any change needs none) and kept in `plan.gpu_impact`."""
+    """The impact of `plan` with its `gpu_quotas` and `project_names`: made on first use (a
+    plan the renderers show without any change needs none) and kept in `plan.gpu_impact`."""
     if not isinstance(plan.gpu_impact, GpuImpact):
-        plan.gpu_impact = impact(plan, plan.gpu_quotas)
+        plan.gpu_impact = impact(plan, plan.gpu_quotas, plan.project_names)
     return plan.gpu_impact
 
 

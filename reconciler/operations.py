@@ -129,7 +129,7 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
     it, then those only the specs name. Without a client, none is read."""
     early = None
     if client is not None:
-        early = asyncio.ensure_future(project_quotas(client, {
+        early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
             if not options.targets or a in options.targets}))
     try:
@@ -138,9 +138,14 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
                                                           progress=progress)
         if early is not None:
             projects = {c.project_id for c in the_plan.changes}
-            quotas = await early
-            quotas.update(await project_quotas(client, projects - quotas.keys()))
-            the_plan.gpu_quotas = {p: quotas[p] for p in projects}
+            read = await early
+            read.update(await read_projects(client, projects - read.keys()))
+            the_plan.gpu_quotas = {p: gpus.quota(read[p]) for p in projects}
+            the_plan.project_names = {p: read[p]["name"] for p in sorted(projects)
+                                      if isinstance(read[p].get("name"), str)}
+        if options.targets:  # the totals of the targets' projects count the others too
+            the_plan.gpu_elsewhere = gpus.held_elsewhere(
+                r for a, r in state.resources.items() if a not in set(options.targets))
     finally:
         if early is not None:  # a refresh or a plan that failed leaves it unfinished
             early.cancel()
@@ -185,21 +190,22 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     return the_plan, live, desired
 
 
-async def project_quotas(client, project_ids) -> dict[str, float | None]:
-    """The GPU quota of each project (`gpus.quota`), one GET per project, all at once. A
-    project not found, or not readable with these credentials (403), has none (unknown):
-    the plan does not fail for it."""
+async def read_projects(client, project_ids) -> dict[str, dict]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
+    at once. A project not found, or not readable with these credentials (403), is `{}`
+    (its quota and name unknown): the plan does not fail for it."""
     from reconciler.api import errors as api_errors
 
-    async def one(project_id: str) -> float | None:
+    async def one(project_id: str) -> dict:
         try:
-            return gpus.quota(await client.get_project(project_id))
+            body = await client.get_project(project_id)
         except api_errors.NotFound:
-            return None
+            return {}
         except api_errors.Unauthorized as exc:
             if exc.status == 403:
-                return None
+                return {}
             raise
+        return body if isinstance(body, dict) else {}
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))

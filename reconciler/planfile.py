@@ -12,9 +12,12 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
      "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
      "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
+     "project_names": {"<project id>": "team-a"},  # the names those reads gave
+     "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...}}                              # the policy results, with --policy
 
-The plan's GPU impact is made again from the changes and `gpu_quotas` (`gpus.impact_of`),
+The plan's GPU impact is made again from the changes, `gpu_quotas` and `project_names`
+(`gpus.impact_of`),
 so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
@@ -33,9 +36,9 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload
@@ -168,6 +171,10 @@ def encode(saved: SavedPlan) -> str:
     }
     if plan.gpu_quotas is not None:
         doc["gpu_quotas"] = dict(plan.gpu_quotas)
+    if plan.project_names:
+        doc["project_names"] = dict(plan.project_names)
+    if plan.gpu_elsewhere is not None:
+        doc["gpu_elsewhere"] = dict(plan.gpu_elsewhere)
     if plan.policy is not None:
         from reconciler import policy  # its models take long to build: only with a policy
 
@@ -205,6 +212,10 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
                     targets=[str(t) for t in options["targets"]])
         if doc.get("gpu_quotas") is not None:
             plan.gpu_quotas = _check(doc["gpu_quotas"], _GPU_QUOTAS, "gpu_quotas")
+        if doc.get("project_names") is not None:
+            plan.project_names = _check(doc["project_names"], _PROJECT_NAMES, "project_names")
+        if doc.get("gpu_elsewhere") is not None:
+            plan.gpu_elsewhere = _check(doc["gpu_elsewhere"], _GPU_ELSEWHERE, "gpu_elsewhere")
         saved = SavedPlan(
             plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
             live={str(k): str(v) for k, v in doc["live"].items()},
@@ -267,6 +278,8 @@ _CHANGE = TypeAdapter(ResourceChange)
 _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
 _GPU_QUOTAS = TypeAdapter(dict[str, float | None])
+_PROJECT_NAMES = TypeAdapter(dict[str, str])
+_GPU_ELSEWHERE = TypeAdapter(dict[str, Annotated[list[float], Field(min_length=4, max_length=4)]])
 
 
 class _Damaged(Exception):

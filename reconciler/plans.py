@@ -108,6 +108,13 @@ class Plan:
     # The GPU quota of each project of the plan as `operations` read them (None: not
     # read, as with --no-refresh; a project's None: unknown); kept in a saved plan.
     gpu_quotas: dict[str, float | None] | None = None
+    # The names of those projects as the same reads gave them (what policy rules that
+    # name a project match, beside the names the specs and the state know); kept too.
+    project_names: dict[str, str] | None = None
+    # With --target: per project id, the GPUs its workloads outside the targets hold as the
+    # state has them (`gpus.held_elsewhere`: low, high, memory low, memory high), which
+    # apply does not change but its totals and quota count; kept in a saved plan.
+    gpu_elsewhere: dict[str, list[float]] | None = None
     # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), made from the changes
     # and `gpu_quotas` on first use by `gpus.impact_of`, which keeps it here.
     gpu_impact: Any = field(default=None, compare=False)

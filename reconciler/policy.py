@@ -227,8 +227,9 @@ def _result(source: Source, ctx: _Context) -> RuleResult:
     notes: list[str] = []
     head = f"rule {rule.name} ({describe(rule.check, rule.limit)})"
 
-    def violated(address: str, what: str) -> None:
-        violations.append(Violation(address, f"{address}: {head}: {what}"))
+    def violated(address: str, what: str, shown: str | None = None) -> None:
+        # `shown`: how the message names it (a project with its name), when not `address`.
+        violations.append(Violation(address, f"{shown or address}: {head}: {what}"))
 
     checked = _CHECKERS[rule.check](rule, chosen, ctx, violated, notes) is not False
     return RuleResult(name=rule.name, check=rule.check, limit=_plain(rule.limit),
@@ -266,8 +267,9 @@ def _max_gpus_per_workload(rule, chosen, ctx, violated, notes) -> None:
             violated(rc.address, f"{_gpus(size)} GPUs")
 
 
-def _project_totals(chosen, ctx) -> dict[str, list[float]]:
-    """Project id -> [GPUs before apply, after apply] (the most, for autoscaled ranges)."""
+def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
+    """Project id -> [GPUs before apply, after apply] (the most, for autoscaled ranges);
+    with --target, a rule without `match` counts the projects' other workloads too."""
     totals: dict[str, list[float]] = {}
     for rc in chosen:
         before, after = ctx.gpus_of(rc)
@@ -275,6 +277,10 @@ def _project_totals(chosen, ctx) -> dict[str, list[float]]:
         # GPUs are never finer than 1e-9: drop the binary noise of summed portions.
         entry[0] = round(entry[0] + before.high, 9)
         entry[1] = round(entry[1] + after.high, 9)
+    elsewhere = ctx.plan.gpu_elsewhere if rule.match is None else None
+    for pid, entry in totals.items():
+        other = (elsewhere or {}).get(pid, [0, 0])[1]
+        entry[0], entry[1] = round(entry[0] + other, 9), round(entry[1] + other, 9)
     return dict(sorted(totals.items(), key=lambda item: (len(item[0]), item[0])))
 
 
@@ -287,14 +293,14 @@ def _over(pid: str, total: list[float], limit: float, ctx, violated, notes, what
     where = ctx.project(pid)
     text = f"{_num(after)} GPUs planned (now {_num(before)}), {what} {_num(limit)}"
     if after > before:
-        violated(where, text)
+        violated(f"project {pid}", text, where)
     else:
         notes.append(f"{where}: {text}; not raised by this plan")
 
 
 def _max_gpus_per_project(rule, chosen, ctx, violated, notes) -> None:
     limits = rule.maxGpusPerProject
-    for pid, total in _project_totals(chosen, ctx).items():
+    for pid, total in _project_totals(chosen, ctx, rule).items():
         # By id, else by name, else "*".
         limit = next((limits[k] for k in (pid, ctx.names.get(pid), "*") if k in limits), None)
         if limit is not None:
@@ -305,7 +311,7 @@ def _within_project_quota(rule, chosen, ctx, violated, notes) -> bool:
     """False when no project's quota is known: nothing could be checked."""
     if not rule.withinProjectQuota:
         return True
-    totals = _project_totals(chosen, ctx)
+    totals = _project_totals(chosen, ctx, rule)
     for pid, total in totals.items():
         quota = ctx.quotas.get(pid)
         if quota is None:

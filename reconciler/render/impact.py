@@ -3,7 +3,7 @@
 Reads a `gpus.GpuImpact` (a plan's, through `gpus.impact_of`) or `gpus.Gpus` pairs (a
 drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
 most pods) and, apart, the GPU memory of memory-type requests. A plan shows the block
-only when apply moves some workload's GPUs or a project of the plan is over its quota.
+only when apply moves some workload's GPUs or a project it acts in is over its quota.
 Callers: `render.text`, `render.markdown`, `render.json`, `render.drift`.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler import gpus
 from reconciler.gpus import Gpus, GpuImpact, ProjectImpact, WorkloadGpus
+from reconciler.plans import Action
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.
@@ -84,8 +85,10 @@ def workloads(impact: GpuImpact) -> list[WorkloadGpus]:
 
 
 def projects(impact: GpuImpact) -> list[ProjectImpact]:
-    """The projects to show: their GPUs change, or they are over quota."""
-    return [p for p in impact.projects if p.moves or p.over_quota]
+    """The projects to show: their GPUs change, or they are over quota and the plan acts
+    on one of their workloads (a project the plan leaves alone is not its news)."""
+    acted = {w.project_id for w in impact.workloads if w.action is not Action.NOOP}
+    return [p for p in impact.projects if p.moves or (p.over_quota and p.project_id in acted)]
 
 
 def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:

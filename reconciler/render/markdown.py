@@ -28,7 +28,9 @@ NO_CHANGES = "**No changes.** Live workloads match the specs."
 NO_DRIFT = "**No drift.** Live workloads match the state."
 # Room kept for the "too long" note and the lines that count what is left out.
 _RESERVE = 1_200
-_PENDING_LISTED = 100  # pending changes are listed by name in a drift report, up to this
+# Pending changes of a drift report, adoptions and changes to the state alone of a plan
+# are listed by name up to this; the rest are counted.
+_PENDING_LISTED = 100
 _PROJECTS_LISTED = 50  # rows of the GPU impact table; the total counts every project
 
 
@@ -53,7 +55,11 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
                     else "")]
     recording = words.state_only_lines(plan)
     if recording:
-        head += ["", words.STATE_ONLY_NOTE, ""] + [f"- {line}" for line in recording]
+        head += [""] * (head[-1] != "") + [words.STATE_ONLY_NOTE, ""]
+        head += [f"- {line}" for line in recording[:_PENDING_LISTED]]
+        if len(recording) > _PENDING_LISTED:
+            head.append(f"- …and {len(recording) - _PENDING_LISTED} more (`runai-reconcile "
+                        "plan` lists them)")
     drifted = [rc for rc in todo if rc.is_drift or words.drifted_paths(rc)]
     if drifted:
         n = len(drifted)
@@ -115,7 +121,8 @@ _POLICY_LISTED = 40
 
 def _policy(plan: Plan) -> list[str]:
     """The "Policy" section: the verdict, a table of the rules (failures first), then
-    the violations and notes, at most `_POLICY_LISTED` lines of them."""
+    the violations and notes, at most `_POLICY_LISTED` lines of them, shared among the
+    rules."""
     report = plan.policy
     if report is None:
         return []
@@ -128,16 +135,29 @@ def _policy(plan: Plan) -> list[str]:
         result = f"**{r.status}**" if r.status != "passed" else r.status
         out.append(f"| {_cell(r.name)} | {_cell(r.description)} | {r.enforcement} | {result} "
                    f"| {len(r.violations)} |")
-    items = [f"- **{status}** {_code(message)}"
-             for status, message in words.policy_violations(report)]
-    items += [f"- note: {_code(n)}" for n in words.policy_notes(report)]
+    groups = [[f"- **{r.status}** {_code(v.message)}" for v in r.violations]
+              for r in report.ordered()]
+    groups.append([f"- note: {_code(n)}" for n in words.policy_notes(report)])
+    listed = _shares([len(g) for g in groups], _POLICY_LISTED)
+    items = [line for g, n in zip(groups, listed) for line in g[:n]]
+    left = sum(map(len, groups)) - len(items)
     if items:
-        out.append("")
-        out += items[:_POLICY_LISTED]
-        if len(items) > _POLICY_LISTED:
-            out.append(f"- …and {len(items) - _POLICY_LISTED} more (`runai-reconcile show "
-                       "PLANFILE` lists them all)")
+        out += [""] + items
+        if left:
+            out.append(f"- …and {left} more (`runai-reconcile show PLANFILE` lists them all)")
     return out
+
+
+def _shares(sizes: list[int], room: int) -> list[int]:
+    """How many of each group to list in `room` lines: one of each in turn, in order, so
+    every rule broken has examples however many the first one has."""
+    shares = [0] * len(sizes)
+    while room and any(s < n for s, n in zip(shares, sizes)):
+        for i, n in enumerate(sizes):
+            if room and shares[i] < n:
+                shares[i] += 1
+                room -= 1
+    return shares
 
 
 def _cell(text: str) -> str:

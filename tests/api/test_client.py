@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from reconciler import __version__, kinds
+from reconciler import __version__, gpus, kinds
 from reconciler.api import RunaiClient, errors
 from tests import simserve
 from tests.api.conftest import TOKEN, URL, json_response
@@ -548,8 +548,9 @@ async def test_the_quotas_of_a_plan_s_projects_one_get_each_and_unreadable_ones_
         return answers[request.url.path.rsplit("/", 1)[1]]
 
     async with make_client(handler) as client:
-        quotas = await operations.project_quotas(client, {"7", "12", "404", "403"})
-    assert quotas == {"7": 12, "12": 16, "404": None, "403": None}
+        read = await operations.read_projects(client, {"7", "12", "404", "403"})
+    assert {p: gpus.quota(body) for p, body in read.items()} == {
+        "7": 12, "12": 16, "404": None, "403": None}
     assert sorted(seen) == sorted(("GET", f"/api/v1/org-unit/projects/{p}") for p in answers)
 
 
@@ -559,4 +560,4 @@ async def test_a_quota_read_the_api_fails_on_is_an_error_not_a_silent_unknown(ma
     h = scripted(json_response(400, {"code": 400, "message": "bad project id"}))
     async with make_client(h) as client:
         with pytest.raises(errors.BadRequest, match="bad project id"):
-            await operations.project_quotas(client, {"7"})
+            await operations.read_projects(client, {"7"})

@@ -54,8 +54,8 @@ def test_a_project_over_its_quota_is_flagged_in_every_format(ws, sim_server, two
     assert block.split("\n\nPlan: ")[0].splitlines() == [
         "  DistributedTraining/7/bert-ddp: 0 -> 24 (+24)",
         "  Training/12/lora: 0 -> 2 (+2)",
-        "  project 7: 0 -> 24 (+24), quota 16: over quota by 8",
-        "  project 12: 0 -> 2 (+2), quota 64",
+        "  project 7 (team-a): 0 -> 24 (+24), quota 16: over quota by 8",
+        "  project 12 (team-b): 0 -> 2 (+2), quota 64",
         "  total: 0 -> 26 (+26)",
     ]
     # One quota read per project of the plan.
@@ -70,8 +70,8 @@ def test_a_project_over_its_quota_is_flagged_in_every_format(ws, sim_server, two
                                            ("Training/12/lora", "create", 0, 2)]
 
     md = ws.plan("--format", "markdown").stdout
-    assert "| 7 | 0 | 24 | +24 | 16 | **over quota by 8** |" in md
-    assert "| 12 | 0 | 2 | +2 | 64 |  |" in md
+    assert "| 7 (team-a) | 0 | 24 | +24 | 16 | **over quota by 8** |" in md
+    assert "| 12 (team-b) | 0 | 2 | +2 | 64 |  |" in md
     assert "<b>DistributedTraining/7/bert-ddp</b> will be created · GPUs 0 → 24 (+24)" in md
 
 
@@ -79,7 +79,8 @@ def test_within_the_quota_nothing_is_flagged_and_after_apply_there_is_no_block(
         ws, sim_server, two_projects):
     define(sim_server, "7", "team-a", 24)  # exactly what it will hold
     res = ws.plan()
-    assert "project 7: 0 -> 24 (+24), quota 24\n" in res.stdout and "over quota" not in res.stdout
+    assert "project 7 (team-a): 0 -> 24 (+24), quota 24\n" in res.stdout
+    assert "over quota" not in res.stdout
     assert ws.apply().exit_code == 0
     # Nothing changes: no GPU block, no noise; the quotas are still read, once each.
     sim_server.clear_requests()
@@ -90,7 +91,7 @@ def test_within_the_quota_nothing_is_flagged_and_after_apply_there_is_no_block(
     ws.write("lora.yaml", LORA.replace("gpuDevicesRequest: 2", "gpuDevicesRequest: 4"))
     res = ws.plan()
     assert "  Training/12/lora: 2 -> 4 (+2)\n" in res.stdout
-    assert "  project 12: 2 -> 4 (+2), quota 64\n" in res.stdout
+    assert "  project 12 (team-b): 2 -> 4 (+2), quota 64\n" in res.stdout
     assert "project 7" not in res.stdout  # its GPUs do not move and it is within its quota
 
 
@@ -116,7 +117,7 @@ def test_show_renders_the_saved_plan_s_gpu_impact_with_the_quotas_it_read(
     define(sim_server, "7", "team-a", 100)  # a quota changed since does not change the plan
     shown = {fmt: ws.cli("show", str(path), "--format", fmt).stdout for fmt in ("json", "text")}
     assert json.loads(shown["json"])["gpu_impact"] == json.loads(planned["json"])["gpu_impact"]
-    assert "project 7: 0 -> 24 (+24), quota 16: over quota by 8" in shown["text"]
+    assert "project 7 (team-a): 0 -> 24 (+24), quota 16: over quota by 8" in shown["text"]
     assert quota_reads(sim_server) == []
 
 
@@ -126,7 +127,7 @@ def test_a_project_only_the_specs_name_has_its_quota_read_too_once(ws, sim_serve
     ws.write("new.yaml", LORA.replace('"12"', '"13"').replace("lora", "fresh"))
     sim_server.clear_requests()
     res = ws.plan()
-    assert "  project 13: 0 -> 2 (+2), quota 1: over quota by 1\n" in res.stdout
+    assert "  project 13 (team-c): 0 -> 2 (+2), quota 1: over quota by 1\n" in res.stdout
     # The state's projects read during the refresh, the new one after the plan: once each.
     assert quota_reads(sim_server) == ["12", "13", "7"]
     # --target: only the targeted workload's project.

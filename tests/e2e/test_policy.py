@@ -41,9 +41,10 @@ def write_policy(ws, text: str, name: str = "policy.yaml") -> str:
 RULES = [
     ("maxGpusPerWorkload: 4", {}, "Training/7/llama-ft: rule r (maxGpusPerWorkload 4): 8 GPUs"),
     ('maxGpusPerProject: {"7": 12}', {"extra": training("second")},
-     "project 7: rule r (maxGpusPerProject 7: 12): 16 GPUs planned (now 0), limit 12"),
+     "project 7 (project-7): rule r (maxGpusPerProject 7: 12): 16 GPUs planned (now 0), "
+     "limit 12"),
     ("withinProjectQuota: true", {"quota": 4},  # the simulator's project 7, quota 4
-     "project 7: rule r (withinProjectQuota): 8 GPUs planned (now 0), quota 4"),
+     "project 7 (team-a): rule r (withinProjectQuota): 8 GPUs planned (now 0), quota 4"),
     ('allowedImages: ["registry.example.com/*"]', {},
      'Training/7/llama-ft: rule r (allowedImages registry.example.com/*): spec.image '
      '"nvcr.io/nvidia/pytorch:24.05-py3"'),
