@@ -185,23 +185,40 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
 
 
 async def project_quotas(client, project_ids) -> dict[str, float | None]:
-    """The GPU quota of each project (`gpus.quota`), one GET per project, all at once. A
-    project not found, or not readable with these credentials (403), has none (unknown):
-    the plan does not fail for it."""
+    """The GPU quota of each project (`gpus.read_quota`), one GET per project, all at once.
+    A project not found, or not readable with these credentials (403), has none (unknown);
+    so has one whose read failed (a 5xx, a timeout) or whose answer is odd, with a warning
+    saying why: the plan does not fail for it."""
     from reconciler.api import errors as api_errors
 
     async def one(project_id: str) -> float | None:
         try:
-            return gpus.quota(await client.get_project(project_id))
+            body = await client.get_project(project_id)
         except api_errors.NotFound:
             return None
         except api_errors.Unauthorized as exc:
             if exc.status == 403:
                 return None
             raise
+        except api_errors.ApiError as exc:  # a 5xx, a timeout, an answer that is not JSON
+            _unread_quota(project_id, str(exc))
+            return None
+        found, problem = gpus.read_quota(body)
+        if problem:
+            _unread_quota(project_id, problem)
+        return found
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))
+
+
+def _unread_quota(project_id: str, why: str) -> None:
+    """A quota the API did not give in a readable form: the plan goes on without it."""
+    import logging
+
+    logging.getLogger("reconciler.operations").warning(
+        "project %s's GPU quota could not be read (%s); it is unknown in this plan",
+        project_id, why)
 
 
 async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:

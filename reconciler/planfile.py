@@ -39,9 +39,9 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AllowInfNan, TypeAdapter, ValidationError
 
 from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload
@@ -286,7 +286,7 @@ _CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
 _CHANGE = TypeAdapter(ResourceChange)
 _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
-_GPU_QUOTAS = TypeAdapter(dict[str, float | None])
+_GPU_QUOTAS = TypeAdapter(dict[str, Annotated[float, AllowInfNan(False)] | None])
 
 
 class _Damaged(Exception):

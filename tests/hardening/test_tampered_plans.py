@@ -79,3 +79,14 @@ def test_a_saved_plan_that_passed_is_checked_again_by_the_rules_given_to_apply(w
     res = ws.cli("apply", str(out), "--policy", strict)
     assert res.exit_code == 1 and "breaks 1 deny rule of the policy (cap)" in res.stderr
     assert sim_server.writes() == []
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_quota_that_is_not_a_finite_number_is_a_damaged_file(value):
+    from reconciler import planfile
+    from tests.review.test_planfile import _saved
+
+    doc = json.loads(planfile.encode(_saved()))
+    text = json.dumps({**doc, "gpu_quotas": {"7": float(value)}})
+    with pytest.raises(planfile.PlanFileError, match=r"damaged or incomplete \(gpu_quotas: 7: "):
+        planfile.decode(text, "plan.json")
