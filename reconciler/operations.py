@@ -468,6 +468,10 @@ def import_workload(store, connect: ClientFactory, address: str,
         kind_name = kinds.parse_address(address)[0]
     except ValueError as exc:
         raise errors.ReconcileError(str(exc)) from None
+    if not workload_id or "/" in workload_id or not workload_id.isprintable():
+        raise errors.ReconcileError(f"WORKLOAD_ID {workload_id[:80]!r} is not a workload id "
+                                    "(the id `runai-reconcile export` or the API shows); "
+                                    "nothing was written")
     with store.lock("import"):
         state, pending = store.read_with_pending()
         _refuse_pending(store, pending, "import")
