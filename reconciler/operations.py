@@ -934,8 +934,11 @@ def _safe_file_name(name: str) -> bool:
 
 
 def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
-    """Write every file (each atomically), or none when one exists and not `force`."""
+    """Write every file, or none when one exists and not `force`. Each is written to a
+    sibling temporary file first; once all are whole they are renamed into place, with
+    SIGINT and SIGTERM held off: an interrupt or a failure leaves none of them written."""
     import pathlib
+    import signal
 
     taken = [p for p in files if os.path.lexists(p)]
     if taken and not force:
@@ -946,27 +949,46 @@ def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
     not_files = [p for p in taken if not os.path.isfile(p) or os.path.islink(p)]
     if not_files:
         raise errors.ReconcileError(f"{not_files[0]} is not a regular file; nothing was written")
-    for path, text in files.items():
-        target = pathlib.Path(path)
+    temps: dict[str, str] = {}  # path -> its temporary file, whole
+    try:
+        for path, text in files.items():
+            target = pathlib.Path(path)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                temps[path] = _write_temporary(target, text.encode(), mode)
+            except OSError as exc:
+                raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}; "
+                                            "nothing was written") from None
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomically(target, text.encode(), mode)
-        except OSError as exc:
-            raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}") from None
+            while temps:
+                path, tmp = next(iter(temps.items()))
+                os.replace(tmp, path)
+                del temps[path]
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    finally:
+        for tmp in temps.values():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
-def _write_atomically(path, data: bytes, mode: int) -> None:
-    """Write a sibling temporary file, then rename it over `path`: a reader sees the old
-    file or the new one, never half of one."""
+def _write_temporary(path, data: bytes, mode: int) -> str:
+    """A sibling temporary file of `path` holding `data`, with `mode`: its name."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        try:
+            f = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
             f.write(data)
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    return tmp
