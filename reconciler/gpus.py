@@ -67,10 +67,18 @@ def _obj(x: Any) -> Mapping[str, Any]:
     return x if isinstance(x, Mapping) else {}
 
 
+# No count or size a body holds goes past it (a checked spec's stay far below): a body
+# with NaN, an infinity or a 400-digit integer is read as without that value, so that
+# products and sums stay finite numbers (JSON has no NaN).
+_LARGEST = 2.0 ** 53
+
+
 def _num(x: Any, default: float) -> float:
-    """`x` when it is a number; `default` when absent, or (a body the API or a damaged
-    file holds, never a checked spec) of another type."""
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else default
+    """`x` when it is a number within +-2**53; `default` when absent, or (a body the API or
+    a damaged file holds, never a checked spec) of another type, or not finite or larger."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return default
+    return x if -_LARGEST <= x <= _LARGEST else default  # NaN fails both comparisons
 
 
 def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
@@ -87,7 +95,7 @@ def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
     if kind == "memory":
         # A quantity we cannot read (the live API's pattern is looser) counts no memory.
         per_device = parse_quantity(str(memory)) if memory is not None else None
-        return devices, devices * (per_device or 0)
+        return devices, devices * _num(per_device, 0)
     return devices * _num(c.get("gpuPortionRequest"), 1), 0
 
 
