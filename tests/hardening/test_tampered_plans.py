@@ -90,3 +90,51 @@ def test_a_quota_that_is_not_a_finite_number_is_a_damaged_file(value):
     text = json.dumps({**doc, "gpu_quotas": {"7": float(value)}})
     with pytest.raises(planfile.PlanFileError, match=r"damaged or incomplete \(gpu_quotas: 7: "):
         planfile.decode(text, "plan.json")
+
+
+def _paths(value, at=()):
+    """Every (path) into a JSON document: keys of objects, indexes of lists."""
+    yield at
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*at, i))
+
+
+def _set(doc, path, value):
+    for step in path[:-1]:
+        doc = doc[step]
+    doc[path[-1]] = value
+
+
+JUNK = [None, 5, -1, 1.5, "x", "", [], {}, [None], {"x": None}, True, float("nan")]
+
+
+def test_any_field_of_the_policy_and_quotas_of_a_saved_plan_damaged_is_one_clear_error():
+    """Every field under `policy` and `gpu_quotas`, set to junk of every JSON type: the
+    file is refused as a PlanFileError (damaged, or changed since written), never another
+    exception."""
+    from reconciler import planfile, policy
+    from reconciler.policy import Report, RuleResult, Violation
+    from tests.review.test_planfile import _saved
+
+    saved = _saved()
+    saved.plan.gpu_quotas = {"7": 8, "9": None}
+    saved.plan.policy = Report(files=("p.yaml",), rules=(
+        RuleResult("cap", "maxGpusPerWorkload", 4, "deny", "p.yaml",
+                   (Violation("Training/7/x", "Training/7/x: rule cap: 8 GPUs"),), ("n",)),
+        RuleResult("img", "allowedImages", ["nvcr.io/*"], "warn", "p.yaml")))
+    base = json.loads(planfile.encode(saved))
+    assert policy.report_from_document(base["policy"]).failed
+    paths = [p for top in ("policy", "gpu_quotas") for p in _paths(base[top], (top,))]
+    assert len(paths) > 30
+    for path in paths:
+        for junk in JUNK:
+            doc = json.loads(json.dumps(base))
+            _set(doc, path, junk)
+            if doc == base:
+                continue
+            with pytest.raises(planfile.PlanFileError, match="plan.json"):
+                planfile.decode(json.dumps(doc), "plan.json")
