@@ -188,7 +188,7 @@ async def project_quotas(client, project_ids) -> dict[str, float | None]:
     """The GPU quota of each project (`gpus.read_quota`), one GET per project, all at once.
     A project not found, or not readable with these credentials (403), has none (unknown);
     so has one whose read failed (a 5xx, a timeout) or whose answer is odd, with a warning
-    saying why: the plan does not fail for it."""
+    saying why: the plan does not fail for it. Another refusal (a 400) is an error."""
     from reconciler.api import errors as api_errors
 
     async def one(project_id: str) -> float | None:
@@ -200,7 +200,12 @@ async def project_quotas(client, project_ids) -> dict[str, float | None]:
             if exc.status == 403:
                 return None
             raise
-        except api_errors.ApiError as exc:  # a 5xx, a timeout, an answer that is not JSON
+        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
+            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
+            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
+            if isinstance(exc, api_errors.PermanentError) and not (
+                    exc.status is not None and 200 <= exc.status < 300):
+                raise
             _unread_quota(project_id, str(exc))
             return None
         found, problem = gpus.read_quota(body)
