@@ -3,6 +3,7 @@ files in the folder, the CLI ends with exit 0, 1 or 2 and prints no traceback.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -59,18 +60,23 @@ def test_no_input_gives_a_traceback(tmp_path_factory, flags, command, env, files
         (cwd / name).parent.mkdir(parents=True, exist_ok=True)
         (cwd / name).write_text(text)
     args = [a for f in flags for a in f] + command
-    clean = {k: None for k in os.environ if k.startswith("RUNAI_")}
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        res = CliRunner().invoke(main, args, env={**clean, **env}, input="")
-    finally:
-        os.chdir(old)
+    with contextlib.chdir(cwd):
+        res = CliRunner().invoke(main, args, env={**_clean_env(), **env}, input="")
+    _no_traceback(res, args, env, files)
+
+
+def _clean_env() -> dict:
+    return {k: None for k in os.environ if k.startswith("RUNAI_")}
+
+
+def _no_traceback(res, *context) -> None:
+    """Exit 0, 1 or 2, and no traceback nor Python's own advice in the output."""
     out = res.stdout + res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit), (
-        args, env, files, repr(res.exception))
-    assert "Traceback" not in out, (args, env, files, out)
-    assert res.exit_code in (0, 1, 2), (args, env, files, out)
+        *context, repr(res.exception))
+    assert "Traceback" not in out, (*context, out)
+    assert "set_int_max_str_digits" not in out, (*context, out)
+    assert res.exit_code in (0, 1, 2), (*context, out)
 
 
 # --- the commands, flags and files that came after issue 11 ---------------------------
@@ -139,23 +145,13 @@ def test_the_new_commands_give_no_traceback(tmp_path_factory, sim, command, env,
     cwd = tmp_path_factory.mktemp("fuzz-new")
     if with_examples:
         shutil.copytree(ROOT / "specs", cwd / "specs")
-    clean = {k: None for k in os.environ if k.startswith("RUNAI_")}
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
+    with contextlib.chdir(cwd):
         if applied and with_examples:  # live workloads to export and import, a state
-            CliRunner().invoke(main, ["--sim", "apply", "--auto-approve"], env=clean)
+            CliRunner().invoke(main, ["--sim", "apply", "--auto-approve"], env=_clean_env())
         for name, text in files.items():
             (cwd / name).parent.mkdir(parents=True, exist_ok=True)
             (cwd / name).write_text(text)
         name, flags = command
         args = (["--sim"] if sim else []) + [name] + [a for f in flags for a in f]
-        res = CliRunner().invoke(main, args, env={**clean, **env}, input="")
-    finally:
-        os.chdir(old)
-    out = res.stdout + res.stderr
-    assert res.exception is None or isinstance(res.exception, SystemExit), (
-        args, env, files, repr(res.exception))
-    assert "Traceback" not in out, (args, env, files, out)
-    assert "set_int_max_str_digits" not in out, (args, env, files, out)
-    assert res.exit_code in (0, 1, 2), (args, env, files, out)
+        res = CliRunner().invoke(main, args, env={**_clean_env(), **env}, input="")
+    _no_traceback(res, args, env, files)

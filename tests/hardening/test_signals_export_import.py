@@ -26,6 +26,20 @@ def _reads(sim, route: str) -> bool:
     return any(r["method"] == "GET" and route in r["path"] for r in sim.requests())
 
 
+def _interrupt(ws, sim, signum, code, *args: str) -> None:
+    """Run the CLI at 1.5 s per request, send `signum` once it reads workloads, and check
+    it exits `code` saying so, with no traceback; latency back to 0."""
+    faults(sim, latencyMs=1500)
+    sim.clear_requests()
+    proc = spawn(ws, *args)
+    wait_until(lambda: _reads(sim, "/api/v1/workloads"), proc)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=30)
+    faults(sim, latencyMs=0)
+    assert proc.returncode == code, err
+    assert "Interrupted." in err and "Traceback" not in err + out
+
+
 def _files(folder) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
 
@@ -35,15 +49,7 @@ def test_a_signal_during_export_writes_no_file(ws, sim_server, signum, code):  #
     write_fleet(ws, 4)
     assert ws.apply().exit_code == 0
     out_dir = ws.root / "exported"
-    faults(sim_server, latencyMs=1500)
-    sim_server.clear_requests()
-    proc = spawn(ws, "export", "--out", str(out_dir))
-    wait_until(lambda: _reads(sim_server, "/api/v1/workloads"), proc)
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
-    faults(sim_server, latencyMs=0)
-    assert proc.returncode == code, err
-    assert "Interrupted." in err and "Traceback" not in err + out
+    _interrupt(ws, sim_server, signum, code, "export", "--out", str(out_dir))
     assert _files(out_dir) == []
 
 
@@ -57,16 +63,8 @@ def test_a_signal_during_import_leaves_the_state_as_it_was(ws, sim_server, signu
     assert ws.cli("state", "rm", address).exit_code == 0
     before = ws.state_path.read_bytes()
     files = _files(ws.state_path.parent)
-    faults(sim_server, latencyMs=1500)
-    sim_server.clear_requests()
     args = ["import", address, wid] if how == "one" else ["import", "--all", str(ws.specs)]
-    proc = spawn(ws, *args)
-    wait_until(lambda: _reads(sim_server, "/api/v1/workloads"), proc)
-    proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
-    faults(sim_server, latencyMs=0)
-    assert proc.returncode == code, err
-    assert "Interrupted." in err and "Traceback" not in err + out
+    _interrupt(ws, sim_server, signum, code, *args)
     assert ws.state_path.read_bytes() == before
     assert _files(ws.state_path.parent) == files  # no journal, lock or temporary file
     assert not journal(ws).exists()
