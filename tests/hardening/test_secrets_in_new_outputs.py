@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.e2e.conftest import CLUSTER, _sim_process, sim_server, ws  # noqa: F401 - fixtures
-from tests.e2e.test_small_things import run, run_on_a_terminal
+from tests.e2e.test_small_things import PROGRESS, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 
@@ -81,9 +81,12 @@ def test_plan_apply_show_drift_with_a_policy_never_show_the_secrets(ws, sim_serv
     clean(run(ws, "-v", "apply", str(saved), "--format", "json"))
     # The progress line (on a terminal) with -v's log lines through it.
     ws.write("team/t.yaml", SPEC.replace("gpuDevicesRequest: 2", "gpuDevicesRequest: 3"))
+    sim_server.admin.put("/_sim/faults", json={"latencyMs": 700}).raise_for_status()
     code, out, terminal = run_on_a_terminal(ws, "-v", "apply", str(ws.specs), "--auto-approve",
                                             "--policy", policy)
+    sim_server.admin.put("/_sim/faults", json={"latencyMs": 0}).raise_for_status()
     assert code == 0, terminal
+    assert PROGRESS.search(terminal), terminal  # the line was drawn
     assert "Apply complete!" in out + terminal
     for secret in SECRETS:
         assert secret not in out + terminal, secret
