@@ -242,9 +242,10 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
     # After the fields' own checks, which say more about a damaged file than this can.
     if doc.get("digest") != content_digest(doc):
-        raise PlanFileError(f"{where} was changed since it was written (its digest "
-                            f"{'is missing' if 'digest' not in doc else 'does not match'}); "
-                            "nothing in it is trusted: make the plan again")
+        why = ("its digest is missing: it was changed since it was written, or written by an "
+               "earlier runai-reconcile" if "digest" not in doc else
+               "it was changed since it was written: its digest does not match")
+        raise PlanFileError(f"{where} is refused ({why}); make the plan again")
     return saved
 
 
