@@ -28,6 +28,7 @@ projects it reads), `drift` (`held`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,10 +68,18 @@ def _obj(x: Any) -> Mapping[str, Any]:
     return x if isinstance(x, Mapping) else {}
 
 
+# No count or size a body holds goes past it (a checked spec's stay far below): a body
+# with NaN, an infinity or a 400-digit integer is read as without that value, so that
+# products and sums stay finite numbers (JSON has no NaN).
+_LARGEST = 2.0 ** 53
+
+
 def _num(x: Any, default: float) -> float:
-    """`x` when it is a number; `default` when absent, or (a body the API or a damaged
-    file holds, never a checked spec) of another type."""
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else default
+    """`x` when it is a number within +-2**53; `default` when absent, or (a body the API or
+    a damaged file holds, never a checked spec) of another type, or not finite or larger."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return default
+    return x if -_LARGEST <= x <= _LARGEST else default  # NaN fails both comparisons
 
 
 def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
@@ -87,7 +96,7 @@ def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
     if kind == "memory":
         # A quantity we cannot read (the live API's pattern is looser) counts no memory.
         per_device = parse_quantity(str(memory)) if memory is not None else None
-        return devices, devices * (per_device or 0)
+        return devices, devices * _num(per_device, 0)
     return devices * _num(c.get("gpuPortionRequest"), 1), 0
 
 
@@ -305,16 +314,37 @@ def impact_of(plan: plans.Plan) -> GpuImpact:
 def quota(project: Mapping[str, Any]) -> float | None:
     """A project's GPU quota from its `GET /api/v1/org-unit/projects/{id}` body: the sum of
     `gpu.deserved` over its node-pool `resources` (None when it gives none, or a negative
-    one)."""
+    one, or one that cannot be read: `read_quota`)."""
+    return read_quota(project)[0]
+
+
+def read_quota(project: Any) -> tuple[float | None, str | None]:
+    """(`quota`'s answer, None), or (None, what is wrong) when the body holds a quota that
+    cannot be read: not an object, `resources` not a list, a `deserved` that is not a
+    number (a string), or not a finite one (NaN, 1e400, a sum past a float's range)."""
     if not isinstance(project, Mapping):
-        return None
-    found = []
+        return None, "the answer is not an object"
     resources = project.get("resources")
-    for r in resources if isinstance(resources, list) else ():
+    if resources is None:
+        return None, None
+    if not isinstance(resources, list):
+        return None, "resources is not a list"
+    found = []
+    for i, r in enumerate(resources):
         gpu = r.get("gpu") if isinstance(r, Mapping) else None
         deserved = gpu.get("deserved") if isinstance(gpu, Mapping) else None
-        if isinstance(deserved, (int, float)) and not isinstance(deserved, bool):
-            found.append(deserved)
+        if deserved is None:
+            continue
+        if isinstance(deserved, bool) or not isinstance(deserved, (int, float)):
+            return None, f"resources[{i}].gpu.deserved is not a number"
+        found.append(deserved)
     if not found or any(d < 0 for d in found):  # a negative one reads as "no limit"
-        return None
-    return tidy(sum(found))
+        return None, None
+    try:
+        total = tidy(sum(found))
+        finite = math.isfinite(total)
+    except OverflowError:  # an integer beyond a float's range
+        finite = False
+    if not finite:
+        return None, "resources[].gpu.deserved is not a finite number"
+    return total, None

@@ -193,7 +193,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
 async def read_projects(client, project_ids) -> dict[str, dict]:
     """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
     at once. A project not found, or not readable with these credentials (403), is `{}`
-    (its quota and name unknown): the plan does not fail for it."""
+    (its quota and name unknown): the plan does not fail for it; so is one whose read
+    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
+    refusal (a 400) is an error."""
     from reconciler.api import errors as api_errors
 
     async def one(project_id: str) -> dict:
@@ -205,10 +207,30 @@ async def read_projects(client, project_ids) -> dict[str, dict]:
             if exc.status == 403:
                 return {}
             raise
+        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
+            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
+            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
+            if isinstance(exc, api_errors.PermanentError) and not (
+                    exc.status is not None and 200 <= exc.status < 300):
+                raise
+            _unread_quota(project_id, str(exc))
+            return {}
+        problem = gpus.read_quota(body)[1]
+        if problem:
+            _unread_quota(project_id, problem)
         return body if isinstance(body, dict) else {}
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))
+
+
+def _unread_quota(project_id: str, why: str) -> None:
+    """A quota the API did not give in a readable form: the plan goes on without it."""
+    import logging
+
+    logging.getLogger("reconciler.operations").warning(
+        "project %s's GPU quota could not be read (%s); it is unknown in this plan",
+        project_id, why)
 
 
 async def _resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
@@ -984,9 +1006,10 @@ def _safe_file_name(name: str) -> bool:
 def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
     """Write every file, or none when one exists and not `force`: each goes to a sibling
     temporary file first, and only when all of them are written are they renamed into
-    place, so that a failure (a folder that is a file, a full disk) leaves no file behind
-    nor any folder made for one."""
+    place, with SIGINT and SIGTERM held off, so that an interrupt or a failure (a folder
+    that is a file, a full disk) leaves no file behind nor any folder made for one."""
     import pathlib
+    import signal
     import tempfile
 
     taken = [p for p in files if os.path.lexists(p)]
@@ -1018,9 +1041,13 @@ def _write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
             except OSError as exc:
                 raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}; "
                                             "nothing was written") from None
-        for tmp, target in written:
-            os.replace(tmp, target)
-        done = True
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            for tmp, target in written:
+                os.replace(tmp, target)
+            done = True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     finally:
         if not done:
             for tmp, _ in written:

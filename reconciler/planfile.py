@@ -14,7 +14,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
      "project_names": {"<project id>": "team-a"},  # the names those reads gave
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
-     "policy": {...}}                              # the policy results, with --policy
+     "policy": {...},                              # the policy results, with --policy
+     "digest": "sha256:..."}                       # of every other field: a hand edit shows
 
 The plan's GPU impact is made again from the changes, `gpu_quotas` and `project_names`
 (`gpus.impact_of`),
@@ -23,7 +24,12 @@ when one changed since the plan (`live_problems`); `state_problems` refuses a pl
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
 from before it was recorded, are judged on lineage and serial). The file is written with mode 0600: it holds the
-desired bodies, secret-looking values included, never an API token.
+desired bodies, secret-looking values included, never an API token. `digest` is the
+sha256 of the document without it (`content_digest`): a file edited after it was written
+(a failed policy result turned into a pass, a quota raised, a body changed, the digest
+taken out) is refused. It shows an edit, it does not prove authorship: whoever can run
+sha256 can forge it, so a pipeline that must enforce its policy passes it to `apply FILE`
+too (`--policy`, or RUNAI_RECONCILE_POLICY), which checks the rules again.
 Callers: `operations` (`plan --out`, `show`, `apply FILE`).
 """
 
@@ -38,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Annotated, Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, Field, TypeAdapter, ValidationError
 
 from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload
@@ -179,7 +185,16 @@ def encode(saved: SavedPlan) -> str:
         from reconciler import policy  # its models take long to build: only with a policy
 
         doc["policy"] = policy.report_document(plan.policy)
+    doc["digest"] = content_digest(doc)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def content_digest(doc: Mapping[str, Any]) -> str:
+    """sha256 of a saved plan's document, its `digest` left out, in one canonical form
+    (so re-indenting the file does not change it)."""
+    rest = {k: v for k, v in doc.items() if k != "digest"}
+    canonical = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def decode(text: str, where: str = "plan file") -> SavedPlan:
@@ -236,6 +251,12 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     for rc in plan.changes:
         if rc.kind not in kinds.KINDS:
             raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
+    # After the fields' own checks, which say more about a damaged file than this can.
+    if doc.get("digest") != content_digest(doc):
+        why = ("its digest is missing: it was changed since it was written, or written by an "
+               "earlier runai-reconcile" if "digest" not in doc else
+               "it was changed since it was written: its digest does not match")
+        raise PlanFileError(f"{where} is refused ({why}); make the plan again")
     return saved
 
 
@@ -277,7 +298,7 @@ _CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
 _CHANGE = TypeAdapter(ResourceChange)
 _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
-_GPU_QUOTAS = TypeAdapter(dict[str, float | None])
+_GPU_QUOTAS = TypeAdapter(dict[str, Annotated[float, AllowInfNan(False)] | None])
 _PROJECT_NAMES = TypeAdapter(dict[str, str])
 _GPU_ELSEWHERE = TypeAdapter(dict[str, Annotated[list[float], Field(min_length=4, max_length=4)]])
 

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from reconciler import gpus, kinds
+from reconciler import gpus, kinds, masking
 from reconciler.desired.fields import Strict, rule_error
 from reconciler.plans import Action, Plan, ResourceChange
 
@@ -336,27 +336,31 @@ def containers(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def _per_container(chosen, violated, problem) -> None:
-    """One violation per workload after apply, naming what `problem(path, container)`
-    finds wrong with each of its containers (None: nothing)."""
+    """One violation per workload after apply, naming what `problem(path, container,
+    shown)` finds wrong with each of its containers (None: nothing); `shown(path, value)`
+    is the value to quote, `(sensitive)` under a `lifecycle.sensitive` path."""
     for rc in _remaining(chosen):
-        found = [p for p in (problem(path, c) for path, c in containers(rc.after)) if p]
+        def shown(path: str, value: str, rc: ResourceChange = rc) -> str:
+            return masking.MASK if masking.is_masked(path, rc.sensitive) else _quote(value)
+
+        found = [p for p in (problem(path, c, shown) for path, c in containers(rc.after)) if p]
         if found:
             violated(rc.address, "; ".join(found))
 
 
 def _allowed_images(rule, chosen, ctx, violated, notes) -> None:
-    def problem(path, c):
+    def problem(path, c, shown):
         image = c.get("image")
         if isinstance(image, str) and not any(fnmatch.fnmatchcase(image, g)
                                               for g in rule.allowedImages):
-            return f"{path}.image {_quote(image)}"
+            return f"{path}.image {shown(f'{path}.image', image)}"
         return None
 
     _per_container(chosen, violated, problem)
 
 
 def _required_labels(rule, chosen, ctx, violated, notes) -> None:
-    def problem(path, c):
+    def problem(path, c, shown):
         have = {item.get("name") for item in c.get("labels") or () if isinstance(item, dict)}
         missing = [name for name in rule.requiredLabels if name not in have]
         return f"{path}.labels lacks {', '.join(missing)}" if missing else None
@@ -373,14 +377,14 @@ def image_tag(image: str) -> str | None:
 
 
 def _forbid_latest_tag(rule, chosen, ctx, violated, notes) -> None:
-    def problem(path, c):
+    def problem(path, c, shown):
         image = c.get("image")
         if not isinstance(image, str):
             return None
         tag = image_tag(image)
         if tag is None:
-            return f"{path}.image {_quote(image)} has no tag (latest)"
-        return f"{path}.image {_quote(image)}" if tag == "latest" else None
+            return f"{path}.image {shown(f'{path}.image', image)} has no tag (latest)"
+        return f"{path}.image {shown(f'{path}.image', image)}" if tag == "latest" else None
 
     if rule.forbidLatestTag:
         _per_container(chosen, violated, problem)
