@@ -530,23 +530,13 @@ async def _live_by_id(client, kind, workload_id: str):
     """(its kind, the GET body) of the workload `workload_id`: asked of `kind` first, and
     when that kind does not know it, of the others (the id may be another kind's)."""
     from reconciler import kinds
-    from reconciler.api import errors as api_errors
 
-    try:
-        return kind, await client.get(kind, workload_id)
-    except api_errors.NotFound:
-        pass
-    others = [k for k in kinds.KINDS.values() if k is not kind]
-    answers = await asyncio.gather(*(client.get(k, workload_id) for k in others),
-                                   return_exceptions=True)
-    for other, answer in zip(others, answers):
-        if isinstance(answer, dict):
-            return other, answer
-    for answer in answers:
-        if not isinstance(answer, api_errors.NotFound):
-            raise answer
-    raise errors.ReconcileError(f"no workload with id {workload_id} (no kind knows it); "
-                                "nothing was written")
+    found = await _get_any(client, workload_id,
+                           [kind, *(k for k in kinds.KINDS.values() if k is not kind)])
+    if found is None:
+        raise errors.ReconcileError(f"no workload with id {workload_id} (no kind knows it); "
+                                    "nothing was written")
+    return found
 
 
 def import_all(specs_dir: str, store, connect: ClientFactory, *,
@@ -940,8 +930,8 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
 
 
 async def _get_any(client, workload_id: str, candidates):
-    """(kind, live body) of the workload, trying each candidate kind's endpoint; None
-    when none has it."""
+    """(kind, live body) of the workload, trying each candidate kind's endpoint in turn;
+    None when none has it (another error than a 404 is raised)."""
     from reconciler.api import errors as api_errors
 
     for kind in candidates:
