@@ -549,17 +549,14 @@ def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_sec
 
 def _check_kinds(values: tuple[str, ...]) -> list[str]:
     """The kind names given (any case); an unknown one is an error with the closest."""
-    import difflib
-
-    by_lower = {k.lower(): k for k in kinds.KINDS}
     out = []
     for value in values:
-        if value.lower() not in by_lower:
-            close = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.5)
-            hint = f" (did you mean {by_lower[close[0]]}?)" if close else ""
+        kind, close = kinds.spelled(value, cutoff=0.5)
+        if kind is None:
+            hint = f" (did you mean {close}?)" if close else ""
             raise errors.ReconcileError(f"--kind {value}: no such kind{hint}; the kinds are "
                                         + ", ".join(kinds.KINDS))
-        out.append(by_lower[value.lower()])
+        out.append(kind)
     return out
 
 

@@ -96,6 +96,18 @@ def get(name: str) -> Kind:
     return KINDS[name]
 
 
+def spelled(name: str, *, cutoff: float = 0.6) -> tuple[str | None, str | None]:
+    """(the kind `name` spells in any case, None), or (None, the closest kind name or
+    None): for flags and specs that name a kind, and their did-you-mean."""
+    import difflib
+
+    by_lower = {k.lower(): k for k in KINDS}
+    if name.lower() in by_lower:
+        return by_lower[name.lower()], None
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=cutoff)
+    return None, by_lower[close[0]] if close else None
+
+
 def address(kind: str, project_id: str, name: str) -> str:
     """A workload's identity: `<kind>/<projectId>/<name>`."""
     return f"{kind}/{project_id}/{name}"

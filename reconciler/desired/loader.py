@@ -315,11 +315,10 @@ def _drop_nulls(value: Any) -> Any:
 def _unknown_kind(kind: Any) -> str:
     allowed = sorted(models.MODELS)
     message = f"unknown kind {_show(kind)}"
-    if isinstance(kind, str):
-        by_lower = {k.lower(): k for k in allowed}
-        close = difflib.get_close_matches(kind.lower(), list(by_lower), n=1, cutoff=0.6)
-        if close:
-            return f"{message} (did you mean '{by_lower[close[0]]}'?)"
+    # Kinds are case-sensitive in a spec: another case of one is the closest.
+    close = next((k for k in kinds.spelled(kind) if k), None) if isinstance(kind, str) else None
+    if close:
+        return f"{message} (did you mean '{close}'?)"
     return f"{message}: expected one of {', '.join(allowed)}"
 
 
