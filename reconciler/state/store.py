@@ -12,6 +12,9 @@
     store.history() -> [Version]       the versions kept, newest first (a file: the state
                                         and its backup; PostgreSQL: every version)
     store.read_version(serial) -> State   one of them
+    store.has_journal() -> bool        a journal exists (a run died, or one is under way)
+    store.where, store.journal_where   how messages name the state and its journal
+    store.keeps_every_version          whether `history` lists every version
 
 The journal (`<path>.journal`, see `journal`) is what keeps an apply's cost per action
 O(1): the executor appends a line per step and the state file is rewritten once, at the
@@ -52,15 +55,25 @@ from reconciler.state.model import State
 
 @runtime_checkable
 class StateStore(Protocol):
+    """What the engine asks of a state backend: every member its callers use (the CLI,
+    `operations`, the executor), and nothing else. docs/state-backends.md says how to add
+    one; `_Store` below implements all but the storage itself, over raw bytes."""
+
+    where: str  # the state as messages name it (a path, a URL without its password)
+    journal_where: str  # the journal as messages name it
+    keeps_every_version: bool  # `history` lists every version ever written (else a few)
+
     def read(self) -> State: ...
+
+    def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
+
+    def has_journal(self) -> bool: ...
+
+    def append(self, entries: list[dict], lineage: str) -> None: ...
 
     def write(self, state: State, *, force: bool = False) -> None: ...
 
     def lock(self, operation: str) -> contextlib.AbstractContextManager[LockInfo]: ...
-
-    def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
-
-    def append(self, entries: list[dict], lineage: str) -> None: ...
 
     def force_unlock(self, lock_id: str) -> LockInfo: ...
 
