@@ -694,22 +694,33 @@ def state_history(cfg: Config, fmt: str) -> None:
     if not versions:
         click.echo(f"No versions: nothing was written to {store.where} yet.")
         return
-    rows = [("SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS")] + [
-        (str(v.serial), v.written_at or "-", v.written_by or "-", v.operation or "-",
-         str(v.workloads)) for v in versions]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    # A column no version has a value for (a state file records no author or operation)
+    # is left out, and said below; a single value not recorded says so.
+    columns = [("SERIAL", lambda v: str(v.serial)), ("WHEN", lambda v: v.written_at),
+               ("WHO", lambda v: v.written_by), ("OPERATION", lambda v: v.operation),
+               ("WORKLOADS", lambda v: str(v.workloads))]
+    columns = [(head, get) for head, get in columns if any(get(v) for v in versions)]
+    rows = [[head for head, _ in columns]] + [
+        [get(v) or "not recorded" for _, get in columns] for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
     for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     if not every:
-        click.echo("\nA state file keeps one previous version (its .backup); a PostgreSQL "
-                   "--state keeps every version.")
+        click.echo("\nA state file keeps one previous version (its .backup; when that version "
+                   "was written is not recorded), and records neither who wrote a version nor "
+                   "with which command; a PostgreSQL --state keeps every version, with both.")
 
 
 @state_group.command("restore")
-@click.argument("serial", type=click.IntRange(1))
+@click.argument("serial")
 @pass_config
-def state_restore(cfg: Config, serial: int) -> None:
+def state_restore(cfg: Config, serial: str) -> None:
     """Write version SERIAL again as a new serial (the workloads are not touched)."""
+    if not (serial.isascii() and serial.isdigit() and int(serial) >= 1):
+        raise errors.ReconcileError(
+            f"state restore {serial!r}: expected the serial of a version, a positive whole "
+            "number as `state history` lists it (e.g. state restore 6)")
+    serial = int(serial)
     store = _store(cfg)
     restored = operations.state_restore(store, serial)
     n = len(restored.resources)

@@ -325,6 +325,9 @@ class LocalFileStore(_Store):
         self.where = str(self.path)
         self.journal_where = str(self.journal_path)
         self._journal_fd: int | None = None
+        problem = _not_a_folder(self.path)
+        if problem:
+            raise StateError(f"--state {self.path}: {problem}; nothing was read or written")
 
     def read_backup(self) -> State | None:
         """The state as it was before this store's first write (None when there is none)."""
@@ -395,6 +398,15 @@ class LocalFileStore(_Store):
 
     def force_unlock(self, lock_id: str) -> LockInfo:
         return FileLock(self.lock_path).break_stale(lock_id)
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """What is in the way of the state file `path`: an ancestor that exists and is not a
+    folder (None when none is)."""
+    for parent in reversed(path.parents):
+        if os.path.lexists(parent) and not parent.is_dir():
+            return f"{parent} is a file, not a folder"
+    return None
 
 
 def _read_or_none(path: Path, what: str) -> bytes | None:
