@@ -18,6 +18,7 @@ from reconciler.operations.planning import (
     OnEvent,
     PlanOptions,
     check_policy,
+    check_specs_folder,
     load_policy,
     loading,
     make_plan,
@@ -43,6 +44,9 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await make_plan(client, specs, state, options, pending,
                                                     progress=progress)
+            folder = check_specs_folder(specs_dir, store, state, the_plan, options)
+            if not options.targets:  # the state now follows this folder (its last write)
+                state.specs_folder = folder
             check_policy(the_plan, rules, options.policy)
             return the_plan, desired
 
@@ -78,6 +82,8 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
         state, pending = store.read_with_pending()
         planfile.adopt_new_state(saved, state)
         _refuse_stale(path, planfile.state_problems(saved, state, pending))
+        if saved.specs_folder is not None:  # made from a folder, not --target: it follows
+            state.specs_folder = saved.specs_folder
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             acted = planfile.acted_on(saved)

@@ -15,6 +15,7 @@
     store.has_journal() -> bool        a journal exists (a run died, or one is under way)
     store.where, store.journal_where   how messages name the state and its journal
     store.keeps_every_version          whether `history` lists every version
+    store.local_file                   the state file's path (None: not a local file)
 
 The journal (`<path>.journal`, see `journal`) is what keeps an apply's cost per action
 O(1): the executor appends a line per step and the state file is rewritten once, at the
@@ -62,6 +63,7 @@ class StateStore(Protocol):
     where: str  # the state as messages name it (a path, a URL without its password)
     journal_where: str  # the journal as messages name it
     keeps_every_version: bool  # `history` lists every version ever written (else a few)
+    local_file: Path | None  # the state file on this machine; None for a database
 
     def read(self) -> State: ...
 
@@ -140,6 +142,7 @@ class _Store:
 
     where: str
     journal_where: str
+    local_file: Path | None = None
 
     def __init__(self) -> None:
         self._mutex = threading.RLock()  # the executor may write from several threads
@@ -316,7 +319,7 @@ class LocalFileStore(_Store):
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         super().__init__()
-        self.path = Path(path)
+        self.path = self.local_file = Path(path)
         self.backup_path = self.path.with_name(self.path.name + ".backup")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.journal_path = self.path.with_name(self.path.name + ".journal")
