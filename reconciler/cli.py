@@ -278,6 +278,8 @@ format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default
                           help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
+
+
 def folder_opts(command):
     """--specs-moved and --prune-others: plan and apply of another specs folder than the
     state's, when that deletes what only the other names (docs/state-backends.md)."""

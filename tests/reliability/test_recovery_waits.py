@@ -9,11 +9,10 @@ import asyncio
 
 import httpx
 
-from reconciler import kinds, operations
+from reconciler import kinds, operations, planner, refresh
 from reconciler.api import RunaiClient
 from reconciler.executor import Executor
 from reconciler.plans import Action
-from reconciler import planner, refresh
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.state import MemoryStore, journal
 from reconciler.state.model import State
