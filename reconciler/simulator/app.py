@@ -80,7 +80,7 @@ from reconciler.simulator import schema
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID, FILTER as _PROJECT_FILTER, Projects
 from reconciler.simulator.kinds import KINDS, Kind
 from reconciler.simulator.store import (CREATE_PHASES, DELETE_PHASES, RESUME_PHASES,
-                                        SUSPEND_PHASES, UPDATE_PHASES, Record, SimulatorDataError,
+                                        STOPPED_PHASES, SUSPEND_PHASES, UPDATE_PHASES, Record, SimulatorDataError,
                                         Store, iso)
 from reconciler.simulator.tokens import Signer, TokenError
 
@@ -508,7 +508,10 @@ class Simulator:
         if rec.body["desiredPhase"] == "Deleted":
             raise ApiError(409, f"Workload {rec.id} is being deleted")
         target = "Stopped" if suspend else "Running"
-        if rec.body["desiredPhase"] != target:
+        # In effect already when asked for and not contradicted by the phase: a phase
+        # forced through /_sim/ (a workload the cluster stopped, or started) gives way.
+        stopped = self.store.phase(rec) in STOPPED_PHASES
+        if rec.body["desiredPhase"] != target or stopped != suspend:
             rec.body = {**rec.body, "desiredPhase": target}
             self.store.transition(rec, SUSPEND_PHASES if suspend else RESUME_PHASES)
             self.store.save()

@@ -170,6 +170,25 @@ def test_force_a_phase(sim):
     assert sim.post(f"/_sim/workloads/{wid}/phase", json={}).status_code == 400
 
 
+def test_a_forced_phase_gives_way_to_suspend_and_resume(sim):
+    """A forced Stopped (desiredPhase still Running) is resumed by a resume, and a forced
+    Running under desiredPhase Stopped is stopped by a suspend, as the real API would."""
+    wid = sim.create_distributed("f")["workloadId"]
+    base = f"/api/v1/workloads/distributed/{wid}"
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Stopped"})
+    assert sim.get(base).json()["desiredPhase"] == "Running"
+    assert sim.post(base + "/resume").status_code == 202
+    assert _phase(sim, wid) == "Running"
+    sim.post(base + "/suspend")
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Running"})
+    assert sim.post(base + "/suspend").status_code == 202
+    assert _phase(sim, wid) == "Stopped"
+    sim.post(base + "/resume")
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Completed"})
+    assert sim.post(base + "/resume").status_code == 202
+    assert _phase(sim, wid) == "Completed"  # a resume of what is not stopped changes nothing
+
+
 def test_out_of_band_delete_is_immediate(make_sim):
     sim = make_sim(phase_seconds=100)
     wid = sim.create_distributed("oob")["workloadId"]
