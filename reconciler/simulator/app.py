@@ -27,7 +27,8 @@ sample body for it (and a PATCH body, if it has PATCH).
 Admin routes (no auth, never faulted): GET|DELETE /_sim/requests, GET|DELETE
 /_sim/workloads, GET|PATCH|DELETE /_sim/workloads/{id} (PATCH: JSON merge patch,
 RFC 7386, on the stored body; DELETE: gone at once, out of band),
-POST /_sim/workloads/{id}/phase, GET|PUT /_sim/faults, POST /_sim/projects (define one:
+POST /_sim/workloads/{id}/phase, GET|PUT|DELETE /_sim/faults (DELETE: back to the
+settings it started with), POST /_sim/projects (define one:
 {"id", "name", "clusterId", "gpuQuota"}; 201, the Project).
 
 Choices where the API spec is silent:
@@ -65,7 +66,7 @@ import random
 import re
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Awaitable, Callable, Sequence
 
 import httpx
@@ -219,6 +220,7 @@ class Simulator:
         self.client_id, self.client_secret = client_id, client_secret
         self.kinds: dict[str, Kind] = {k.type: k for k in kinds}
         self.faults = faults if faults is not None else Faults()
+        self.start_faults = replace(self.faults)  # what DELETE /_sim/faults puts back
         self.clock = clock
         self.sleep = sleep
         self.rand = random.Random(seed)  # ids, name suffixes, generated values
@@ -606,7 +608,9 @@ class Simulator:
         self.store.transition(rec, [phase])
 
     async def admin_faults(self, request: Request) -> Response:
-        if request.method == "PUT":
+        if request.method == "DELETE":
+            self.faults = replace(self.start_faults)
+        elif request.method == "PUT":
             body = await self._json(request, submission=False)
             try:
                 self.faults = self.faults.updated(body)
@@ -896,7 +900,7 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
         Route("/_sim/workloads/{workloadId}", sim.admin_workload,
               methods=["GET", "PATCH", "DELETE"]),
         Route("/_sim/workloads/{workloadId}/phase", sim.admin_phase, methods=["POST"]),
-        Route("/_sim/faults", sim.admin_faults, methods=["GET", "PUT"]),
+        Route("/_sim/faults", sim.admin_faults, methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/projects", sim.admin_projects, methods=["POST"]),
     ]
     app = Starlette(

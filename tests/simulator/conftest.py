@@ -140,12 +140,10 @@ def served(tmp_path_factory):
 
 @pytest.fixture
 def http_sim(served):
+    """The session's `sim serve` as it started (see `simserve.reset`), with a token."""
     base, _, _ = served
     with httpx.Client(base_url=base, timeout=10) as client:
-        client.delete("/_sim/workloads")
-        client.put("/_sim/faults", json={"errorRate": 0, "commitFailRate": 0, "latencyMs": 0,
-                                         "jitterMs": 0, "tokenTtl": 3600})
-        client.delete("/_sim/requests")
+        simserve.reset(client)
         sim = Sim(lambda method, path, **kw: client.request(method, path, **kw))
         yield sim
 
