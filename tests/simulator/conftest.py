@@ -181,12 +181,12 @@ def conforms(openapi):
 
 
 def schema_scalars(node, path: str = "") -> dict:
-    """Every scalar of a `simulator.schema` description by its path (`spec.ports[].container`)."""
-    from reconciler.simulator import schema
+    """Every scalar of a `simulator.validator` description (as `simulator.schema` writes them) by its path (`spec.ports[].container`)."""
+    from reconciler.simulator import validator
 
-    if isinstance(node, schema.Obj):
+    if isinstance(node, validator.Obj):
         return {p: v for key, sub in node.properties.items()
                 for p, v in schema_scalars(sub, f"{path}.{key}").items()}
-    if isinstance(node, schema.Arr):
+    if isinstance(node, validator.Arr):
         return schema_scalars(node.items, path + "[]")
     return {path: node}
