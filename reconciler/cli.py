@@ -199,7 +199,17 @@ def _interrupted_exit() -> int:
 def _client(cfg: Config):
     from reconciler.api import RunaiClient
 
+    # One retry budget for the whole command, whatever number of clients it makes: the
+    # first client's, passed on to the others.
     budget = {} if cfg.timeout is None else {"retry_budget_s": cfg.timeout}
+    if "budget" in cfg.extra:
+        budget["budget"] = cfg.extra["budget"]
+    client = _new_client(cfg, RunaiClient, budget)
+    cfg.extra.setdefault("budget", client.budget)
+    return client
+
+
+def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the class, imported late)
     if cfg.sim:
         import httpx
 

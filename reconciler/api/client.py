@@ -109,7 +109,9 @@ class RunaiClient:
     token, renewed before expiry). `transport` replaces the network, e.g.
     `httpx.ASGITransport(app)` for the in-process simulator; otherwise up to
     `max_connections` kept-alive connections are used (size it to the requests you keep
-    in flight: `--parallelism`). `sleep`, `clock`
+    in flight: `--parallelism`). `retry_budget_s` is the budget of `retries.Budget` (or
+    give the command's own `budget`, shared with its other clients); `secrets` are more
+    values never to show in a message. `sleep`, `clock`
     (monotonic), `wall_clock` (epoch, to read a JWT's expiry) and `rng` (backoff
     jitter) are injectable so tests control time.
     """
@@ -119,7 +121,7 @@ class RunaiClient:
                  transport: httpx.AsyncBaseTransport | None = None,
                  verify: bool = True, timeout: float = 30.0, max_attempts: int = 8,
                  retry_budget_s: float = DEFAULT_BUDGET_S, max_connections: int = 32,
-                 secrets: Iterable[str] = (),
+                 secrets: Iterable[str] = (), budget: retries.Budget | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
@@ -146,8 +148,9 @@ class RunaiClient:
         self.base_url = base_url.rstrip("/")
         self.max_attempts = max_attempts
         self.retry_budget_s = retry_budget_s
-        # The command's one retry budget, shared by every request (and the token's).
-        self._budget = retries.Budget(retry_budget_s)
+        # The command's one retry budget, shared by every request (and the token's), and
+        # by every client of the command when it passes one `budget` to each.
+        self._budget = budget if budget is not None else retries.Budget(retry_budget_s)
         self._timeout = timeout
         # Credentials known but not necessarily used here: masked in every message too.
         self._secrets = tuple(s for s in secrets if s)
@@ -229,14 +232,21 @@ class RunaiClient:
         await self._http.aclose()
 
     @property
+    def budget(self) -> retries.Budget:
+        """The retry budget this client spends (give it to the command's next client)."""
+        return self._budget
+
+    @property
     def request_count(self) -> int:
         """HTTP requests sent so far, every attempt and token request included."""
         return self._requests
 
     # --- workloads of one kind ------------------------------------------------------
 
-    async def create(self, kind: Kind, body: dict, *, on_ambiguous: OnAmbiguous | None = None) -> dict:
-        """POST the creation body; returns the 202 body (the full workload).
+    async def create(self, kind: Kind, body: dict, *, on_ambiguous: OnAmbiguous | None = None,
+                     sensitive: tuple[str, ...] = ()) -> dict:
+        """POST the creation body; returns the 202 body (the full workload). The values at
+        `sensitive` paths (the spec's `lifecycle.sensitive`) are masked in its errors.
 
         After an ambiguous failure, `on_ambiguous()` is awaited before any
         retry: a workload it returns is taken as the result, None means "not created,
@@ -244,17 +254,19 @@ class RunaiClient:
         raised with `ambiguous=True`.
         """
         return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
-                                on_ambiguous=on_ambiguous)
+                                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload; raises errors.NotFound when it does not exist."""
         return await self._send("GET", _item(kind, workload_id))
 
-    async def patch(self, kind: Kind, workload_id: str, body: dict) -> dict:
+    async def patch(self, kind: Kind, workload_id: str, body: dict, *,
+                    sensitive: tuple[str, ...] = ()) -> dict:
         """PATCH the updatable fields (e.g. `{"spec": {"replicas": 3}}`); returns the workload."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        return await self._send("PATCH", _item(kind, workload_id), json=body, mode=_WRITE)
+        return await self._send("PATCH", _item(kind, workload_id), json=body, mode=_WRITE,
+                                sensitive=tuple(sensitive))
 
     async def delete(self, kind: Kind, workload_id: str) -> dict:
         """Ask for deletion; returns the HttpResponse body. A 404 after an earlier
@@ -367,9 +379,10 @@ class RunaiClient:
 
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
-                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None) -> dict:
+                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
+                    sensitive: tuple[str, ...] = ()) -> dict:
         budget = self._budget
-        hidden = _body_secrets(json)
+        hidden = _body_secrets(json, sensitive)
         started: float | None = None  # when this request's first attempt was sent
         attempt = 0
         renewed = False
@@ -511,8 +524,8 @@ class RunaiClient:
                                  parse_float=_finite_float)
         except _NotFinite as exc:
             raise errors.PermanentError(
-                f"{method} {path}: answered {resp.status_code} with a number that is not "
-                f"finite ({exc}) in its JSON; nothing of it was used",
+                f"{method} {path}: answered {resp.status_code} with JSON holding {exc}, "
+                "which is not a finite number; nothing of it was used",
                 status=resp.status_code, method=method, path=path) from None
         except ValueError:
             raise errors.PermanentError(
@@ -691,26 +704,10 @@ def _what_failed(failure: errors.RetryableError, path: str) -> str:
     return text
 
 
-def _body_secrets(body: Any) -> tuple[str, ...]:
+def _body_secrets(body: Any, sensitive: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The values in a request body that the API may quote back and must not be shown:
-    those `masking` never shows (an environment variable whose name looks like a secret)."""
+    those `masking` never shows (an environment variable whose name looks like a secret,
+    a path of the spec's `lifecycle.sensitive`)."""
     if not isinstance(body, dict):
         return ()
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            items = value.get("environmentVariables")
-            if isinstance(items, list):
-                for item in items:
-                    if isinstance(item, dict) and masking.secret_name(item.get("name")) \
-                            and isinstance(item.get("value"), str) and item["value"]:
-                        found.append(item["value"])
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(body)
-    return tuple(found)
+    return tuple(masking.secret_values(body, sensitive))

@@ -83,5 +83,15 @@ async def test_a_secret_value_of_the_body_is_masked_in_the_error_quoting_it(make
 async def test_a_nan_in_an_answer_is_refused(make_client):
     h = scripted(httpx.Response(200, content=b'{"workloadId": "w", "x": NaN}'))
     async with make_client(h) as client:
-        with pytest.raises(errors.PermanentError, match="not finite"):
+        with pytest.raises(errors.PermanentError, match="NaN, which is not a finite number"):
             await client.get(DT, WID)
+
+
+async def test_a_value_at_a_sensitive_path_is_masked_in_the_error_quoting_it(make_client):
+    body = {**BODY, "spec": {**BODY["spec"], "command": "run --key=987654321"}}
+    h = scripted(json_response(400, {"code": 400,
+                                     "message": "command 'run --key=987654321' is invalid"}))
+    async with make_client(h) as client:
+        with pytest.raises(errors.BadRequest) as ei:
+            await client.create(DT, body, sensitive=("spec.command",))
+    assert "987654321" not in str(ei.value) and "command '***' is invalid" in str(ei.value)

@@ -263,7 +263,7 @@ def test_a_non_finite_number_in_an_api_answer_is_refused(ws, broken, number):
     proc, _ = run(ws, "plan", str(ws.specs))
     assert proc.returncode == 1, proc.out
     [line] = error_lines(proc.err)
-    assert "GET /api/v1/workloads" in line and "not finite" in line, line
+    assert "GET /api/v1/workloads" in line and "is not a finite number" in line, line
     assert not ws.state_path.exists()
 
 
