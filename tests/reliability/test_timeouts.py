@@ -23,6 +23,10 @@ from tests.reliability.conftest import (convergence, live_names, spawn, wait_for
 
 pytestmark = pytest.mark.http
 
+# Start-up of a subprocess on a loaded machine, beyond the budget under test: generous,
+# since what is caught here took minutes (327 s for a failing token endpoint).
+SLACK = 10
+
 
 def error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("Error:")]
@@ -76,7 +80,7 @@ def test_a_failing_token_endpoint_costs_the_budget_once_and_says_so(ws, sim_serv
     assert 1.0 <= waited <= 2.6
     # The whole command, start-up included, within the budget and a few seconds; each of the
     # 20 GETs waiting for the token used to retry it again for a budget of its own.
-    assert took < 2.5 + 4, took
+    assert took < 2.5 + SLACK, took
     assert token_requests(sim_server) <= 4
 
 
@@ -88,7 +92,7 @@ def test_a_control_plane_that_does_not_answer_is_given_up_at_the_deadline(ws, si
     [line] = error_lines(proc.err)
     assert "timed out" in line and "the --timeout of 1.5 s ran out" in line, line
     assert "gave up after 1 attempt in 1.5 s" in line
-    assert took < 1.5 + 4, took
+    assert took < 1.5 + SLACK, took
 
 
 def test_the_budget_is_for_the_command_not_for_each_request(ws, sim_server, faults):
@@ -101,7 +105,7 @@ def test_the_budget_is_for_the_command_not_for_each_request(ws, sim_server, faul
     assert proc.returncode == 1, proc.err
     assert "Traceback" not in proc.err
     assert "the --timeout of 2 s" in proc.err
-    assert took < 2 + 4, took
+    assert took < 2 + SLACK, took
 
 
 def test_a_refused_token_request_is_not_retried(ws, sim_server):
@@ -133,7 +137,7 @@ def test_a_budget_spent_mid_apply_loses_nothing_and_the_next_apply_converges(ws,
     faults(errorRate=0.0, commitFailRate=0.0, tokenFaults=True)
     assert proc.returncode == 1, err
     assert "Traceback" not in err
-    assert took < 2 + 3, took
+    assert took < 2 + SLACK, took
     lines = error_lines(err)
     assert lines and all("create failed" in line for line in lines), lines
     assert any("not sent, the command gave up on the API" in line
@@ -155,7 +159,7 @@ def test_a_refused_connection_is_still_three_quick_tries(ws):
     assert proc.returncode == 1
     [line] = error_lines(proc.err)
     assert "connection refused" in line and "gave up after 3 attempts in 0.6 s" in line, line
-    assert took < 5
+    assert took < SLACK
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
@@ -216,8 +220,25 @@ def test_a_token_endpoint_answering_500_is_given_up_at_the_deadline_with_the_tim
     [line] = error_lines(proc.err)
     assert line.startswith("Error: POST /api/v1/token: 500 Internal Server Error: internal error")
     assert "the --timeout of 2 s" in line
-    assert took < 2 + 4, took
+    assert took < 2 + SLACK, took
     assert all(p == "/api/v1/token" for _, p in broken.seen)
+
+
+@pytest.mark.parametrize("command", [["plan", "{specs}"], ["apply", "{specs}", "--auto-approve"],
+                                     ["import", "--all", "{specs}"], ["export", "--out", "out"]],
+                         ids=lambda c: c[0])
+def test_every_command_that_talks_to_the_api_keeps_the_deadline(ws, broken, command):
+    write_fleet(ws, 5)
+    ws.env = dict(ws.env, RUNAI_URL=broken.url)
+    args = [a.format(specs=ws.specs) for a in command]
+    proc, took = run(ws, "--timeout", "1.5", *args)
+    assert proc.returncode == 1, proc.err
+    assert "Traceback" not in proc.err
+    lines = error_lines(proc.err)
+    assert lines and "POST /api/v1/token: 500" in lines[0], lines
+    assert "the --timeout of 1.5 s" in proc.err
+    assert took < 1.5 + SLACK, took
+    assert not ws.state_path.exists()
 
 
 def test_a_403_from_the_token_endpoint_is_asked_once(ws, broken):
@@ -282,4 +303,4 @@ def test_a_url_with_credentials_is_one_error_line_that_never_echoes_them(ws, url
     [line] = error_lines(proc.err)
     assert "has credentials in it" in line and "in the environment" in line, line
     assert "hunter2" not in proc.err + proc.out and "Traceback" not in proc.err
-    assert took < 5  # nothing was tried
+    assert took < SLACK  # nothing was tried
