@@ -66,7 +66,7 @@ def _check_url(url: str) -> None:
     """Refuse a URL that no request could use: no host, a bad port, a broken [IPv6]; and
     one with credentials in it (they belong in the environment, never on a command line)."""
     shown = _without_password(url)
-    if "@" in url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]:
+    if shown != url:
         raise errors.ConfigError(
             f"the Run:ai URL {shown!r} has credentials in it: give the URL without them, and "
             "the credentials in the environment (RUNAI_TOKEN, or RUNAI_CLIENT_ID and "
@@ -81,14 +81,14 @@ def _check_url(url: str) -> None:
 
 
 def _without_password(url: str) -> str:
-    """`url` with whatever stands before an `@` in its authority replaced by `***`."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "(a URL that cannot be parsed)"
-    if "@" not in parts.netloc:
+    """`url` with whatever stands before an `@` in its authority replaced by `***` (read
+    as text: the URL may be one that does not parse)."""
+    scheme, sep, rest = url.partition("://")
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    end = min(ends) if ends else len(rest)
+    if not sep or "@" not in rest[:end]:
         return url
-    return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    return f"{scheme}://***@{rest[:end].rsplit('@', 1)[1]}{rest[end:]}"
 
 
 def url_password(url: str | None) -> str | None:
