@@ -65,12 +65,8 @@ _READ, _WRITE, _CREATE, _DELETE = "read", "write", "create", "delete"
 def _check_url(url: str) -> None:
     """Refuse a URL that no request could use: no host, a bad port, a broken [IPv6]; and
     one with credentials in it (they belong in the environment, never on a command line)."""
+    _refuse_credentials(url)
     shown = _without_password(url)
-    if shown != url:
-        raise errors.ConfigError(
-            f"the Run:ai URL {shown!r} has credentials in it: give the URL without them, and "
-            "the credentials in the environment (RUNAI_TOKEN, or RUNAI_CLIENT_ID and "
-            "RUNAI_CLIENT_SECRET)")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (reading it checks it: out of range or not a number)
@@ -80,15 +76,26 @@ def _check_url(url: str) -> None:
         raise errors.ConfigError(f"the Run:ai URL {shown!r} has no host name")
 
 
+def _refuse_credentials(url: str) -> None:
+    shown = _without_password(url)
+    if shown != url:
+        raise errors.ConfigError(
+            f"the Run:ai URL {shown!r} has credentials in it: give the URL without them, and "
+            "the credentials in the environment (RUNAI_TOKEN, or RUNAI_CLIENT_ID and "
+            "RUNAI_CLIENT_SECRET)")
+
+
 def _without_password(url: str) -> str:
     """`url` with whatever stands before an `@` in its authority replaced by `***` (read
     as text: the URL may be one that does not parse)."""
     scheme, sep, rest = url.partition("://")
+    if not sep:  # no scheme: the authority comes first
+        scheme, rest = "", url
     ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
     end = min(ends) if ends else len(rest)
-    if not sep or "@" not in rest[:end]:
+    if "@" not in rest[:end]:
         return url
-    return f"{scheme}://***@{rest[:end].rsplit('@', 1)[1]}{rest[end:]}"
+    return f"{scheme}{sep}***@{rest[:end].rsplit('@', 1)[1]}{rest[end:]}"
 
 
 def url_password(url: str | None) -> str | None:
@@ -126,6 +133,7 @@ class RunaiClient:
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None):
+        _refuse_credentials(base_url or "")
         if not base_url or not base_url.startswith(("http://", "https://")):
             raise errors.ConfigError("the Run:ai URL must start with http:// or https://, "
                                      f"got {_without_password(base_url or '')!r}")

@@ -291,7 +291,8 @@ def test_a_non_finite_number_in_an_api_answer_is_refused(ws, broken, number):
 # --- item 6: a URL with credentials -------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", ["http://user:hunter2@127.0.0.1:9/", "https://hunter2@runai.example"])
+@pytest.mark.parametrize("url", ["http://user:hunter2@127.0.0.1:9/", "https://hunter2@runai.example",
+                                 "user:hunter2@runai.example", "http://u:hunter2@[::1"])
 @pytest.mark.parametrize("where", ["flag", "env"])
 def test_a_url_with_credentials_is_one_error_line_that_never_echoes_them(ws, url, where):
     write_fleet(ws, 1)
