@@ -1,6 +1,7 @@
 """Projects read from the API: their GPU quotas and names (`read_projects`), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
-and `export --project` (`select_projects`).
+and `export --project` (`select_projects`); whether a `--project` value names a project
+(`names_project`, `import --all`'s too).
 
 Callers: `operations.planning` (quotas, the specs' names), `operations.importing`,
 `operations.exporting`, `reconciler.refresh`'s callers through them.
@@ -113,7 +114,7 @@ async def select_projects(client, wanted: Sequence[str], items: list[dict]) -> s
         if not value.strip():  # a name filter of nothing is the API's 400
             raise errors.ReconcileError("--project: an empty value; give a project's id or name")
         hit = {str(i.get("projectId")) for i in items
-               if value in (str(i.get("projectId")), i.get("projectName"))}
+               if names_project(value, str(i.get("projectId")), i.get("projectName"))}
         if not hit and value.isdigit():
             try:
                 await client.get_project(value)
@@ -132,6 +133,12 @@ async def select_projects(client, wanted: Sequence[str], items: list[dict]) -> s
             raise errors.ReconcileError(f"--project {value}: no such project{hint}")
         ids |= hit
     return ids
+
+
+def names_project(value: str, project_id: str, project_name: str | None) -> bool:
+    """Whether a `--project` value (an id or a name) names the project `project_id`
+    (named `project_name`, when known)."""
+    return value == project_id or (project_name is not None and value == project_name)
 
 
 def names_by_id(items: Iterable[dict]) -> dict[str, str]:
