@@ -3,8 +3,8 @@ project named by id or name turned into ids: the specs' `project:` (`resolve_pro
 and `export --project` (`select_projects`); whether a `--project` value names a project
 (`names_project`, `import --all`'s too).
 
-Callers: `operations.planning` (quotas, the specs' names), `operations.importing`,
-`operations.exporting`, `reconciler.refresh`'s callers through them.
+Callers: `operations.planning` (quotas, the specs' names), `operations.drifting`,
+`operations.importing` and `operations.exporting`.
 """
 
 from __future__ import annotations

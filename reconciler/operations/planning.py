@@ -1,6 +1,8 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
 plan's projects, and the policy checks (`load_policy`, `check_policy`, `refuse_denied`).
+Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
+when a client is (`--no-refresh` starts without the HTTP client).
 
 Callers: `reconciler.cli` (through `reconciler.operations`), and the package's
 `applying` and `drifting`.
