@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 from reconciler.render import impact, words
+from reconciler.render import json as json_render
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -94,8 +95,8 @@ def report_document(report) -> dict[str, Any]:
                      "live": impact.gpus_doc(item.gpus_live)},
         } for item in report.drifted],
         "pending_changes": [{
-            "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
-            "action_reason": rc.reason, "state_changes": rc.state_changes,
+            "address": rc.address, "kind": rc.kind, "action": rc.action.value,
+            "actions": json_render.actions(rc.action), "action_reason": rc.reason, "state_changes": rc.state_changes,
             "changed_paths": [{"path": c.path,
                                "before": words.mask_at(c.path, c.before, rc.sensitive),
                                "after": words.mask_at(c.path, c.after, rc.sensitive)}
