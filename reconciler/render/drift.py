@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler import gpus
 from reconciler.render import impact, words
 from reconciler.render import json as json_render
 
@@ -74,10 +73,10 @@ def gpus_moved(report) -> str | None:
     """`drift took 8 and freed 4 (live against the state)`, None when it moved none; at each
     end when they differ: `drift took (min 1, max 6) and freed 0 ...`."""
     taken, freed = report.gpus_moved()
-    if taken == freed == gpus.NONE:
+    if not (taken.low or taken.high or freed.low or freed.high):
         return None
 
-    def said(g: gpus.Gpus) -> str:
+    def said(g) -> str:
         out = impact.ends(g.low, g.high)
         return out if g.low == g.high else f"({out})"
     return f"drift took {said(taken)} and freed {said(freed)} (live against the state)"

@@ -63,8 +63,9 @@ def ends(low: float, high: float, fmt=_n) -> str:
 
 def change(before: Gpus, after: Gpus) -> str:
     """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; at each end when they
-    differ: `90..100 -> 106..111` is `min +16, max +11`."""
-    return ends(*gpus.difference(before, after), _signed)
+    differ: `90..100 -> 106..111` is `min +16, max +11` (as `gpus.difference`)."""
+    low, high = gpus.tidy(after.low - before.low), gpus.tidy(after.high - before.high)
+    return ends(low, high, _signed)
 
 
 def moves(before: Gpus, after: Gpus, arrow: str = "->") -> str:
