@@ -179,6 +179,9 @@ class _TakesGlobals:
         super().__init__(*args, **kwargs)
         self._late = _late_options(self)
         self.params.extend(self._late)
+        if self._late and not self.epilog:
+            self.epilog = ("The global options (see runai-reconcile --help) may be given "
+                           "here too; given before the command as well, this one wins.")
 
     def invoke(self, ctx: click.Context):
         given = {}
