@@ -22,7 +22,8 @@ COMMANDS = [["validate"], ["plan"], ["plan", "--format", "json"], ["plan", "--ou
             ["state", "list"], ["state", "show"], ["force-unlock", "x"], ["sim", "--help"]]
 FLAGS = [[], ["--sim"], ["--url", "http://h:99999"], ["--url", "http://[::1"], ["--url", "x"],
          ["--state", "st.json"], ["--state", "postgresql://"], ["--parallelism", "0"],
-         ["--lock-timeout", "-1"], ["-v"], ["--no-color"], ["--bogus"]]
+         ["--lock-timeout", "-1"], ["-v"], ["--no-color"], ["--bogus"], ["--state-name", "x"],
+         ["--insecure"], ["--parallelism", "3"]]
 ENV = st.fixed_dictionaries({}, optional={
     "RUNAI_URL": st.sampled_from(["http://", "https://:0", "ftp://x", ""]),
     "RUNAI_TOKEN": st.sampled_from(["t", ""]),
