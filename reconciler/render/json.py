@@ -19,6 +19,7 @@ import jsonpatch
 import orjson
 
 from reconciler import gpus
+from reconciler import plans
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import impact, words
 
@@ -157,7 +158,11 @@ def _drift(rc: ResourceChange) -> dict[str, Any] | None:
     paths = words.drifted_paths(rc)
     if not paths and not rc.is_drift:
         return None
-    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths}
+    # Terraform's words for what happened outside, so that a tool that reads every
+    # `resource_drift[].change.actions` of a Terraform plan reads ours.
+    outside = ["delete"] if rc.reason == plans.REASON_DELETED_OUTSIDE else ["update"]
+    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths,
+            "change": {"actions": outside}}
 
 
 # --- apply result -------------------------------------------------------------------

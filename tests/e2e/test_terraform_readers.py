@@ -26,6 +26,8 @@ def _terraform_summary(doc: dict) -> dict[str, int]:
     count the rest."""
     assert doc["format_version"].split(".")[0] == "1"
     counts: dict[str, int] = {}
+    for rc in doc["resource_drift"]:
+        assert rc["change"]["actions"] in TERRAFORM_ACTIONS, rc
     for rc in doc["resource_changes"]:
         actions = rc["change"]["actions"]
         assert actions in TERRAFORM_ACTIONS, actions
@@ -59,6 +61,16 @@ def test_suspend_and_resume_read_as_updates_by_a_terraform_tool(ws, sim_server):
     assert (outcome["actions"], outcome["action"], outcome["outcome"]) == (
         ["update"], "suspend", "done")
     assert _terraform_summary(applied["plan"]) == {"update": 1}
+
+    # Resumed outside: drift, read as an update outside and planned as one (a suspend).
+    wid = json.loads(ws.cli("state", "show", ADDR).stdout)
+    wid = wid.get("workload_id") or wid.get("workloadId")
+    assert sim_server.api("POST", f"/api/v1/workloads/distributed/{wid}/resume").status_code == 202
+    doc = ws.plan_json()
+    drift, = doc["resource_drift"]
+    assert (drift["address"], drift["change"]["actions"]) == (ADDR, ["update"])
+    assert _terraform_summary(doc) == {"update": 1}
+    assert ws.apply().exit_code == 0
 
     # Back to Running in the spec: a resume, an update too.
     ws.write("train.yaml", TRAINING)

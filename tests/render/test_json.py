@@ -139,11 +139,12 @@ def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
     drift = json_render.plan_document(plan)["resource_drift"]
     assert drift == [
         {"address": "DistributedInference/7/llama-70b-serve", "kind": "DistributedInference",
-         "action_reason": "drift", "paths": ["spec.replicas"]},
+         "action_reason": "drift", "paths": ["spec.replicas"], "change": {"actions": ["update"]}},
         {"address": "DistributedTraining/7/resnet-mpi", "kind": "DistributedTraining",
-         "action_reason": "phase_drift", "paths": ["desiredPhase"]},
+         "action_reason": "phase_drift", "paths": ["desiredPhase"],
+         "change": {"actions": ["update"]}},
         {"address": "DistributedTraining/7/zz-recreated", "kind": "DistributedTraining",
-         "action_reason": "deleted_outside", "paths": []},
+         "action_reason": "deleted_outside", "paths": [], "change": {"actions": ["delete"]}},
     ]
 
 
