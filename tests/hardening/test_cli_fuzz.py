@@ -53,6 +53,8 @@ FILES = st.dictionaries(st.sampled_from(["specs/a.yaml", "specs/b.json", "p.json
          files={"st.json": "9" * 5000}, with_examples=True, late=False)
 @example(flags=[["--sim"]], command=["plan"], env={}, files={".runai-sim/data.json": ""},
          with_examples=False, late=False)
+@example(flags=[["--sim"]], command=["plan"], env={},
+         files={".runai-sim/data.json": "9" * 5000}, with_examples=False, late=False)
 @example(flags=[["--state", "st.json"], ["--sim"]], command=["state", "list"], env={},
          files={"st.json": "9" * 5000}, with_examples=True, late=True)
 @example(flags=[["--parallelism", "0"], ["--bogus"]], command=["plan", "--format", "json"],
