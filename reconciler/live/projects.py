@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from reconciler import errors, gpus
 from reconciler.api import errors as api_errors
+from reconciler.desired.sources import Problem, problem_lines
 from reconciler.desired.types import DesiredWorkload, duplicate_addresses, is_dns_label
 from reconciler.errors import SpecError
 
@@ -65,7 +66,8 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
     """`desired` with each `project:` name replaced by its project's id (the address
     always holds the id), looking each distinct (name, cluster) up once.
 
-    Raises SpecError naming the spec file and the project for every name that does not
+    Raises SpecError naming the spec file (or the `_defaults.yaml` that gave the name,
+    once, with the specs it is a default for) and the project for every name that does not
     match exactly one project in its cluster, and for two specs that turn out to have
     one address (`project: team-a` and `projectId` of team-a)."""
     desired = list(desired)
@@ -74,7 +76,7 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
         return desired
     answers = await asyncio.gather(*(client.find_projects(n, c) for n, c in wanted))
     matches = dict(zip(wanted, answers))
-    problems: list[str] = []
+    unresolved: list[Problem] = []
     out: list[DesiredWorkload] = []
     for d in desired:
         if d.resolved:
@@ -88,8 +90,11 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
                f"{len(found)} projects of that name (ids "
                + ", ".join(sorted(str(p.get("id")) for p in found))
                + "): give projectId instead")
-        problems.append(f"{_where(d.source, d.line)}: project: {d.project_name!r} does not "
-                        f"resolve in cluster {d.cluster_id}: {why}")
+        message = f"{d.project_name!r} does not resolve in cluster {d.cluster_id}: {why}"
+        file, line = d.project_at or (d.source, d.line)
+        unresolved.append(Problem(file, line, "project", message,
+                                  (d.source,) if d.project_at else ()))
+    problems = problem_lines(unresolved)
     if not problems:
         problems = [f"{_where(source, line)}: {message}" for source, line, message
                     in duplicate_addresses([(d.address, d.source, d.line) for d in out])]
