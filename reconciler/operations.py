@@ -102,7 +102,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                         progress=progress)
 
         the_plan, live, desired = asyncio.run(run())
-    check_policy(the_plan, rules, options.policy)
+    finish(the_plan, rules, options.policy)
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)
     if out:
         from reconciler import planfile
@@ -140,9 +140,11 @@ async def _make_plan(client, specs, state: State, options: PlanOptions,
             projects = {c.project_id for c in the_plan.changes}
             read = await early
             read.update(await read_projects(client, projects - read.keys()))
-            the_plan.gpu_quotas = {p: gpus.quota(read[p]) for p in projects}
-            the_plan.project_names = {p: read[p]["name"] for p in sorted(projects)
-                                      if isinstance(read[p].get("name"), str)}
+            the_plan.gpu_quotas = {p: read[p].quota for p in projects}
+            the_plan.quota_unknown = {p: read[p].unknown for p in sorted(projects)
+                                      if read[p].unknown is not None}
+            the_plan.project_names = {p: read[p].name for p in sorted(projects)
+                                      if read[p].name is not None}
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
@@ -190,22 +192,36 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     return the_plan, live, desired
 
 
-async def read_projects(client, project_ids) -> dict[str, dict]:
-    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
-    at once. A project not found, or not readable with these credentials (403), is `{}`
-    (its quota and name unknown): the plan does not fail for it; so is one whose read
-    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
-    refusal (a 400) is an error."""
+@dataclass(frozen=True)
+class ProjectRead:
+    """What a project's read gave a plan: its GPU quota, its name, and when the quota is
+    unknown, why (`unknown`: the read that failed, or what the answer lacked; None with
+    a quota, or with a negative one, which sets no limit)."""
+    quota: float | None = None
+    name: str | None = None
+    unknown: str | None = None
+
+
+async def read_projects(client, project_ids) -> dict[str, ProjectRead]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}`, one GET per project, all at
+    once. A project not found (404), not readable with these credentials (403), whose read
+    failed (a 5xx, a timeout, after the retries) or whose answer cannot be read has its
+    quota unknown, and says why: the plan is made, and a policy rule that needs the quota
+    fails it. The failed reads and odd answers are warned about too. Another refusal (a
+    400) is an error."""
     from reconciler.api import errors as api_errors
 
-    async def one(project_id: str) -> dict:
+    path = "GET /api/v1/org-unit/projects/"
+
+    async def one(project_id: str) -> ProjectRead:
         try:
             body = await client.get_project(project_id)
         except api_errors.NotFound:
-            return {}
+            return ProjectRead(unknown=f"{path}{project_id} answered 404: no such project")
         except api_errors.Unauthorized as exc:
             if exc.status == 403:
-                return {}
+                return ProjectRead(unknown=f"{path}{project_id} answered 403: not readable "
+                                           "with these credentials")
             raise
         except (api_errors.RetryableError, api_errors.PermanentError) as exc:
             # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
@@ -214,11 +230,17 @@ async def read_projects(client, project_ids) -> dict[str, dict]:
                     exc.status is not None and 200 <= exc.status < 300):
                 raise
             _unread_quota(project_id, str(exc))
-            return {}
-        problem = gpus.read_quota(body)[1]
+            return ProjectRead(unknown=f"{path}{project_id} failed: {exc}")
+        quota, problem = gpus.read_quota(body)
+        name = body.get("name") if isinstance(body, dict) else None
+        name = name if isinstance(name, str) else None
         if problem:
             _unread_quota(project_id, problem)
-        return body if isinstance(body, dict) else {}
+            return ProjectRead(name=name, unknown=f"{path}{project_id}: {problem}")
+        if quota is None and not gpus.unlimited(body):
+            return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
+                                                  "(no resources[].gpu.deserved)")
+        return ProjectRead(quota=quota, name=name)
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))
@@ -263,7 +285,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await _make_plan(client, specs, state, options, pending,
                                                     progress=progress)
-            check_policy(the_plan, rules, options.policy)
+            finish(the_plan, rules, options.policy)
             return the_plan, desired
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
@@ -290,9 +312,10 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
     from reconciler import planfile
 
     saved = planfile.read(path)
+    finish(saved.plan, None, ())
     refuse_denied(saved.plan)
     if policy:
-        check_policy(saved.plan, load_policy(policy), policy)
+        finish(saved.plan, load_policy(policy), policy)
         refuse_denied(saved.plan)
     with store.lock("apply"):
         state, pending = store.read_with_pending()
@@ -350,7 +373,7 @@ def show(path: str) -> Plan:
     """The plan saved at `path` (no API, no state)."""
     from reconciler import planfile
 
-    return planfile.read(path).plan
+    return finish(planfile.read(path).plan, None, ())
 
 
 # --- policy -------------------------------------------------------------------------
@@ -379,14 +402,17 @@ def load_policy(paths: Sequence[str]) -> list | None:
     return rules
 
 
-def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str]) -> None:
-    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`); the
-    quotas come from its GPU impact."""
-    if rules is None:
-        return
-    from reconciler import policy
+def finish(the_plan: Plan, rules: list | None, files: Sequence[str]) -> Plan:
+    """Finish `the_plan` for the renderers, the executor and a saved plan: its GPU impact
+    (from its changes and the quota reads it carries) and, with `rules` (None: no
+    policy, and a saved plan keeps the results it recorded), their results
+    (`plan.policy`), which read that impact. Returns the plan."""
+    the_plan.gpu_impact = gpus.impact_of(the_plan)
+    if rules is not None:
+        from reconciler import policy
 
-    the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+        the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+    return the_plan
 
 
 def policy_refusal(the_plan: Plan) -> str | None:

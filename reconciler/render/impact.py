@@ -1,6 +1,6 @@
 """What every renderer says the same way about GPUs: amounts, changes, quotas (pure).
 
-Reads a `gpus.GpuImpact` (a plan's, through `gpus.impact_of`) or `gpus.Gpus` pairs (a
+Reads a `plans.GpuImpact` (a finished plan's `gpu_impact`) or `plans.Gpus` pairs (a
 drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
 most pods) and, apart, the GPU memory of memory-type requests. A plan shows the block
 only when apply moves some workload's GPUs or a project it acts in is over its quota.
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler import gpus
-from reconciler.gpus import Gpus, GpuImpact, ProjectImpact, WorkloadGpus
-from reconciler.plans import Action
+from reconciler.plans import NO_GPUS, Action, Gpus, GpuImpact, ProjectImpact, WorkloadGpus, tidy
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.
@@ -55,7 +53,7 @@ def change(before: Gpus, after: Gpus) -> str:
     """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; `+0..+4` for a range."""
     def signed(x: float) -> str:
         return f"+{_n(x)}" if x > 0 else _n(x)
-    low, high = gpus.tidy(after.low - before.low), gpus.tidy(after.high - before.high)
+    low, high = tidy(after.low - before.low), tidy(after.high - before.high)
     return _span(low, high, signed)
 
 
@@ -72,7 +70,7 @@ def quota(p: ProjectImpact, quotas_read: bool) -> str:
 
 def over_by(p: ProjectImpact) -> str:
     """`over quota by 8` (at the most pods) for a project over its quota."""
-    return f"{OVER_QUOTA} by {_n(gpus.tidy(p.after.high - (p.quota or 0)))}"
+    return f"{OVER_QUOTA} by {_n(tidy(p.after.high - (p.quota or 0)))}"
 
 
 def project_label(p: ProjectImpact) -> str:
@@ -92,7 +90,7 @@ def projects(impact: GpuImpact) -> list[ProjectImpact]:
 
 
 def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:
-    before, after = gpus.NONE, gpus.NONE
+    before, after = NO_GPUS, NO_GPUS
     for p in listed:
         before += p.before
         after += p.after

@@ -45,7 +45,11 @@ def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(version=2), "newer runai-reconcile"),
+    (lambda d: d.update(version=3), "newer runai-reconcile"),
+    (lambda d: d.update(version=1), r"earlier runai-reconcile \(plan file version 1; this one "
+                                    r"reads version 2\); make the plan again"),
+    (lambda d: d.update(surprise=1), r"damaged or incomplete \(surprise: extra inputs"),
+    (lambda d: d["options"].update(destroy="yes"), r"damaged or incomplete \(options: destroy"),
     (lambda d: d.update(format="terraform"), "is not a saved plan"),
     (lambda d: d.pop("changes"), "damaged or incomplete"),
     (lambda d: d["changes"][0].update(action="explode"), "damaged or incomplete"),
