@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plans import NO_GPUS, Action, Gpus, GpuImpact, ProjectImpact, WorkloadGpus, tidy
+from reconciler.plans import (NO_GPUS, Action, GpuImpact, Gpus, ProjectImpact, WorkloadGpus,
+                              tidy)
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.

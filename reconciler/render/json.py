@@ -78,6 +78,7 @@ def _gpu_impact(found: GpuImpact) -> dict[str, Any]:
         "projects": [{"project_id": p.project_id, "project_name": p.project_name,
                       "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
                       "quota": None if p.quota is None else impact.number(p.quota),
+                      "quota_unknown": p.unknown,
                       "over_quota": p.over_quota} for p in found.projects],
         "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
         "over_quota": [p.project_id for p in found.projects if p.over_quota],

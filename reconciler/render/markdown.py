@@ -16,7 +16,8 @@ import html
 import re
 from collections.abc import Sequence
 
-from reconciler.plans import Action, FieldChange, GpuImpact, Plan, ResourceChange, WorkloadGpus
+from reconciler.plans import (Action, FieldChange, GpuImpact, Plan, ResourceChange,
+                              WorkloadGpus)
 from reconciler.render import drift as drift_render
 from reconciler.render import impact, words
 
