@@ -101,18 +101,9 @@ class _Group(click.Group):
                 click.echo(f"{head}; nothing was written to the API and the state was not "
                            "touched.", err=True)
             sys.exit(1)
-        except errors.ReconcileError as exc:
+        except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
-        except _api_error_types() as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-
-
-def _api_error_types() -> tuple[type[BaseException], ...]:
-    from reconciler.api import errors as api_errors
-
-    return (api_errors.ApiError, api_errors.ConfigError)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
