@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+# What a spec's name and `project:` must be: a DNS-1123 label (the models check it with
+# these, and `is_dns_label` for the names read from the API that a spec may give).
+DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+DNS_LABEL_MAX = 63
+
+
+def is_dns_label(text: str) -> bool:
+    """Whether `text` may be a spec's name or `project:` (the models' rule)."""
+    return len(text) <= DNS_LABEL_MAX and re.fullmatch(DNS_LABEL_RE, text) is not None
 
 
 @dataclass(frozen=True)

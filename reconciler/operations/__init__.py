@@ -20,13 +20,11 @@ from reconciler.operations.importing import ImportResult, import_all, import_wor
 from reconciler.operations.planning import (
     PlanOptions,
     PlanResult,
-    ProjectRead,
     finish,
     interrupted,
     load_policy,
     plan,
     policy_refusal,
-    read_projects,
     refuse_denied,
     validate,
 )
@@ -44,8 +42,8 @@ from reconciler.operations.states import (
 
 __all__ = [
     "ExportOptions", "ExportResult", "Exported", "ImportResult", "Migrated", "PlanOptions",
-    "PlanResult", "apply", "apply_saved", "drift", "export", "force_unlock",
-    "finish", "ProjectRead", "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
-    "policy_refusal", "read_projects", "refuse_denied", "show", "state_history",
+    "PlanResult", "apply", "apply_saved", "drift", "export", "finish", "force_unlock",
+    "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
+    "policy_refusal", "refuse_denied", "show", "state_history",
     "state_list", "state_migrate", "state_restore", "state_rm", "state_show", "validate",
 ]

@@ -127,6 +127,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
     it, then those only the specs name. Without a client, none is read."""
     early = None
     if client is not None:
+        from reconciler.live.projects import read_projects  # the HTTP client's errors
+
         early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
             if not options.targets or a in options.targets}))
@@ -165,10 +167,11 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     live: dict[str, dict | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
+        from reconciler.live import projects
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            desired = await refresh.resolve_projects(client, await specs.wait())
+            desired = await projects.resolve_projects(client, await specs.wait())
             return desired
 
         # While the specs load on the other core: the token and the transport's set-up.
@@ -190,79 +193,16 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     return the_plan, live, desired
 
 
-@dataclass(frozen=True)
-class ProjectRead:
-    """What a project's read gave a plan: its GPU quota, its name, and when the quota is
-    unknown, why (`unknown`: the read that failed, or what the answer lacked; None with
-    a quota, or with a negative one, which sets no limit)."""
-    quota: float | None = None
-    name: str | None = None
-    unknown: str | None = None
-
-
-async def read_projects(client, project_ids) -> dict[str, ProjectRead]:
-    """Each project's `GET /api/v1/org-unit/projects/{id}`, one GET per project, all at
-    once. A project not found (404), not readable with these credentials (403), whose read
-    failed (a 5xx, a timeout, after the retries) or whose answer cannot be read has its
-    quota unknown, and says why: the plan is made, and a policy rule that needs the quota
-    fails it. The failed reads and odd answers are warned about too. Another refusal (a
-    400) is an error."""
-    from reconciler.api import errors as api_errors
-
-    path = "GET /api/v1/org-unit/projects/"
-
-    async def one(project_id: str) -> ProjectRead:
-        try:
-            body = await client.get_project(project_id)
-        except api_errors.NotFound:
-            return ProjectRead(unknown=f"{path}{project_id} answered 404: no such project")
-        except api_errors.Unauthorized as exc:
-            if exc.status == 403:
-                return ProjectRead(unknown=f"{path}{project_id} answered 403: not readable "
-                                           "with these credentials")
-            raise
-        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
-            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
-            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
-            if isinstance(exc, api_errors.PermanentError) and not (
-                    exc.status is not None and 200 <= exc.status < 300):
-                raise
-            _unread_quota(project_id, str(exc))
-            return ProjectRead(unknown=f"{path}{project_id} failed: {exc}")
-        quota, problem = gpus.read_quota(body)
-        name = body.get("name") if isinstance(body, dict) else None
-        name = name if isinstance(name, str) else None
-        if problem:
-            _unread_quota(project_id, problem)
-            return ProjectRead(name=name, unknown=f"{path}{project_id}: {problem}")
-        if quota is None and not gpus.unlimited(body):
-            return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
-                                                  "(no resources[].gpu.deserved)")
-        return ProjectRead(quota=quota, name=name)
-
-    ids = sorted(project_ids)
-    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
-
-
-def _unread_quota(project_id: str, why: str) -> None:
-    """A quota the API did not give in a readable form: the plan goes on without it."""
-    import logging
-
-    logging.getLogger("reconciler.operations").warning(
-        "project %s's GPU quota could not be read (%s); it is unknown in this plan",
-        project_id, why)
-
-
 async def resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
     """The specs, with the API asked only when some name their project (`project:`):
     even without a refresh, a name's id comes from the API."""
     desired = list(await specs.wait())
     if all(d.resolved for d in desired):
         return desired
-    from reconciler import refresh
+    from reconciler.live import projects
 
     async with connect() as client:
-        return await refresh.resolve_projects(client, desired)
+        return await projects.resolve_projects(client, desired)
 
 
 # --- policy -------------------------------------------------------------------------
