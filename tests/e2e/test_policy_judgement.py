@@ -101,6 +101,10 @@ def test_a_quota_the_api_will_not_give_fails_the_plan_and_apply_writes_nothing(
     assert line.endswith("; 8 GPUs planned (now 0)")
     assert "Policy failed" in planned.stdout and "1 rule: 1 failed" in planned.stdout
     assert "Error: the plan breaks 1 deny rule of the policy (quota)" in planned.stderr
+    doc = json.loads(ws.cli("plan", str(ws.specs), "--format", "json", "--policy", pol).stdout)
+    assert doc["gpu_impact"]["projects"][0]["quota"] is None
+    assert doc["gpu_impact"]["projects"][0]["quota_unknown"].startswith(WHY[status])
+    assert doc["policy"]["rules"][0]["violations"][0]["unknown"] is True
 
     sim_server.clear_requests()
     applied = ws.apply("--policy", pol)
