@@ -162,6 +162,8 @@ def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) 
     for rc in plan.changes:
         if rc.project_name:
             names.setdefault(rc.project_id, rc.project_name)
+    # Why each quota that is None is unknown; one the reads gave as None without a reason
+    # sets no limit (a negative `deserved`).
     unknown = {p.project_id: p.unknown for p in found.projects if p.unknown}
     if not found.quotas_read:
         unknown = {p.project_id: "not read: the plan was made with --no-refresh"
@@ -324,14 +326,18 @@ def _within_project_quota(rule, chosen, ctx, found) -> bool:
         if quota is not None:
             _over(pid, total, quota, ctx, found, "quota")
             continue
-        why = ctx.unknown.get(pid, "not read")
+        why = ctx.unknown.get(pid)
+        if why is None and pid in ctx.quotas:
+            found.note(f"{ctx.project(pid)}: no GPU quota limit (a negative deserved); passed")
+            continue
+        why = why or "not read"
         before, after = total
         what = f"its GPU quota is unknown ({why}); {_num(after)} GPUs planned (now {_num(before)})"
         if after > before or (rule.scope == "all" and after > 0):
             found.unknown(f"project {pid}", what, ctx.project(pid))
         else:
             found.note(f"{ctx.project(pid)}: quota unknown ({why}); not raised by this plan")
-    return not totals or any(ctx.quotas.get(pid) is not None for pid in totals)
+    return not totals or any(pid not in ctx.unknown and pid in ctx.quotas for pid in totals)
 
 
 def containers(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:

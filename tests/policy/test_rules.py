@@ -140,6 +140,15 @@ def test_on_unknown_warn_notes_an_unknown_quota_and_lets_it_pass():
         "Internal Server Error); 40 GPUs planned (now 0); not checked",)
 
 
+def test_a_quota_read_as_no_limit_passes_with_a_note():
+    plan = Plan([dt("a")])
+    plan.gpu_quotas, plan.quota_unknown = {"7": None}, {}  # read: a negative deserved
+    report = check(plan, {"name": "quota", "withinProjectQuota": True})
+    assert report.passed and report.rules[0].status == "passed"
+    assert report.rules[0].notes == ("project 7: no GPU quota limit (a negative deserved); "
+                                     "passed",)
+
+
 def test_an_unknown_quota_that_the_plan_does_not_raise_cannot_be_broken():
     before = training_body("a")
     plan = Plan([dt("a", Action.REPLACE, workers=2, before=before)])  # 40 -> 24
