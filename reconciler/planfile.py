@@ -16,6 +16,7 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "project_names": {"<project id>": "team-a"},  # the names those reads gave
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...},                              # the policy results, with --policy
+     "specs_folder": {"git": "specs", ...},       # the folder it was made from (not --target)
      "digest": "sha256:..."}                       # of every other field: a hand edit shows
 
 One pydantic model of the document (`_Document`) decodes it: a field of the wrong type is
@@ -82,6 +83,9 @@ class SavedPlan:
     destroy: bool = False
     refresh: bool = True
     state_digest: str | None = None  # state_digest() of the state the plan was made from
+    # The specs folder it was made from (`state.folders`), for apply to record in the
+    # state; None for a --target plan, and in files written before it was recorded.
+    specs_folder: dict[str, str] | None = None
 
 
 def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
@@ -262,12 +266,14 @@ class _Document(_Model):
     quota_unknown: dict[_Str, _Str] | None = None
     project_names: dict[_Str, _Str] | None = None
     gpu_elsewhere: dict[str, Annotated[list[_Finite], Field(min_length=4, max_length=4)]] | None = None
+    specs_folder: dict[_Str, _Str] | None = None
     policy: _PolicyDoc | None = None
     digest: _Str | None = None
 
 
 # The fields a file holds only when they say something.
-_OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "gpu_elsewhere", "policy", "digest")
+_OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "gpu_elsewhere", "specs_folder",
+             "policy", "digest")
 
 
 def encode(saved: SavedPlan) -> str:
@@ -283,6 +289,7 @@ def encode(saved: SavedPlan) -> str:
         live=dict(sorted(saved.live.items())),
         gpu_quotas=plan.gpu_quotas, quota_unknown=plan.quota_unknown or None,
         project_names=plan.project_names or None, gpu_elsewhere=plan.gpu_elsewhere,
+        specs_folder=saved.specs_folder,
         policy=None if plan.policy is None else _PolicyDoc.of(plan.policy),
     ).model_dump(mode="json")
     for key in _OPTIONAL:
@@ -345,7 +352,7 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     return SavedPlan(plan=plan, desired=doc.desired, live=doc.live, plan_id=doc.plan_id,
                      created_at=doc.created_at, replace=doc.options.replace,
                      destroy=doc.options.destroy, refresh=doc.options.refresh,
-                     state_digest=doc.state.digest)
+                     state_digest=doc.state.digest, specs_folder=doc.specs_folder)
 
 
 def _first_problem(exc: ValidationError) -> str:

@@ -17,6 +17,7 @@ from reconciler.operations.planning import (
     ClientFactory,
     OnEvent,
     PlanOptions,
+    check_specs_folder,
     finish,
     load_policy,
     loading,
@@ -43,6 +44,9 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await make_plan(client, specs, state, options, pending,
                                                     progress=progress)
+            folder = check_specs_folder(specs_dir, store, state, the_plan, options)
+            if not options.targets:  # the state now follows this folder (its last write)
+                state.specs_folder = folder
             finish(the_plan, rules, options.policy)
             return the_plan, desired
 
@@ -79,6 +83,8 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
         state, pending = store.read_with_pending()
         planfile.adopt_new_state(saved, state)
         _refuse_stale(path, planfile.state_problems(saved, state, pending))
+        if saved.specs_folder is not None:  # made from a folder, not --target: it follows
+            state.specs_folder = saved.specs_folder
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             acted = planfile.acted_on(saved)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
-from reconciler.operations.planning import ClientFactory, loading
+from reconciler.operations.planning import ClientFactory, loading, validate
 from reconciler.operations.states import refuse_pending
 from reconciler.state.model import State
 
@@ -28,6 +28,7 @@ class ImportResult:
     not_found: list[str]  # addresses of specs with no live workload (import --all)
     skipped: list[tuple[str, str]]  # (address, why not) of specs found but not adopted
     known: int = 0  # specs whose address the state holds already
+    warnings: list[str] = field(default_factory=list)  # for stderr: what to do before apply
 
 
 def import_workload(store, connect: ClientFactory, address: str,
@@ -70,10 +71,46 @@ def import_workload(store, connect: ClientFactory, address: str,
         if phases.live_gone(live):
             raise errors.ReconcileError(f"workload {workload_id} is being deleted; nothing "
                                         "was written")
-        state.set(adoption.record(found_kind, live))
+        record = adoption.record(found_kind, live)
+        state.set(record)
         store.write(state)
     return ImportResult(adopted=[(address, workload_id)], serial=state.serial, not_found=[],
-                        skipped=[])
+                        skipped=[], warnings=_unnamed(store, state, record, workload_id))
+
+
+def _unnamed(store, state: State, record, workload_id: str) -> list[str]:
+    """A warning when no spec of the state's specs folder (the one it was last applied
+    from; else specs/) names the imported workload: the next apply of it would delete
+    what was just adopted."""
+    import os
+
+    from reconciler.state import folders
+
+    address = record.address
+    recorded = state.specs_folder
+    folder = folders.locate(recorded, store.local_file) if recorded else (
+        "specs" if os.path.isdir("specs") else None)
+    fix = (f"`runai-reconcile export --project {record.project_id} --kind {record.kind} "
+           f"--name {record.name} --out DIR` writes its spec")
+    if folder is None:
+        where = (f"the specs folder {folders.describe(recorded)} the state was last applied "
+                 "from is not found here" if recorded else
+                 "the state records no specs folder and there is no specs/ here")
+        return [f"no spec was checked for {address} ({where}): an apply of a folder without "
+                f"its spec deletes workload {workload_id}; {fix}"]
+    try:
+        desired = validate(folder)
+    except errors.SpecError as exc:
+        return [f"could not check that a spec of {folder} names {address}: its specs have "
+                f"{len(exc.problems)} problem{'s' if len(exc.problems) != 1 else ''} "
+                f"(`runai-reconcile validate {folder}`)"]
+    if any(d.kind == record.kind and d.name == record.name and (
+            d.project_id == record.project_id
+            or (not d.resolved and d.project_name is not None
+                and d.project_name == record.project_name)) for d in desired):
+        return []
+    return [f"no spec in {folder} names {address}: the next apply of {folder} would delete "
+            f"workload {workload_id}; {fix.replace('DIR', folder)} first"]
 
 
 def _refuse_known(state: State, address: str, workload_id: str) -> None:

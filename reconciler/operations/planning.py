@@ -41,6 +41,9 @@ class PlanOptions:
     refresh: bool = True
     parallelism: int = 64
     policy: Sequence[str] = ()  # policy files (--policy): their rules are checked on the plan
+    # Another specs folder than the state's may delete what only that one names:
+    specs_moved: bool = False  # --specs-moved: the folder moved; the state follows it
+    prune_others: bool = False  # --prune-others: delete the other folder's workloads
 
 
 @dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
@@ -100,6 +103,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                         progress=progress)
 
         the_plan, live, desired = asyncio.run(run())
+    folder = check_specs_folder(specs_dir, store, state, the_plan, options)
     finish(the_plan, rules, options.policy)
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)
     if out:
@@ -109,7 +113,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                    live=planfile.fingerprints(the_plan, live),
                                    state_digest=planfile.state_digest(state, pending),
                                    replace=list(options.replace), destroy=options.destroy,
-                                   refresh=options.refresh)
+                                   refresh=options.refresh,
+                                   specs_folder=None if options.targets else folder)
         try:
             planfile.write(out, saved)
         except OSError as exc:
@@ -259,6 +264,38 @@ def refuse_denied(the_plan: Plan) -> None:
     reason = policy_refusal(the_plan)
     if reason:
         raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
+
+
+def check_specs_folder(specs_dir: str, store, state: State, the_plan: Plan,
+                       options: PlanOptions) -> dict[str, str]:
+    """The identity of `specs_dir` (`state.folders`), for apply to record. Refused
+    (`errors.ReconcileError`, naming both folders) when the state was last applied from
+    another folder and the plan deletes workloads because no spec of this one names them:
+    `apply sec/` of one spec must not delete the others of `specs/`. Not refused: a state
+    with no folder recorded (it adopts this one), `--target` (only what is named is acted
+    on), `--destroy` (deleting is what it asks), `--specs-moved` and `--prune-others`."""
+    from reconciler.plans import REASON_REMOVED, Action
+    from reconciler.state import folders
+
+    current = folders.identify(specs_dir, store.local_file)
+    recorded = state.specs_folder
+    if recorded is None or options.targets or options.destroy or options.specs_moved \
+            or options.prune_others or folders.same(recorded, current):
+        return current
+    gone = [c.address for c in the_plan.changes
+            if c.action is Action.DELETE and c.reason == REASON_REMOVED]
+    if not gone:
+        return current
+    key = folders.deciding_key(recorded, current)
+    n = len(gone)
+    named = ", ".join(gone[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    raise errors.ReconcileError(
+        f"the state {store.where} was last applied from the specs folder "
+        f"{folders.describe(recorded, key)}, not {specs_dir}"
+        f"{'' if current[key] == specs_dir else f' ({current[key]})'}: this plan "
+        f"would delete {n} workload{'s' if n != 1 else ''} that no spec of {specs_dir} names "
+        f"({named}). Nothing was done. If the specs folder moved, pass --specs-moved; to "
+        "delete them, --prune-others; to act on some workloads only, --target ADDR")
 
 
 def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:

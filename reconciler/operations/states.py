@@ -26,7 +26,18 @@ def never_written(store, state: State | None = None) -> bool:
     return not state.resources and state.serial == 0 and not store.has_journal()
 
 
+def _check_address(address: str) -> None:
+    """A malformed address is said as such, not as one the state lacks."""
+    from reconciler import kinds
+
+    try:
+        kinds.parse_address(address)
+    except ValueError as exc:
+        raise errors.ReconcileError(str(exc)) from None
+
+
 def state_show(store, address: str) -> ResourceState:
+    _check_address(address)
     res = store.read().resources.get(address)
     if res is None:
         raise errors.ReconcileError(f"no such address in the state: {address}")
@@ -35,6 +46,8 @@ def state_show(store, address: str) -> ResourceState:
 
 def state_rm(store, addresses: Sequence[str]) -> list[str]:
     """Forget `addresses` (all or none) without touching the workloads; returns them."""
+    for a in addresses:
+        _check_address(a)
     with store.lock("state rm"):
         state = store.read()
         missing = [a for a in addresses if a not in state.resources]

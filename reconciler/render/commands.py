@@ -100,15 +100,22 @@ def state_history_json(versions, where: str, every: bool) -> str:
 
 
 def state_history_text(versions, where: str, every: bool) -> str:
-    """`state history`: a table of the versions kept, and what a state file keeps."""
+    """`state history`: a table of the versions kept, and what a state file keeps. A column
+    no version has a value for (a state file records no author or operation) is left out,
+    and said below; a single value not recorded says so."""
     if not versions:
         return _lines([f"No versions: nothing was written to {where} yet."])
-    rows = [("SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS")] + [
-        (str(v.serial), v.written_at or "-", v.written_by or "-", v.operation or "-",
-         str(v.workloads)) for v in versions]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
+    columns = [("SERIAL", lambda v: str(v.serial)), ("WHEN", lambda v: v.written_at),
+               ("WHO", lambda v: v.written_by), ("OPERATION", lambda v: v.operation),
+               ("WORKLOADS", lambda v: str(v.workloads))]
+    columns = [(head, get) for head, get in columns if any(get(v) for v in versions)]
+    rows = [[head for head, _ in columns]] + [
+        [get(v) or "not recorded" for _, get in columns] for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
     if not every:
-        lines += ["", "A state file keeps one previous version (its .backup); a PostgreSQL "
-                      "--state keeps every version."]
+        lines += ["", "A state file keeps one previous version (its .backup; when that version "
+                      "was written is not recorded), and records neither who wrote a version "
+                      "nor with which command; a PostgreSQL --state keeps every version, with "
+                      "both."]
     return _lines(lines)
