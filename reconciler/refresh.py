@@ -42,25 +42,15 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
     live: dict[str, dict | None] = {}
     found: dict[str, str] = {}  # address -> id, of new addresses found by name
 
-    async def get(addr: str, kind: kinds.Kind, workload_id: str) -> None:
-        body = await reader.get(kind, workload_id)
-        if body is None and addr in found:
-            # Listed under this name, but not a workload of this kind: another kind holds
-            # the name, and names are unique per project.
-            _, project_id, name = kinds.parse_address(addr)
-            log.warning("%s: the name %r in project %s is taken by workload %s of another "
-                        "kind, which runai-reconcile does not manage here: creating it "
-                        "will fail until that one is gone", addr, name, project_id,
-                        workload_id)
-        # A workload being deleted is gone as far as planning goes.
-        live[addr] = None if body and phases.live_gone(body) else body
-
     tasks: list[asyncio.Future] = []
+    addrs: list[str] = []  # the address of each of `tasks`
     try:
         known = sorted(a for a, res in state.resources.items()
                        if res.workload_id and (only is None or a in only))
-        tasks += [asyncio.ensure_future(get(a, kinds.get(state.resources[a].kind),
-                                            state.resources[a].workload_id)) for a in known]
+        tasks += [asyncio.ensure_future(reader.get(kinds.get(state.resources[a].kind),
+                                                   state.resources[a].workload_id))
+                  for a in known]
+        addrs += known
         if progress is not None:
             progress.start("Refreshing", len(known))
         if inspect.isawaitable(desired):
@@ -76,11 +66,12 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
             if addr not in found:
                 live[addr] = None
         new = [a for a in unknown if a in found]
-        tasks += [asyncio.ensure_future(get(a, kinds.get(desired_by_addr[a].kind), found[a]))
+        tasks += [asyncio.ensure_future(reader.get(kinds.get(desired_by_addr[a].kind), found[a]))
                   for a in new]
+        addrs += new
         if progress is not None:
             progress.more(len(new))
-        await asyncio.gather(*tasks)
+        bodies = await asyncio.gather(*tasks)
     except BaseException:
         if inspect.iscoroutine(desired):
             desired.close()  # not awaited yet (closing a finished one does nothing)
@@ -91,4 +82,15 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
     finally:
         if progress is not None:
             progress.finish()
+    for addr, body in zip(addrs, bodies):
+        if body is None and addr in found:
+            # Listed under this name, but not a workload of this kind: another kind holds
+            # the name, and names are unique per project.
+            _, project_id, name = kinds.parse_address(addr)
+            log.warning("%s: the name %r in project %s is taken by workload %s of another "
+                        "kind, which runai-reconcile does not manage here: creating it "
+                        "will fail until that one is gone", addr, name, project_id,
+                        found[addr])
+        # A workload being deleted is gone as far as planning goes.
+        live[addr] = None if body and phases.live_gone(body) else body
     return live

@@ -1,10 +1,11 @@
 """Projects read from the API: their GPU quotas and names, or why a quota is unknown
 (`read_projects`, a `ProjectRead` each), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
-and `export --project` (`select_projects`).
+and `export --project` (`select_projects`); whether a `--project` value names a project
+(`names_project`, `import --all`'s too).
 
-Callers: `operations.planning` (quotas, the specs' names), `operations.importing`,
-`operations.exporting`, `reconciler.refresh`'s callers through them.
+Callers: `operations.planning` (quotas, the specs' names), `operations.drifting`,
+`operations.importing` and `operations.exporting`.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ async def select_projects(client, wanted: Sequence[str], items: list[dict]) -> s
         if not value.strip():  # a name filter of nothing is the API's 400
             raise errors.ReconcileError("--project: an empty value; give a project's id or name")
         hit = {str(i.get("projectId")) for i in items
-               if value in (str(i.get("projectId")), i.get("projectName"))}
+               if names_project(value, str(i.get("projectId")), i.get("projectName"))}
         if not hit and value.isdigit():
             try:
                 await client.get_project(value)
@@ -153,6 +154,12 @@ async def select_projects(client, wanted: Sequence[str], items: list[dict]) -> s
             raise errors.ReconcileError(f"--project {value}: no such project{hint}")
         ids |= hit
     return ids
+
+
+def names_project(value: str, project_id: str, project_name: str | None) -> bool:
+    """Whether a `--project` value (an id or a name) names the project `project_id`
+    (named `project_name`, when known)."""
+    return value == project_id or (project_name is not None and value == project_name)
 
 
 def names_by_id(items: Iterable[dict]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 flight however many callers share it, a 404 read as "not there" (None).
 
 Callers: `reconciler.refresh.read_live` (plan, apply, drift), `operations.importing`
-(`import`, `import --all`) and `live.workloads`' export reads.
+(`import`, `import --all`) and `operations.exporting` (`export`).
 """
 
 from __future__ import annotations

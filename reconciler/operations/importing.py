@@ -196,12 +196,15 @@ def _chosen(desired: Sequence[DesiredWorkload], projects: Sequence[str],
             kind_names: Sequence[str]) -> list[DesiredWorkload]:
     """The specs of the projects (ids or names) and kinds asked for; a project that no
     spec names is an error (a typo must not read as "nothing to import")."""
+    from reconciler.live.projects import names_project
+
     unknown = [p for p in projects
-               if not any(p in (d.project_id, d.project_name) for d in desired)]
+               if not any(names_project(p, d.project_id, d.project_name) for d in desired)]
     if unknown:
         raise errors.ReconcileError(
             "--project " + ", ".join(unknown) + ": no spec names this project (by id or "
             "name); nothing was written")
     return [d for d in desired
-            if (not projects or d.project_id in projects or d.project_name in projects)
+            if (not projects or any(names_project(p, d.project_id, d.project_name)
+                                    for p in projects))
             and (not kind_names or d.kind in kind_names)]

@@ -1,9 +1,11 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
-plan's projects (`read_projects`: each with its quota, name, or why it is unknown), and
-finishing a plan (`finish`: its GPU impact, then the results of the policy rules, the
-typed fields of `plans.Plan` that the renderers, the executor and a saved plan read),
-with the policy's loading and refusal (`load_policy`, `refuse_denied`).
+plan's projects (`live.projects.read_projects`: each with its quota, name, or why it is
+unknown), and finishing a plan (`finish`: its GPU impact, then the results of the policy
+rules, the typed fields of `plans.Plan` that the renderers, the executor and a saved plan
+read), with the policy's loading and refusal (`load_policy`, `refuse_denied`).
+Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
+when a client is (`--no-refresh` starts without the HTTP client).
 
 Callers: `reconciler.cli` (through `reconciler.operations`), and the package's
 `applying` and `drifting`.
