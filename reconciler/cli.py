@@ -40,6 +40,7 @@ class Config:
     color: bool = False
     insecure: bool = False
     lock_timeout: float = 0.0
+    timeout: float | None = None  # the API retry budget (--timeout); None: the client's default
     extra: dict = field(default_factory=dict)
 
 
@@ -106,6 +107,12 @@ class _Group(click.Group):
             sys.exit(1)
 
 
+def _finite(ctx, param, value):
+    if value is not None and value != value:  # NaN passes a range check
+        raise click.BadParameter("must be a number of seconds", ctx=ctx, param=param)
+    return value
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runai-reconcile")
 @click.option("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
@@ -123,9 +130,13 @@ class _Group(click.Group):
 @click.option("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
 @click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for the state lock.")
+@click.option("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
+              type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
+              help="Seconds the command keeps retrying an API that fails or does not answer, "
+                   "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
 @click.pass_context
 def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_color, insecure,
-         verbose, lock_timeout) -> None:
+         verbose, lock_timeout, timeout) -> None:
     """Terraform-style plan/apply for NVIDIA Run:ai workloads.
 
     Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
@@ -134,7 +145,7 @@ def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_c
     color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
     ctx.obj = Config(url=url, sim=sim, state_path=state_path, state_name=state_name,
                      parallelism=parallelism,
-                     color=color, insecure=insecure, lock_timeout=lock_timeout)
+                     color=color, insecure=insecure, lock_timeout=lock_timeout, timeout=timeout)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
@@ -178,6 +189,17 @@ def _interrupted_exit() -> int:
 def _client(cfg: Config):
     from reconciler.api import RunaiClient
 
+    # One retry budget for the whole command, whatever number of clients it makes: the
+    # first client's, passed on to the others.
+    budget = {} if cfg.timeout is None else {"retry_budget_s": cfg.timeout}
+    if "budget" in cfg.extra:
+        budget["budget"] = cfg.extra["budget"]
+    client = _new_client(cfg, RunaiClient, budget)
+    cfg.extra.setdefault("budget", client.budget)
+    return client
+
+
+def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the class, imported late)
     if cfg.sim:
         import httpx
 
@@ -194,8 +216,10 @@ def _client(cfg: Config):
         except SimulatorDataError as exc:
             raise click.ClickException(f"{exc}; move it away to start afresh")
         return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,
-                           client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app))
-    return RunaiClient.from_env(cfg.url, verify=not cfg.insecure, max_connections=cfg.parallelism)
+                           client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app),
+                           **budget)
+    return RunaiClient.from_env(cfg.url, verify=not cfg.insecure, max_connections=cfg.parallelism,
+                                also_secret=[cfg.state_path], **budget)
 
 
 def _store(cfg: Config):

@@ -232,7 +232,8 @@ class Executor:
             await self._create(kind, ch)
         elif ch.action is Action.UPDATE:
             seq = await self._intend("update", ch, workload_id=ch.workload_id)
-            live = await self._guard(seq, self.client.patch(kind, ch.workload_id, ch.patch or {}))
+            live = await self._guard(seq, self.client.patch(kind, ch.workload_id, ch.patch or {},
+                                                             sensitive=ch.sensitive))
             await self._set(ch.address, self._resource(ch, workload_id=ch.workload_id,
                                                        applied=ch.after, live=live), closes=seq)
         elif ch.action is Action.DELETE:
@@ -269,7 +270,8 @@ class Executor:
             return await self.client.find_live(kind, ch.name, ch.project_id)
 
         try:
-            return await self.client.create(kind, body, on_ambiguous=lookup)
+            return await self.client.create(kind, body, on_ambiguous=lookup,
+                                            sensitive=ch.sensitive)
         except api_errors.Conflict as exc:
             holder = await self.client.find_live(kind, ch.name, ch.project_id,
                                                  include_deleting=True)
@@ -281,7 +283,8 @@ class Executor:
                 # The name is still held by a workload on its way out (deleted outside, or
                 # by us a moment ago): wait for it to go, then create once more.
                 await self._wait_gone(kind, holder["workloadId"])
-                return await self.client.create(kind, body, on_ambiguous=lookup)
+                return await self.client.create(kind, body, on_ambiguous=lookup,
+                                                sensitive=ch.sensitive)
             if not diff.diff_workload(kind, body, None, holder):
                 # The workload we asked for (an earlier attempt went through): adopt it.
                 self.on_event(f"{ch.address}: already exists as asked "

@@ -311,7 +311,7 @@ def factor_defaults(docs: dict[str, dict], *, folders: Iterable[str] | None = No
     (outermost first), for the folders of two or more documents. `docs` are keyed by
     relative path (`relative_path`); `folders` limits the folders that may get one ("" is
     the top). Items holding a withheld secret stay in their spec. Merging the defaults
-    back (README, "Folder defaults") gives each document again, keyed lists perhaps in
+    back (docs/specs.md, "Folder defaults") gives each document again, keyed lists perhaps in
     another order."""
     out = copy.deepcopy(docs)
     defaults: dict[str, dict] = {}

@@ -3,8 +3,9 @@
 DESIGN.md: sensitive values are masked in every output format, error messages included
 (the state and saved plan files keep them). Two rules: the `value` of an environment
 variable whose name looks like a secret, and any value at or under a path the spec lists
-in `lifecycle.sensitive`. Pure; callers: the renderers (`render.words`) and the spec
-loader's messages (`desired.loader`).
+in `lifecycle.sensitive`. Pure; callers: the renderers (`render.words`), the spec
+loader's messages (`desired.loader`), and the API client (`secret_values`: what to mask
+in an error the API answers to a request body).
 """
 
 from __future__ import annotations
@@ -63,3 +64,38 @@ def mask_at(path: str, value: Any, sensitive: Sequence[str] = ()) -> Any:
             out.append(mask_at(f"{path}[{key}]" if key is not None else path, item, sensitive))
         return out
     return value
+
+
+# Shorter values are not searched for in text: masking every "1" would garble a message.
+MIN_SECRET_LEN = 4
+
+
+def secret_values(value: Any, sensitive: Sequence[str] = ()) -> list[str]:
+    """The values in a body (as text) that `mask_body` hides, to mask them in a message
+    that may quote them (an API error answering that body); leaves only, longest first."""
+    found: set[str] = set()
+
+    def leaves(v: Any) -> None:
+        if isinstance(v, dict):
+            for x in v.values():
+                leaves(x)
+        elif isinstance(v, list):
+            for x in v:
+                leaves(x)
+        elif v is not None and not isinstance(v, bool):
+            text = str(v)
+            if len(text) >= MIN_SECRET_LEN:
+                found.add(text)
+
+    def walk(original: Any, masked: Any) -> None:
+        if masked == MASK and original != MASK:
+            leaves(original)
+        elif isinstance(original, dict) and isinstance(masked, dict):
+            for k, v in original.items():
+                walk(v, masked.get(k))
+        elif isinstance(original, list) and isinstance(masked, list):
+            for o, m in zip(original, masked):
+                walk(o, m)
+
+    walk(value, mask_body(value, sensitive))
+    return sorted(found, key=len, reverse=True)

@@ -8,6 +8,10 @@ JWT's `exp` claim, as the real clients read it, falling back to `expiresIn`. A t
 renewed ahead of expiry (10% of its lifetime, at most 60 s) and once after a 401. One
 renewal runs at a time: concurrent callers wait for it under an asyncio.Lock and reuse
 its result, so a burst of requests with an expired token costs one token request.
+A renewal that failed (the token endpoint refused the credentials, 401 or 403, or kept
+failing through the retries) is not tried again: every later caller gets the same error,
+so a refusal costs one token request, a failing endpoint one round of retries, and either
+is said once.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import json
 import logging
 from typing import Awaitable, Callable
 
-from reconciler.api.errors import PermanentError
+from reconciler.api.errors import ApiError, PermanentError
 
 log = logging.getLogger("reconciler.api")
 
@@ -87,6 +91,7 @@ class ClientCredentials:
         self._token: str | None = None
         self._renew_at = 0.0
         self._lock = asyncio.Lock()
+        self._failure: ApiError | None = None  # a renewal that failed for good
         self.renewals = 0
 
     @property
@@ -94,6 +99,8 @@ class ClientCredentials:
         return tuple(s for s in (self._client_secret, self._token) if s)
 
     async def token(self) -> str:
+        if self._failure is not None:
+            raise self._failure
         if self._token is not None and self._clock() < self._renew_at:
             return self._token
         async with self._lock:
@@ -110,9 +117,17 @@ class ClientCredentials:
             return await self._renew_locked()
 
     async def _renew_locked(self) -> str:
-        body = await self._fetch({"grantType": "client_credentials",
-                                  "clientID": self._client_id,
-                                  "clientSecret": self._client_secret})
+        if self._failure is not None:
+            raise self._failure
+        try:
+            body = await self._fetch({"grantType": "client_credentials",
+                                      "clientID": self._client_id,
+                                      "clientSecret": self._client_secret})
+        except ApiError as exc:
+            # Refused, or still failing after the retries: asking again at once would only
+            # repeat them (each caller waiting for this renewal would, in turn).
+            self._failure = exc
+            raise
         token = body.get("accessToken") if isinstance(body, dict) else None
         if not isinstance(token, str) or not token:
             raise PermanentError("POST /api/v1/token answered without an accessToken",

@@ -16,7 +16,9 @@ while the API answers 429 (`limits.AdaptiveLimit`). A host name that does not re
 permanent (one clear line, no retries); a refused connection is retried
 `retries.REFUSED_ATTEMPTS` times in all, quickly. 429, 500, 502, 503, 504 and other network
 failures are retried with exponential backoff and full jitter (or the server's Retry-After), up to
-`max_attempts` attempts and `retry_budget_s` seconds in all. Reads, PATCH, DELETE,
+`max_attempts` attempts per request, within one budget of `retry_budget_s` seconds for the
+whole client (`retries.Budget`, the CLI's --timeout): no attempt is sent, or waited for,
+past it, and once a request has given up at it nothing more is sent. Reads, PATCH, DELETE,
 suspend and resume are safe to repeat. A create is not: after an ambiguous failure
 (it may have been committed) `create` asks `on_ambiguous(kind, body)` to look the
 workload up before any retry (`on_ambiguous()`), and raises
@@ -27,18 +29,20 @@ that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, nam
 from __future__ import annotations
 
 import asyncio
+import json as jsonlib
 import logging
+import math
 import os
 import random
 import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from reconciler import __version__
+from reconciler import __version__, masking
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
@@ -51,6 +55,7 @@ TOKEN_PATH = "/api/v1/token"
 WORKLOADS_PATH = "/api/v1/workloads"
 MAX_PAGE = 500
 PROJECTS_PATH = "/api/v1/org-unit/projects"
+DEFAULT_BUDGET_S = 60.0  # the command's retry budget (--timeout): docs/api-and-retries.md
 
 OnAmbiguous = Callable[[], Awaitable[dict | None]]
 
@@ -58,14 +63,50 @@ _READ, _WRITE, _CREATE, _DELETE = "read", "write", "create", "delete"
 
 
 def _check_url(url: str) -> None:
-    """Refuse a URL that no request could use: no host, a bad port, a broken [IPv6]."""
+    """Refuse a URL that no request could use: no host, a bad port, a broken [IPv6]; and
+    one with credentials in it (they belong in the environment, never on a command line)."""
+    _refuse_credentials(url)
+    shown = _without_password(url)
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 (reading it checks it: out of range or not a number)
     except ValueError as exc:
-        raise errors.ConfigError(f"the Run:ai URL {url!r} is malformed: {exc}") from None
+        raise errors.ConfigError(f"the Run:ai URL {shown!r} is malformed: {exc}") from None
     if not parts.hostname:
-        raise errors.ConfigError(f"the Run:ai URL {url!r} has no host name")
+        raise errors.ConfigError(f"the Run:ai URL {shown!r} has no host name")
+
+
+def _refuse_credentials(url: str) -> None:
+    shown = _without_password(url)
+    if shown != url:
+        raise errors.ConfigError(
+            f"the Run:ai URL {shown!r} has credentials in it: give the URL without them, and "
+            "the credentials in the environment (RUNAI_TOKEN, or RUNAI_CLIENT_ID and "
+            "RUNAI_CLIENT_SECRET)")
+
+
+def _without_password(url: str) -> str:
+    """`url` with whatever stands before an `@` in its authority replaced by `***` (read
+    as text: the URL may be one that does not parse)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # no scheme: the authority comes first
+        scheme, rest = "", url
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    end = min(ends) if ends else len(rest)
+    if "@" not in rest[:end]:
+        return url
+    return f"{scheme}{sep}***@{rest[:end].rsplit('@', 1)[1]}{rest[end:]}"
+
+
+def url_password(url: str | None) -> str | None:
+    """The password a URL carries (`scheme://user:PASSWORD@host`), or None."""
+    if not url or "@" not in url:
+        return None
+    try:
+        password = urllib.parse.urlsplit(url).password
+    except ValueError:
+        return None
+    return urllib.parse.unquote(password) if password else None
 
 
 class RunaiClient:
@@ -75,7 +116,9 @@ class RunaiClient:
     token, renewed before expiry). `transport` replaces the network, e.g.
     `httpx.ASGITransport(app)` for the in-process simulator; otherwise up to
     `max_connections` kept-alive connections are used (size it to the requests you keep
-    in flight: `--parallelism`). `sleep`, `clock`
+    in flight: `--parallelism`). `retry_budget_s` is the budget of `retries.Budget` (or
+    give the command's own `budget`, shared with its other clients); `secrets` are more
+    values never to show in a message. `sleep`, `clock`
     (monotonic), `wall_clock` (epoch, to read a JWT's expiry) and `rng` (backoff
     jitter) are injectable so tests control time.
     """
@@ -84,17 +127,21 @@ class RunaiClient:
                  client_id: str | None = None, client_secret: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None,
                  verify: bool = True, timeout: float = 30.0, max_attempts: int = 8,
-                 retry_budget_s: float = 60.0, max_connections: int = 32,
+                 retry_budget_s: float = DEFAULT_BUDGET_S, max_connections: int = 32,
+                 secrets: Iterable[str] = (), budget: retries.Budget | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time,
                  rng: random.Random | None = None):
+        _refuse_credentials(base_url or "")
         if not base_url or not base_url.startswith(("http://", "https://")):
-            raise errors.ConfigError(
-                f"the Run:ai URL must start with http:// or https://, got {base_url!r}")
+            raise errors.ConfigError("the Run:ai URL must start with http:// or https://, "
+                                     f"got {_without_password(base_url or '')!r}")
         _check_url(base_url)
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if not 0 < retry_budget_s < math.inf:
+            raise ValueError("retry_budget_s must be a positive number of seconds")
         if token:
             self._auth: StaticToken | ClientCredentials = StaticToken(token)
         elif client_id and client_secret:
@@ -109,11 +156,16 @@ class RunaiClient:
         self.base_url = base_url.rstrip("/")
         self.max_attempts = max_attempts
         self.retry_budget_s = retry_budget_s
+        # The command's one retry budget, shared by every request (and the token's), and
+        # by every client of the command when it passes one `budget` to each.
+        self._budget = budget if budget is not None else retries.Budget(retry_budget_s)
+        self._timeout = timeout
+        # Credentials known but not necessarily used here: masked in every message too.
+        self._secrets = tuple(s for s in secrets if s)
         self._sleep = sleep
         self._clock = clock
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
-        self._said_unreachable = False
         self._requests = 0
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
@@ -136,10 +188,13 @@ class RunaiClient:
     @classmethod
     def from_env(cls, url: str | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
                  verify: bool = True, env: Mapping[str, str] | None = None,
-                 **options: Any) -> "RunaiClient":
+                 also_secret: Iterable[str | None] = (), **options: Any) -> "RunaiClient":
         """A client from `url` (else RUNAI_URL) and RUNAI_TOKEN, or RUNAI_CLIENT_ID +
-        RUNAI_CLIENT_SECRET; RUNAI_MAX_ATTEMPTS and RUNAI_RETRY_BUDGET (seconds) tune the
-        retry policy. Raises ConfigError naming what is missing or malformed."""
+        RUNAI_CLIENT_SECRET; RUNAI_MAX_ATTEMPTS and RUNAI_RETRY_BUDGET (seconds, the older
+        name of --timeout) tune the retry policy. Every credential of the environment
+        (RUNAI_TOKEN, RUNAI_CLIENT_SECRET, PGPASSWORD) and the password of each URL in
+        `also_secret` (the --state URL) is masked in the client's messages. Raises
+        ConfigError naming what is missing or malformed."""
         env = os.environ if env is None else env
         url = url or env.get("RUNAI_URL")
         if not url:
@@ -163,6 +218,9 @@ class RunaiClient:
                 if not value > 0 or value != value or value == float("inf"):
                     raise errors.ConfigError(f"{var} must be a positive number, got {raw!r}")
                 options[key] = value
+        known = [env.get("RUNAI_TOKEN"), env.get("RUNAI_CLIENT_SECRET"), env.get("PGPASSWORD"),
+                 *(url_password(u) for u in also_secret)]
+        options["secrets"] = (*options.get("secrets", ()), *(k for k in known if k))
         return cls(url, token=token, client_id=client_id, client_secret=client_secret,
                    transport=transport, verify=verify, **options)
 
@@ -182,14 +240,21 @@ class RunaiClient:
         await self._http.aclose()
 
     @property
+    def budget(self) -> retries.Budget:
+        """The retry budget this client spends (give it to the command's next client)."""
+        return self._budget
+
+    @property
     def request_count(self) -> int:
         """HTTP requests sent so far, every attempt and token request included."""
         return self._requests
 
     # --- workloads of one kind ------------------------------------------------------
 
-    async def create(self, kind: Kind, body: dict, *, on_ambiguous: OnAmbiguous | None = None) -> dict:
-        """POST the creation body; returns the 202 body (the full workload).
+    async def create(self, kind: Kind, body: dict, *, on_ambiguous: OnAmbiguous | None = None,
+                     sensitive: tuple[str, ...] = ()) -> dict:
+        """POST the creation body; returns the 202 body (the full workload). The values at
+        `sensitive` paths (the spec's `lifecycle.sensitive`) are masked in its errors.
 
         After an ambiguous failure, `on_ambiguous()` is awaited before any
         retry: a workload it returns is taken as the result, None means "not created,
@@ -197,17 +262,19 @@ class RunaiClient:
         raised with `ambiguous=True`.
         """
         return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
-                                on_ambiguous=on_ambiguous)
+                                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload; raises errors.NotFound when it does not exist."""
         return await self._send("GET", _item(kind, workload_id))
 
-    async def patch(self, kind: Kind, workload_id: str, body: dict) -> dict:
+    async def patch(self, kind: Kind, workload_id: str, body: dict, *,
+                    sensitive: tuple[str, ...] = ()) -> dict:
         """PATCH the updatable fields (e.g. `{"spec": {"replicas": 3}}`); returns the workload."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        return await self._send("PATCH", _item(kind, workload_id), json=body, mode=_WRITE)
+        return await self._send("PATCH", _item(kind, workload_id), json=body, mode=_WRITE,
+                                sensitive=tuple(sensitive))
 
     async def delete(self, kind: Kind, workload_id: str) -> dict:
         """Ask for deletion; returns the HttpResponse body. A 404 after an earlier
@@ -320,25 +387,39 @@ class RunaiClient:
 
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
-                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None) -> dict:
-        start = self._clock()
+                    mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
+                    sensitive: tuple[str, ...] = ()) -> dict:
+        budget = self._budget
+        hidden = _body_secrets(json, sensitive)
+        started: float | None = None  # when this request's first attempt was sent
         attempt = 0
         renewed = False
         maybe_performed = False
         while True:
             attempt += 1
+            if budget.spent is not None:
+                raise self._not_sent(method, path, attempt - 1, maybe_performed)
             headers = {}
             token = None
             if auth:
                 token = await self._auth.token()
                 headers["Authorization"] = f"Bearer {token}"
+            sent = self._clock()
+            if started is None:
+                started = sent
+            remaining = budget.deadline(started) - sent
+            if remaining <= 0:  # other requests' failures used the time up meanwhile
+                budget.spend(errors.NotSent(
+                    f"the API has failed for {budget.waited(started, sent):.1f} s, the whole "
+                    f"--timeout of {_seconds(budget.seconds)}"))
+                raise self._not_sent(method, path, attempt - 1, maybe_performed)
             self._requests += 1
             retry_after: float | None = None
             refused = False
-            sent = self._clock()
             try:
                 resp = await self._request(method, path, json=json, params=params,
-                                           headers=headers)
+                                           headers=headers,
+                                           timeout=min(self._timeout, remaining))
             except httpx.TransportError as exc:
                 _log_request(method, path, params, f"no answer ({type(exc).__name__})",
                              self._clock() - sent)
@@ -348,12 +429,12 @@ class RunaiClient:
                                                 path=path) from exc
                 if not retries.is_retryable_transport(exc):
                     raise errors.PermanentError(
-                        f"{method} {path}: {self._redact(str(exc)) or type(exc).__name__}",
+                        f"{method} {path}: {self._redact(str(exc), hidden) or type(exc).__name__}",
                         method=method, path=path) from exc
                 ambiguous = mode != _READ and retries.is_ambiguous_transport(exc)
                 refused = retries.is_refused(exc)
                 what = (self._refused() if refused
-                        else self._redact(_describe_transport(exc)))
+                        else self._redact(_describe_transport(exc), hidden))
                 failure: errors.RetryableError = errors.TransportError(
                     f"{method} {path}: {what}", method=method, path=path,
                     ambiguous=ambiguous, attempts=attempt)
@@ -361,6 +442,8 @@ class RunaiClient:
             else:
                 status = resp.status_code
                 _log_request(method, path, params, str(status), self._clock() - sent)
+                if status not in retries.RETRY_STATUSES:
+                    budget.answered()
                 if status == 401 and auth and self._auth.can_renew and not renewed:
                     renewed = True
                     attempt -= 1
@@ -372,12 +455,13 @@ class RunaiClient:
                     return {"code": 202, "message": "The workload was already gone when the "
                                                     "delete was retried."}
                 if status not in retries.RETRY_STATUSES:
-                    raise self._error(resp, method, path, auth)
+                    raise self._error(resp, method, path, auth, hidden)
                 ambiguous = mode != _READ and retries.is_ambiguous_status(status)
-                failure = self._error(resp, method, path, auth, ambiguous=ambiguous,
+                failure = self._error(resp, method, path, auth, hidden, ambiguous=ambiguous,
                                       attempts=attempt)
                 retry_after = retries.retry_after(resp.headers.get("Retry-After"),
                                                   now=self._wall_clock())
+            budget.failed(sent)
             maybe_performed = maybe_performed or ambiguous
             failure.ambiguous = maybe_performed
             if ambiguous and mode == _CREATE:
@@ -389,6 +473,7 @@ class RunaiClient:
                 except errors.ApiError as exc:
                     failure.args = (f"{failure.args[0]}; the lookup that would tell whether it "
                                     f"was created failed too: {exc}",)
+                    failure.final = getattr(exc, "final", False)
                     raise failure from exc
                 if found is not None:
                     return found
@@ -398,28 +483,44 @@ class RunaiClient:
             attempts = self.max_attempts
             if refused:
                 delay, attempts = retries.refused_delay(attempt), min(attempts, retries.REFUSED_ATTEMPTS)
-            elapsed = self._clock() - start
-            if attempt >= attempts or elapsed + delay > self.retry_budget_s:
-                raise _gave_up(failure, attempt, elapsed)
-            if isinstance(failure, errors.TransportError) and not refused \
-                    and not self._said_unreachable:
-                # Once, without -v: a control plane that does not answer should not mean
-                # half a minute of silence. Each retry is logged at INFO (-v).
-                self._said_unreachable = True
-                log.warning("%s; retrying for up to %.0f s", failure, self.retry_budget_s)
+            now = self._clock()
+            waited = budget.waited(started, now)
+            if attempt >= attempts:
+                raise _gave_up(failure, attempt, waited)
+            if now + delay >= budget.deadline(started):
+                raise _gave_up(failure, attempt, waited, budget=budget)
+            if not refused and not budget.noticed:
+                # Once, without -v: an API that fails or does not answer should not mean a
+                # minute of silence. Each retry is logged at INFO (-v).
+                budget.noticed = True
+                log.warning("%s; retrying for up to %s more (--timeout %s)",
+                            _what_failed(failure, path),
+                            _seconds(budget.deadline(started) - now), _seconds(budget.seconds))
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
                      failure, delay, attempt + 1, attempts)
             await self._sleep(delay)
 
+    def _not_sent(self, method: str, path: str, attempts: int,
+                  ambiguous: bool) -> errors.RetryableError:
+        """The error of a request the spent budget stops (before its first or next attempt)."""
+        spent = self._budget.spent
+        why = str(spent) if spent is not None else "the --timeout ran out"
+        if spent is not None and str(spent).startswith(f"{method} {path}: "):
+            why = str(spent)[len(f"{method} {path}: "):]
+        return errors.NotSent(f"{method} {path}: not sent, the command gave up on the API: {why}",
+                              method=method, path=path, ambiguous=ambiguous,
+                              attempts=attempts, final=True)
+
     async def _request(self, method: str, path: str, *, json: Any = None,
                        params: Mapping[str, Any] | None = None,
-                       headers: dict[str, str]) -> httpx.Response:
+                       headers: dict[str, str], timeout: float) -> httpx.Response:
         ticket = await self.concurrency.acquire()
         throttled = False
         try:
             # The whole URL: httpx parses it once (a path would be parsed, then merged).
             resp = await self._http.request(method, self.base_url + path, json=json,
-                                            params=params, headers=headers)
+                                            params=params, headers=headers,
+                                            timeout=httpx.Timeout(timeout))
             throttled = resp.status_code == 429
             return resp
         finally:
@@ -427,7 +528,13 @@ class RunaiClient:
 
     def _json(self, resp: httpx.Response, method: str, path: str) -> dict:
         try:
-            data = resp.json()
+            data = jsonlib.loads(resp.content or b"", parse_constant=_no_constant,
+                                 parse_float=_finite_float)
+        except _NotFinite as exc:
+            raise errors.PermanentError(
+                f"{method} {path}: answered {resp.status_code} with JSON holding {exc}, "
+                "which is not a finite number; nothing of it was used",
+                status=resp.status_code, method=method, path=path) from None
         except ValueError:
             raise errors.PermanentError(
                 f"{method} {path}: answered {resp.status_code} with a body that is not JSON",
@@ -439,18 +546,19 @@ class RunaiClient:
         return data
 
     def _error(self, resp: httpx.Response, method: str, path: str, auth: bool,
-               **extra: Any) -> errors.ApiError:
+               hidden: tuple[str, ...] = (), **extra: Any) -> errors.ApiError:
         status = resp.status_code
         api_message, details, issues = _parse_error_body(resp)
-        api_message = self._redact(api_message)
-        details = self._redact(details) if details else None
+        api_message = self._redact(api_message, hidden)
+        details = self._redact(details, hidden) if details else None
         text = f"{method} {path}: {status} {resp.reason_phrase or ''}".rstrip()
         if api_message:
             text += f": {api_message}"
         if details and details != api_message:
             text += f" ({details})"
         for issue in issues:
-            line = f"{issue.get('field', '?')}: {self._redact(str(issue.get('details', '')))}"
+            line = (f"{self._redact(str(issue.get('field', '?')), hidden)}: "
+                    f"{self._redact(str(issue.get('details', '')), hidden)}")
             if line not in api_message:
                 text += f"\n  {line}"
         if status in (401, 403):
@@ -483,12 +591,31 @@ class RunaiClient:
         return (f"cannot connect to {host}:{port}: connection refused (nothing "
                 "listens there: check the URL, and that the control plane is up)")
 
-    def _redact(self, text: str | None) -> str:
+    def _redact(self, text: str | None, hidden: tuple[str, ...] = ()) -> str:
+        """`text` with every credential this client knows, and `hidden`, masked: the token
+        and the client secret in use, those of the environment it is not using, a database
+        password, and the secret values of the request's body."""
         text = text or ""
-        for secret in self._auth.secrets:
+        for secret in sorted({*self._auth.secrets, *self._secrets, *hidden}, key=len,
+                             reverse=True):
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+class _NotFinite(ValueError):
+    """NaN, Infinity or a number too large for a float, in an API answer."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text if len(text) <= 20 else text[:20] + "...")
+    return value
 
 
 def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,
@@ -555,8 +682,40 @@ def _describe_transport(exc: httpx.TransportError) -> str:
         f"connection failed ({type(exc).__name__})"
 
 
-def _gave_up(failure: errors.RetryableError, attempts: int, elapsed: float) -> errors.RetryableError:
+def _gave_up(failure: errors.RetryableError, attempts: int, waited: float, *,
+             budget: retries.Budget | None = None) -> errors.RetryableError:
+    """`failure`, saying how many attempts and how long the command really waited; with
+    `budget`, the --timeout ran out: it is spent, and the error is final."""
     failure.attempts = attempts
-    if attempts > 1:
-        failure.args = (f"{failure.args[0]} (gave up after {attempts} attempts in {elapsed:.1f} s)",)
+    tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+    if budget is not None:
+        failure.final = True
+        why = ("ran out" if waited >= budget.seconds - 0.05
+               else "would run out before the next")
+        failure.args = (f"{failure.args[0]} (gave up after {tries} in {waited:.1f} s: "
+                        f"the --timeout of {_seconds(budget.seconds)} {why})",)
+        budget.spend(failure)
+    elif attempts > 1:
+        failure.args = (f"{failure.args[0]} (gave up after {tries} in {waited:.1f} s)",)
     return failure
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.1f} s".replace(".0 s", " s")
+
+
+def _what_failed(failure: errors.RetryableError, path: str) -> str:
+    """The first line of `failure`, the token endpoint named as such."""
+    text = str(failure).splitlines()[0]
+    if path == TOKEN_PATH:
+        return f"the token endpoint failed: {text}"
+    return text
+
+
+def _body_secrets(body: Any, sensitive: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The values in a request body that the API may quote back and must not be shown:
+    those `masking` never shows (an environment variable whose name looks like a secret,
+    a path of the spec's `lifecycle.sensitive`)."""
+    if not isinstance(body, dict):
+        return ()
+    return tuple(masking.secret_values(body, sensitive))

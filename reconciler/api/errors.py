@@ -8,10 +8,13 @@
         ├── NotFound            404
         ├── Conflict            409      e.g. the name is taken in the project
         ├── PermanentError               any other answer that retrying cannot fix
-        └── RetryableError               gave up within the retry budget; .ambiguous
+        └── RetryableError               gave up within the retry budget; .ambiguous .final
             ├── ServerError     429/500/502/503/504
-            └── TransportError  connection refused, dropped, timed out
+            ├── TransportError  connection refused, dropped, timed out
+            └── NotSent         the command's budget (--timeout) was spent before it was sent
 
+`final` is True when the command's retry budget (`--timeout`) is spent: nothing more will
+be sent by this client, so the caller should not try again in this command.
 `ambiguous` is True when a write may have been performed although no success was
 seen (a 500/502/504, a timeout or a dropped connection after the request was sent).
 The executor must look the workload up before it tries again.
@@ -71,10 +74,12 @@ class PermanentError(ApiError):
 class RetryableError(ApiError):
     """The API stayed unavailable until the retry budget ran out; try again later."""
 
-    def __init__(self, message: str, *, ambiguous: bool = False, attempts: int = 1, **kw):
+    def __init__(self, message: str, *, ambiguous: bool = False, attempts: int = 1,
+                 final: bool = False, **kw):
         super().__init__(message, **kw)
         self.ambiguous = ambiguous
         self.attempts = attempts
+        self.final = final
 
 
 class ServerError(RetryableError):
@@ -85,7 +90,11 @@ class TransportError(RetryableError):
     """No HTTP answer: connection refused or dropped, or a timeout."""
 
 
+class NotSent(RetryableError):
+    """Not sent at all: the command had already given up on the API (its budget ran out)."""
+
+
 __all__ = [
-    "ApiError", "BadRequest", "ConfigError", "Conflict", "NotFound", "PermanentError",
+    "ApiError", "BadRequest", "ConfigError", "Conflict", "NotFound", "NotSent", "PermanentError",
     "RetryableError", "ServerError", "TransportError", "Unauthorized",
 ]

@@ -11,6 +11,9 @@ decision (PATCH, DELETE, suspend and resume are idempotent; create is not).
 A refused connection (nothing listens at the URL's port) is retried a few times quickly,
 then given up: a control plane restarting listens again within a second, and a wrong
 URL never will, so it must not cost the full retry budget.
+
+`Budget` is the command's one retry budget (`--timeout`), shared by every request of one
+client: docs/api-and-retries.md says what it bounds and why.
 """
 
 from __future__ import annotations
@@ -32,6 +35,50 @@ MAX_DELAY_S = 20.0
 
 REFUSED_ATTEMPTS = 3  # attempts in all at a refused connection
 REFUSED_DELAY_S = 0.2  # before the 2nd attempt; doubled before each next one
+
+
+class Budget:
+    """How long one command keeps trying while the API fails, shared by all its requests.
+
+    The clock starts when a request that then fails was sent (`failed`), runs while no
+    request gets an answer other than a retryable failure, and stops at the first such
+    answer (`answered`). A request's deadline is `seconds` after the earlier of its own
+    first send and that start; no attempt is sent, and no attempt waits for an answer,
+    past it. Once a request has given up at its deadline the budget is `spent` for good:
+    every later request fails at once, without being sent. Pure: the caller passes the
+    times (monotonic seconds).
+    """
+
+    def __init__(self, seconds: float):
+        if not seconds > 0:
+            raise ValueError("the retry budget must be positive")
+        self.seconds = seconds
+        self.failing_since: float | None = None
+        self.spent: BaseException | None = None  # the failure that spent it
+        self.noticed = False  # the first retry has been said on stderr
+
+    def deadline(self, started: float) -> float:
+        """The deadline of a request whose first attempt was sent at `started`."""
+        since = started if self.failing_since is None else min(started, self.failing_since)
+        return since + self.seconds
+
+    def waited(self, started: float, now: float) -> float:
+        """Seconds the command has been waiting, for a request first sent at `started`."""
+        since = started if self.failing_since is None else min(started, self.failing_since)
+        return max(0.0, now - since)
+
+    def failed(self, sent: float) -> None:
+        """An attempt sent at `sent` failed in a way a retry may cure."""
+        if self.failing_since is None or sent < self.failing_since:
+            self.failing_since = sent
+
+    def answered(self) -> None:
+        """The API answered (a success, or a refusal retrying cannot change)."""
+        self.failing_since = None
+
+    def spend(self, failure: BaseException) -> None:
+        if self.spent is None:
+            self.spent = failure
 
 
 def is_ambiguous_status(status: int) -> bool:

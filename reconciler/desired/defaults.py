@@ -2,7 +2,7 @@
 or below that folder.
 
 The spec is merged over the deepest `_defaults.yaml`, that one over the next folder up,
-and so on (README, "Folder defaults"):
+and so on (docs/specs.md, "Folder defaults"):
 - mappings merge key by key, at every depth;
 - a keyed list (items with an identity, `kinds.item_key`: environmentVariables, labels,
   annotations, imagePullSecrets by name, ports by container, ...) merges by key: an item

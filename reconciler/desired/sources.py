@@ -32,7 +32,7 @@ MAX_NODES = 100_000
 MAX_DEPTH = 100
 # Python refuses to read a longer integer from text (sys.get_int_max_str_digits()).
 MAX_INT_DIGITS = 4300
-# A spec file larger than this is refused before it is read (README, "Spec files").
+# A spec file larger than this is refused before it is read (docs/specs.md, "Spec files").
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _MB = MAX_FILE_BYTES // (1024 * 1024)
 

@@ -1,5 +1,5 @@
 """Folder defaults: a `_defaults.yaml` supplies fields to every spec at or below its folder
-(deeper files win, the spec over all), by the merge rules of README "Folder defaults";
+(deeper files win, the spec over all), by the merge rules of docs/specs.md, "Folder defaults";
 problems name the file the bad value came from, with its line and field."""
 
 from __future__ import annotations

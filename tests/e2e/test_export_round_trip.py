@@ -68,7 +68,7 @@ def _supply_secrets(root) -> None:
 SPECS = ["project-7/Training/llama-lora.yaml", "project-7/Workspace/jupyter.yaml",
          "project-8/DistributedTraining/bert-ddp.yaml", "project-7/Inference/mistral-chat.yaml",
          "project-8/DistributedInference/qwen-serve.yaml"]
-# With --defaults: what the specs of a folder share (README, "Folder defaults").
+# With --defaults: what the specs of a folder share (docs/specs.md, "Folder defaults").
 DEFAULTS = {
     "_defaults.yaml": {"clusterId": EXAMPLES["Training"][0]["clusterId"]},
     "project-7/_defaults.yaml": {"project": "project-7", "spec": {

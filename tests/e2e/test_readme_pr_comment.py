@@ -1,5 +1,6 @@
-"""The README's pull-request comment (GPU impact and a policy failure) is the golden
-`golden/pr-comment.md`, and the golden is what the CLI prints for the README's steps
+"""The pull-request comment of docs/review-and-policy.md (GPU impact and a policy failure)
+is the golden `golden/pr-comment.md`, and the golden is what the CLI prints for that
+page's steps
 against the simulator: the example specs applied, project 7 defined with a GPU quota,
 bert-ddp grown to 8 workers, then `plan --policy docs/examples/policy.yaml --format
 markdown`."""
@@ -16,14 +17,14 @@ from .conftest import CLUSTER, ROOT
 from tests.golden import assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "pr-comment.md"
-README = ROOT / "README.md"
-# The README quotes the comment between these two lines, each of its lines after "> ".
+PAGE = ROOT / "docs" / "review-and-policy.md"
+# The page quotes the comment between these two lines, each of its lines after "> ".
 START = "<!-- pr-comment: tests/e2e/golden/pr-comment.md -->"
 END = "<!-- /pr-comment -->"
 
 
 @pytest.mark.http
-def test_the_readme_steps_print_the_golden_comment(ws, sim_server, monkeypatch):
+def test_the_documented_steps_print_the_golden_comment(ws, sim_server, monkeypatch):
     sim_server.admin.post("/_sim/projects", json={
         "id": "7", "name": "project-7", "clusterId": CLUSTER, "gpuQuota": 96}).raise_for_status()
     ws.copy_examples()
@@ -42,10 +43,10 @@ def test_the_readme_steps_print_the_golden_comment(ws, sim_server, monkeypatch):
     assert_golden(GOLDEN, res.stdout)
 
 
-def test_the_readme_shows_the_golden_comment():
-    text = README.read_text(encoding="utf-8")
+def test_the_page_shows_the_golden_comment():
+    text = PAGE.read_text(encoding="utf-8")
     m = re.search(re.escape(START) + r"\n(.*?)\n" + re.escape(END), text, re.S)
-    assert m, f"README.md has no {START} ... {END} block"
+    assert m, f"{PAGE.relative_to(ROOT)} has no {START} ... {END} block"
     quoted = [line[2:] if line.startswith("> ") else line.lstrip(">")
               for line in m.group(1).splitlines()]
     assert "\n".join(quoted) + "\n" == GOLDEN.read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""GPU accounting: worked examples for every kind (the README's "GPU accounting" rules),
+"""GPU accounting: worked examples for every kind (the rules of docs/gpu-accounting.md),
 checked on create bodies, on the same bodies as the simulator returns them (its server
 defaults filled in) and against the spec models (every example is a body a user could
 write)."""

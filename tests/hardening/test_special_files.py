@@ -1,6 +1,6 @@
 """Issue 11 item 3: a spec path that is a FIFO, a device or a file over the documented
 10 MB is refused with its path, before it is read whole; hidden files and folders and
-symlinked folders are skipped, symlinked files followed (README, "Spec files")."""
+symlinked folders are skipped, symlinked files followed (docs/specs.md, "Spec files")."""
 
 from __future__ import annotations
 

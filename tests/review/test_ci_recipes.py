@@ -115,3 +115,27 @@ def test_the_checker_rejects_what_does_not_exist():
     with pytest.raises(click.UsageError):
         _parse(["frobnicate"])
     assert _parse(["state", "rm", "DistributedTraining/7/x"]) == ["state", "rm"]
+
+
+def _version() -> str:
+    import tomllib
+    pyproject = CI.parents[1] / "pyproject.toml"
+    return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
+@pytest.mark.parametrize("recipe", [p for p in RECIPES if p.name.startswith("github-")],
+                         ids=lambda p: p.name)
+def test_workflows_install_a_pinned_release_not_the_checked_out_repository(recipe):
+    """The workflows run in the workloads' repository: installing `.` would install that
+    (or fail); they install the release this project is at, pinned."""
+    installs = [line.strip() for script in _run_scripts(yaml.safe_load(recipe.read_text()))
+                for line in script.splitlines() if "pip install" in line]
+    assert installs == [f"pip install 'runai-reconcile[postgres]=={_version()}'"], installs
+
+
+def test_the_cronjob_image_is_the_pinned_release():
+    cron = yaml.safe_load((CI / "k8s-drift-cronjob.yaml").read_text())
+    [drift] = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert drift["image"].endswith(f":{_version()}")
+    assert f"pip install 'runai-reconcile[postgres]=={_version()}'" in (
+        CI / "k8s-drift-cronjob.yaml").read_text()

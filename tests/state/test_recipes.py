@@ -16,7 +16,7 @@ def test_the_github_workflows_take_the_state_url_from_a_secret_and_copy_no_state
         doc = yaml.safe_load(text)
         assert doc["env"]["RUNAI_RECONCILE_STATE"] == "${{ secrets.RUNAI_RECONCILE_STATE }}", name
         assert "aws s3" not in text and "state.json" not in text and "--state " not in text, name
-        assert "pip install '.[postgres]'" in text, name
+        assert "pip install 'runai-reconcile[postgres]==" in text, name
     apply = (CI / "github-apply.yml").read_text()
     assert "concurrency:" not in apply  # the database's lock is the lock
     assert "--lock-timeout 900 apply plan.json" in apply
