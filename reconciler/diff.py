@@ -12,6 +12,13 @@ body (name, projectId, clusterId, templateId and the kind's `body_keys`):
 - D absent, L present: the user removed it (after None).
 - No L at all (first run, lost state): D is compared with R on the paths D sets only.
 
+Server defaults (the kind entry's `defaults`, CONTRACT.md §5, conditional ones such as
+`imagePullPolicy` by the image's tag included): a default that D and L each spell or leave
+out is no change in either direction (`Kind.without_defaults`): a spec that drops
+`backoffLimit: 6`, or adds `security.uidGidSource: fromTheImage` that live lacks, plans
+nothing, and neither does live's value there. Generated values (a new PVC's claim name)
+are not defaults: spelling one chooses it.
+
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
 compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
 has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
@@ -77,6 +84,9 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
 def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
           live: dict | None, ignore: Sequence[str]) -> list[plans.FieldChange]:
     walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
+    if (desired is not None and kind.has_server_values(desired, generated=False)) or (
+            applied is not None and kind.has_server_values(applied, generated=False)):
+        desired, applied = kind.without_defaults(desired, applied)
     d_root = desired or {}
     l_root = applied or {}
     r_root = live or {}
