@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # --- server values (CONTRACT.md §5) -------------------------------------------------
@@ -164,7 +164,7 @@ class Kind:
     containers: tuple[str, ...]
     # The server's values per holder: "" the body, else a dotted path ("spec", "masterSpec",
     # "spec.leader") -> what is filled in below it.
-    defaults: Mapping[str, tuple[ServerValue, ...]]
+    defaults: Mapping[str, tuple[ServerValue, ...]] = field(compare=False)
     # The list endpoint's `type` of the kind (not enumerated by the API, CONTRACT.md §8):
     # known spellings, lower case without separators (`list_type_key`).
     list_types: frozenset[str]

@@ -10,19 +10,21 @@ meaning of one bumps the major). Every address of the plan appears in
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 import jsonpatch
 import orjson
 
-from reconciler import gpus
+from reconciler import gpus, kinds
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import impact, words
 
 FORMAT_VERSION = "1.5"
 APPLY_FORMAT_VERSION = "1.0"
 _SORTED = orjson.OPT_SORT_KEYS
+_MISSING = object()
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -103,9 +105,32 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     before = words.mask_body(rc.before, rc.sensitive)
     after = words.mask_body(rc.after, rc.sensitive)
     patch = None
-    if rc.action in (Action.UPDATE, Action.REPLACE):
+    if rc.action is Action.UPDATE and isinstance(before, dict) and rc.patch is not None:
+        # What the update sends, over live, with the defaults it leaves to the server kept.
+        kind = kinds.get(rc.kind)
+        sent, shown = kind.without_defaults(
+            _sent(kind, before, words.mask_body(rc.patch, rc.sensitive)), before)
+        patch = jsonpatch.make_patch(*_unshared(shown, sent)).patch
+    elif rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
     return {"actions": rc.action.json_actions, "before": before, "after": after, "patch": patch}
+
+
+def _sent(kind: kinds.Kind, before: dict, update: dict) -> dict:
+    """A copy of `before` with each updatable field that the update body
+    (`ResourceChange.patch`) holds set to its value there."""
+    out = copy.deepcopy(before)
+    for root in sorted(kind.updatable_paths, key=len):
+        parts = root.split(".")
+        value: Any = update
+        for p in parts:
+            value = value.get(p, _MISSING) if isinstance(value, dict) else _MISSING
+        node: Any = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {}) if isinstance(node, dict) else None
+        if value is not _MISSING and isinstance(node, dict):
+            node[parts[-1]] = copy.deepcopy(value)
+    return out
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
