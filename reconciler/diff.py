@@ -13,11 +13,13 @@ body (name, projectId, clusterId, templateId and the kind's `body_keys`):
 - No L at all (first run, lost state): D is compared with R on the paths D sets only.
 
 Server defaults (the kind entry's `defaults`, CONTRACT.md §5, conditional ones such as
-`imagePullPolicy` by the image's tag included): a default that D and L each spell or leave
-out is no change in either direction (`Kind.without_defaults`): a spec that drops
-`backoffLimit: 6`, or adds `security.uidGidSource: fromTheImage` that live lacks, plans
-nothing, and neither does live's value there. Generated values (a new PVC's claim name)
-are not defaults: spelling one chooses it.
+`imagePullPolicy` by the image's tag included): where D spells or L records a default and
+each of D, L and R holds the server's value there or nothing, the default is filled into
+the others before the walk (`Kind.with_defaults_aligned`), so spelling it is leaving it
+out, in either direction: a spec that drops `backoffLimit: 6`, or adds
+`security.uidGidSource: fromTheImage` that live lacks, plans nothing. A value other than
+the default, on any side, is compared as written. Generated values (a new PVC's claim
+name) are not defaults: spelling one chooses it.
 
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
 compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
@@ -86,7 +88,7 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
     walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
     if (desired is not None and kind.has_server_values(desired, generated=False)) or (
             applied is not None and kind.has_server_values(applied, generated=False)):
-        desired, applied = kind.without_defaults(desired, applied)
+        desired, applied, live = kind.with_defaults_aligned(desired, applied, live)
     d_root = desired or {}
     l_root = applied or {}
     r_root = live or {}

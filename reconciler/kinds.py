@@ -164,7 +164,7 @@ class Kind:
     containers: tuple[str, ...]
     # The server's values per holder: "" the body, else a dotted path ("spec", "masterSpec",
     # "spec.leader") -> what is filled in below it.
-    defaults: Mapping[str, tuple[ServerValue, ...]] = field(compare=False)
+    defaults: Mapping[str, tuple[ServerValue, ...]] = field(compare=False, repr=False)
     # The list endpoint's `type` of the kind (not enumerated by the API, CONTRACT.md §8):
     # known spellings, lower case without separators (`list_type_key`).
     list_types: frozenset[str]
@@ -222,25 +222,25 @@ class Kind:
                     return True
         return False
 
-    def without_defaults(self, desired: Mapping | None, applied: Mapping | None
-                         ) -> tuple[dict | None, dict | None]:
-        """Copies of `desired` and `applied` without the defaults (not the generated
-        values) where both hold the server's value or nothing: spelling a default is
-        leaving it out, in either direction. A value one side sets to something else
-        stays on both sides, so the change shows the values written. Keyed list items
-        pair by item key. The inputs are not changed."""
-        d = None if desired is None else copy.deepcopy(dict(desired))
-        a = None if applied is None else copy.deepcopy(dict(applied))
+    def with_defaults_aligned(self, *bodies: Mapping | None) -> list[dict | None]:
+        """Copies of `bodies` (desired, applied, live: any of them None) in which a default
+        (not a generated value) that some body spells and the others leave out is spelled
+        by all, where every body that has it holds the server's value there (each by its
+        own holder: `imagePullPolicy` by its container's image): spelling a default is
+        leaving it out, in either direction. Where a body lacks the object that would hold
+        it, the default is taken out of the others instead. A value one body sets to
+        something else stays as it is, so a change shows the values written; nothing is
+        filled into a keyed list item a body lacks. The inputs are not changed."""
+        out = [None if b is None else copy.deepcopy(dict(b)) for b in bodies]
         for holder_path, values in self.defaults.items():
-            dh, ah = _at(d, holder_path), _at(a, holder_path)
-            if dh is None and ah is None:
+            base = holder_path.split(".") if holder_path else []
+            if all(b is None or _at(b, base) is None for b in out):
                 continue
             for value in values:
                 if not value.generated:
-                    _drop_pair(dh, ah, value.path.replace("[]", ".[]").split("."), value.test,
-                               "")
-        return d, a
-
+                    _align(out, [list(base) if b is not None else None for b in out],
+                           value.path.replace("[]", ".[]").split("."), value.test, "")
+        return out
 
 def _drop(holder: Any, segments: list[str], test: Test) -> None:
     """Remove the value at `segments` under `holder` (`[]` descends into every item of a
@@ -258,51 +258,64 @@ def _drop(holder: Any, segments: list[str], test: Test) -> None:
         del holder[head]
 
 
-def _at(body: Any, path: str) -> dict | None:
-    node = body
-    for seg in path.split(".") if path else ():
-        node = node.get(seg) if isinstance(node, dict) else None
-    return node if isinstance(node, dict) else None
+def _at(node: Any, path: list) -> Any:
+    """The value at concrete `path` (dict keys, list indices) under `node`, or None."""
+    for seg in path:
+        if isinstance(seg, int):
+            node = node[seg] if isinstance(node, list) and seg < len(node) else None
+        else:
+            node = node.get(seg) if isinstance(node, dict) else None
+    return node
 
 
-def _drop_pair(d: Any, a: Any, segments: list[str], test: Test, field: str) -> None:
-    """`_drop` on two holders at once (desired's, applied's; either may be None): the value
-    at `segments` goes from both where each is absent or the server's."""
+def _align(roots: list, paths: list, segments: list[str], test: Test, field: str) -> None:
+    """`with_defaults_aligned`'s walk of one server value over every body at once: `paths`
+    holds each body's concrete path to the current node (None: the body lacks the keyed
+    list item there, so nothing is filled into it)."""
     head, rest = segments[0], segments[1:]
     if head == "[]":
-        d_items = d if isinstance(d, list) else []
-        a_items = a if isinstance(a, list) else []
-        by_key = {}
-        for item in a_items:
-            k = item_key(field, item)
-            if k is not None:
-                by_key.setdefault(k, item)
-        paired = set()
-        for item in d_items:
-            k = item_key(field, item)
-            other = by_key.get(k) if k is not None else None
-            if other is not None:
-                paired.add(id(other))
-            _drop_pair(item, other, rest, test, field)
-        for item in a_items:
-            if id(item) not in paired:
-                _drop_pair(None, item, rest, test, field)
+        groups: dict[str, list] = {}
+        for i, (root, path) in enumerate(zip(roots, paths)):
+            items = _at(root, path) if path is not None else None
+            for n, item in enumerate(items if isinstance(items, list) else ()):
+                key = item_key(field, item)
+                if key is not None:
+                    group = groups.setdefault(key, [None] * len(roots))
+                    if group[i] is None:
+                        group[i] = [*path, n]
+        for group in groups.values():
+            _align(roots, group, rest, test, field)
         return
-    d_has = isinstance(d, dict) and head in d
-    a_has = isinstance(a, dict) and head in a
-    if not (d_has or a_has):
-        return
+    paths = [None if p is None else [*p, head] for p in paths]
     if rest:
-        _drop_pair(d.get(head) if d_has else None, a.get(head) if a_has else None, rest, test,
-                   head)
+        _align(roots, paths, rest, test, head)
         return
-    dv = d[head] if d_has else None
-    av = a[head] if a_has else None
-    if (dv is None or test(d, dv)) and (av is None or test(a, av)):
-        if d_has:
-            del d[head]
-        if a_has:
-            del a[head]
+    found = []  # (index, value) of the bodies that hold a value
+    for i, (root, path) in enumerate(zip(roots, paths)):
+        if path is not None:
+            holder = _at(root, path[:-1])
+            v = holder.get(head) if isinstance(holder, dict) else None
+            if v is not None:
+                if not test(holder, v):
+                    return  # a value of the user's (or drift): the walk compares it
+                found.append((i, v))
+    if not found or len(found) == sum(p is not None for p in paths):
+        return
+    value = found[0][1]
+    have = {i for i, _ in found}
+    holders = [None if p is None else _at(r, p[:-1]) for r, p in zip(roots, paths)]
+    targets = [i for i, path in enumerate(paths)
+               if path is not None and roots[i] is not None and i not in have]
+    if all(isinstance(holders[i], dict) for i in targets):
+        if all(test(holders[i], value) for i in targets):
+            for i in targets:  # each holder is there: the default is filled in
+                holders[i][head] = copy.deepcopy(value)
+        return
+    # A body lacks the object that would hold it (a spec that adds `security:
+    # {uidGidSource: fromTheImage}`): the default goes from the others instead, so no
+    # object is made up on a side that has none.
+    for i in have:
+        del holders[i][head]
 
 
 def _holds(holder: Any, segments: list[str], test: Test) -> bool:

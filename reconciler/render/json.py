@@ -108,7 +108,7 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     if rc.action is Action.UPDATE and isinstance(before, dict) and rc.patch is not None:
         # What the update sends, over live, with the defaults it leaves to the server kept.
         kind = kinds.get(rc.kind)
-        sent, shown = kind.without_defaults(
+        sent, shown = kind.with_defaults_aligned(
             _sent(kind, before, words.mask_body(rc.patch, rc.sensitive)), before)
         patch = jsonpatch.make_patch(*_unshared(shown, sent)).patch
     elif rc.action in (Action.UPDATE, Action.REPLACE):
