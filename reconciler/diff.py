@@ -80,15 +80,38 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
-    return _walk(kind, desired, applied, live, ignore)
+    out = _walk(kind, desired, applied, live, ignore)
+    if out and kind.touches_defaults(c.path for c in out):
+        # A change at or above a default: compare again with the defaults aligned (rare:
+        # the walk alone serves every other change).
+        aligned = _walk(kind, *kind.with_defaults_aligned(desired, applied, live), ignore)
+        out = [_as_written(kind, c, desired, applied if live is None else live)
+               for c in aligned]
+    return out
+
+
+def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict | None,
+                present: dict | None) -> plans.FieldChange:
+    """`change` (found with the defaults aligned) with its values as the bodies hold them:
+    after from `desired`, before from `present` (live, or the state without refresh)."""
+    segs = _segments(change.path)
+    if segs[0][0] in META_KEYS:
+        return change  # no defaults there; ids compared as strings
+    after = _get(desired, segs) if desired is not None else _MISSING
+    after = None if after is _MISSING else _clean(after)
+    before = change.before
+    if present is not None and segs[0][0] not in WRITE_ONLY_KEYS:
+        found = _get(present, segs)
+        before = None if found is _MISSING else _clean(found)
+    return plans.FieldChange(
+        path=change.path, before=before, after=after, drift=change.drift,
+        forces_replacement=not kind.is_updatable(change.path) or (
+            after is None and change.path in kind.updatable_paths))
 
 
 def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
           live: dict | None, ignore: Sequence[str]) -> list[plans.FieldChange]:
     walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
-    if (desired is not None and kind.has_server_values(desired, generated=False)) or (
-            applied is not None and kind.has_server_values(applied, generated=False)):
-        desired, applied, live = kind.with_defaults_aligned(desired, applied, live)
     d_root = desired or {}
     l_root = applied or {}
     r_root = live or {}

@@ -21,6 +21,8 @@ executor, render (masking), state.
 from __future__ import annotations
 
 import copy
+import functools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +156,8 @@ _BODY: tuple[ServerValue, ...] = (fixed("useGivenNameAsPrefix", False),)
 
 # --- the entry ----------------------------------------------------------------------
 
+_ITEM = re.compile(r"\[[^\]]*\]")  # a keyed item's brackets in a diff path
+
 @dataclass(frozen=True)
 class Kind:
     name: str  # the `kind:` of a spec document, e.g. "DistributedTraining"
@@ -221,6 +225,27 @@ class Kind:
                         holder, value.path.replace("[]", ".[]").split("."), value.test):
                     return True
         return False
+
+    @functools.cached_property
+    def _default_prefixes(self) -> frozenset[str]:
+        # Every default's full path in the diff's pattern form ("spec.ports[].exclude"),
+        # and each of its ancestors ("spec.ports[]", "spec.ports", "spec").
+        out = set()
+        for holder, values in self.defaults.items():
+            for value in values:
+                if value.generated:
+                    continue
+                full = f"{holder}.{value.path}" if holder else value.path
+                out.update(full[:m.start()] for m in re.finditer(r"\.|\[\]\.|$", full))
+                out.update(full[:m.end()] for m in re.finditer(r"\[\]", full))
+        return frozenset(out)
+
+    def touches_defaults(self, paths: Iterable[str]) -> bool:
+        """Whether a change at one of the dotted `paths` (the diff's, keyed items in
+        brackets) lies at or above a default: only then can aligning the defaults
+        (`with_defaults_aligned`) tell another story (defaults are leaves)."""
+        prefixes = self._default_prefixes
+        return any(_ITEM.sub("[]", path) in prefixes for path in paths)
 
     def with_defaults_aligned(self, *bodies: Mapping | None) -> list[dict | None]:
         """Copies of `bodies` (desired, applied, live: any of them None) in which a default
