@@ -160,6 +160,8 @@ _ITEM = re.compile(r"\[[^\]]*\]")  # a keyed item's brackets in a diff path
 
 @dataclass(frozen=True)
 class Kind:
+    """One kind of workload: everything the engine knows about it (the module's docstring
+    lists the facts; `missing_facts` checks them)."""
     name: str  # the `kind:` of a spec document, e.g. "DistributedTraining"
     api_path: str  # collection path of create and get, e.g. "/api/v1/workloads/distributed"
     # Top-level keys of the create body besides name/projectId/clusterId.
@@ -211,20 +213,6 @@ class Kind:
                 if generated or not value.generated:
                     _drop(holder, value.path.replace("[]", ".[]").split("."), value.test)
         return out
-
-    def has_server_values(self, body: Mapping, *, generated: bool = True) -> bool:
-        """Whether `body` holds a value `without_server_values` would take out."""
-        for holder_path, values in self.defaults.items():
-            holder: Any = body
-            for seg in holder_path.split(".") if holder_path else ():
-                holder = holder.get(seg) if isinstance(holder, Mapping) else None
-            if not isinstance(holder, Mapping):
-                continue
-            for value in values:
-                if (generated or not value.generated) and _holds(
-                        holder, value.path.replace("[]", ".[]").split("."), value.test):
-                    return True
-        return False
 
     @functools.cached_property
     def _default_prefixes(self) -> frozenset[str]:
@@ -341,17 +329,6 @@ def _align(roots: list, paths: list, segments: list[str], test: Test, field: str
     # object is made up on a side that has none.
     for i in have:
         del holders[i][head]
-
-
-def _holds(holder: Any, segments: list[str], test: Test) -> bool:
-    head, rest = segments[0], segments[1:]
-    if head == "[]":
-        return isinstance(holder, list) and any(_holds(i, rest, test) for i in holder)
-    if not isinstance(holder, Mapping) or head not in holder:
-        return False
-    if rest:
-        return _holds(holder[head], rest, test)
-    return holder[head] is not None and bool(test(holder, holder[head]))
 
 
 def missing_facts(kind: Kind) -> list[str]:

@@ -204,7 +204,8 @@ class RunaiClient:
         return await self._send("GET", _item(kind, workload_id))
 
     async def patch(self, kind: Kind, workload_id: str, body: dict) -> dict:
-        """PATCH the updatable fields (e.g. `{"spec": {"replicas": 3}}`); returns the workload."""
+        """Update the workload with `body` (e.g. `{"spec": {"replicas": 3}}`) by the kind's
+        `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
         return await self._send(kind.update_method, _item(kind, workload_id), json=body,

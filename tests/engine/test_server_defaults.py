@@ -221,7 +221,7 @@ def test_every_default_of_every_entry_is_in_the_table():
                 if value.generated:
                     continue
                 segs = value.path.replace("[]", ".[]").split(".")
-                if not any(kinds._holds(_holder(_body(kind.name, h, spelled), holder), segs,
+                if not any(_holds(_holder(_body(kind.name, h, spelled), holder), segs,
                                         value.test)
                            for names, where, spelled, _ in CASES if kind.name in names
                            for h in (CONTAINERS[kind.name] if where == "container" else (where,))
@@ -235,3 +235,16 @@ def _holder(body: dict, path: str) -> dict:
     for seg in path.split("."):
         node = node.get(seg, {})
     return node
+
+
+def _holds(holder, segments: list[str], test) -> bool:
+    """Whether `holder` holds, at `segments` (`[]`: any item of a list), a value `test`
+    says is the server's."""
+    head, rest = segments[0], segments[1:]
+    if head == "[]":
+        return isinstance(holder, list) and any(_holds(i, rest, test) for i in holder)
+    if not isinstance(holder, dict) or head not in holder:
+        return False
+    if rest:
+        return _holds(holder[head], rest, test)
+    return holder[head] is not None and bool(test(holder, holder[head]))
