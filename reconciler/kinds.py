@@ -158,6 +158,7 @@ _BODY: tuple[ServerValue, ...] = (fixed("useGivenNameAsPrefix", False),)
 
 _ITEM = re.compile(r"\[[^\]]*\]")  # a keyed item's brackets in a diff path
 
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of workload: everything the engine knows about it (the module's docstring
@@ -254,6 +255,7 @@ class Kind:
                     _align(out, [list(base) if b is not None else None for b in out],
                            value.path.replace("[]", ".[]").split("."), value.test, "")
         return out
+
 
 def _drop(holder: Any, segments: list[str], test: Test) -> None:
     """Remove the value at `segments` under `holder` (`[]` descends into every item of a
