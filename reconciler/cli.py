@@ -278,6 +278,21 @@ format_opt = click.option("--format", "fmt", type=click.Choice(FORMATS), default
                           help="Output format; json goes to stdout alone, markdown is for PR comments.")
 target_opt = click.option("--target", "targets", multiple=True, metavar="ADDR",
                           help="Act on this address only (repeatable).")
+
+
+def folder_opts(command):
+    """--specs-moved and --prune-others: plan and apply of another specs folder than the
+    state's, when that deletes what only the other names (docs/state-backends.md)."""
+    command = click.option(
+        "--prune-others", is_flag=True,
+        help="Delete the workloads of the state that only the specs folder it was last "
+             "applied from names (refused without it).")(command)
+    return click.option(
+        "--specs-moved", is_flag=True,
+        help="The specs folder moved (or was renamed): the state follows DIR, and what DIR "
+             "does not name is deleted.")(command)
+
+
 class _PolicyFiles(click.Path):
     def split_envvar_value(self, rv: str) -> list[str]:
         # The variable's empty entries (`$RUNAI_RECONCILE_POLICY:team.yaml` while it was
@@ -323,16 +338,18 @@ def _spec_warnings(desired) -> None:
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Save the plan (mode 0600) for `show FILE` and `apply FILE`.")
 @policy_opt
+@folder_opts
 @pass_config
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
-         out_path, policy) -> None:
+         out_path, policy, specs_moved, prune_others) -> None:
     """Show what apply would do. Makes no API writes and does not change the state.
 
     With --policy, exits 1 after the plan when it breaks a deny rule."""
     options = operations.PlanOptions(
         targets=_check_addresses(targets, "--target"),
         replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
-        parallelism=cfg.parallelism, policy=policy)
+        parallelism=cfg.parallelism, policy=policy, specs_moved=specs_moved,
+        prune_others=prune_others)
     result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path,
                              progress=_progress())
     _show_plan(result.plan, fmt, cfg)
@@ -356,8 +373,10 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
 @click.option("--destroy", is_flag=True, help="Delete everything in the state.")
 @format_opt
 @policy_opt
+@folder_opts
 @pass_config
-def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, policy) -> None:
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, policy,
+          specs_moved, prune_others) -> None:
     """Plan, show, confirm, then perform the actions and record them in the state.
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
@@ -380,10 +399,10 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, 
     say = progress.say if progress is not None else _say
     try:
         if saved:
-            if targets or replace or destroy:
+            if targets or replace or destroy or specs_moved or prune_others:
                 raise errors.ReconcileError(
-                    "--target, --replace and --destroy cannot be given with a saved plan: "
-                    "they were fixed when the plan was made")
+                    "--target, --replace, --destroy, --specs-moved and --prune-others cannot "
+                    "be given with a saved plan: they were fixed when the plan was made")
             result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
                                             parallelism=cfg.parallelism, approve=approve,
                                             on_event=say, progress=progress, policy=policy)
@@ -391,7 +410,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, 
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
                 replace=_check_addresses(replace, "--replace"), destroy=destroy,
-                parallelism=cfg.parallelism, policy=policy)
+                parallelism=cfg.parallelism, policy=policy, specs_moved=specs_moved,
+                prune_others=prune_others)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
                                       approve=approve, on_event=say, progress=progress)
     except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
@@ -601,6 +621,8 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
         click.echo(f"Adopted {address} (workload {workload_id}) into {store.where}, serial "
                    f"{result.serial}, with no API write. `runai-reconcile plan` shows where "
                    "its spec differs from it.")
+        for text in result.warnings:
+            click.echo(f"Warning: {text}", err=True)
         return
     if len(args) > 1:
         raise click.UsageError("--all takes at most one argument, the specs folder DIR")
@@ -694,22 +716,33 @@ def state_history(cfg: Config, fmt: str) -> None:
     if not versions:
         click.echo(f"No versions: nothing was written to {store.where} yet.")
         return
-    rows = [("SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS")] + [
-        (str(v.serial), v.written_at or "-", v.written_by or "-", v.operation or "-",
-         str(v.workloads)) for v in versions]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    # A column no version has a value for (a state file records no author or operation)
+    # is left out, and said below; a single value not recorded says so.
+    columns = [("SERIAL", lambda v: str(v.serial)), ("WHEN", lambda v: v.written_at),
+               ("WHO", lambda v: v.written_by), ("OPERATION", lambda v: v.operation),
+               ("WORKLOADS", lambda v: str(v.workloads))]
+    columns = [(head, get) for head, get in columns if any(get(v) for v in versions)]
+    rows = [[head for head, _ in columns]] + [
+        [get(v) or "not recorded" for _, get in columns] for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
     for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     if not every:
-        click.echo("\nA state file keeps one previous version (its .backup); a PostgreSQL "
-                   "--state keeps every version.")
+        click.echo("\nA state file keeps one previous version (its .backup; when that version "
+                   "was written is not recorded), and records neither who wrote a version nor "
+                   "with which command; a PostgreSQL --state keeps every version, with both.")
 
 
 @state_group.command("restore")
-@click.argument("serial", type=click.IntRange(1))
+@click.argument("serial")
 @pass_config
-def state_restore(cfg: Config, serial: int) -> None:
+def state_restore(cfg: Config, serial: str) -> None:
     """Write version SERIAL again as a new serial (the workloads are not touched)."""
+    if not (serial.isascii() and serial.isdigit() and int(serial) >= 1):
+        raise errors.ReconcileError(
+            f"state restore {serial!r}: expected the serial of a version, a positive whole "
+            "number as `state history` lists it (e.g. state restore 6)")
+    serial = int(serial)
     store = _store(cfg)
     restored = operations.state_restore(store, serial)
     n = len(restored.resources)

@@ -274,7 +274,9 @@ class Executor:
             holder = await self.client.find_live(kind, ch.name, ch.project_id,
                                                  include_deleting=True)
             if holder is None:
-                raise
+                # Whoever held the name is gone since the 409 (a workload that finished
+                # deleting between the two calls): the name is free now.
+                return await self.client.create(kind, body, on_ambiguous=lookup)
             if phases.live_gone(holder):
                 # The name is still held by a workload on its way out (deleted outside, or
                 # by us a moment ago): wait for it to go, then create once more.
@@ -309,8 +311,11 @@ class Executor:
         except Exception:
             await self._close(seq)
             raise
-        await self._set(ch.address, self._resource(ch, workload_id=workload_id, phase=target),
-                        closes=seq)
+        # The phase it is on its way to, as last seen: a plan without refresh reads it
+        # (a suspended workload holds no GPUs) until a refresh sees the live one.
+        moving = phases.STOPPING if suspend else phases.RESUMING
+        await self._set(ch.address, self._resource(ch, workload_id=workload_id, phase=target,
+                                                   live={"actualPhase": moving}), closes=seq)
 
     async def _delete_and_wait(self, kind: kinds.Kind, workload_id: str | None) -> None:
         if not workload_id:
@@ -331,18 +336,8 @@ class Executor:
         await self._wait_gone(kind, workload_id)
 
     async def _wait_gone(self, kind: kinds.Kind, workload_id: str) -> None:
-        deadline = self.clock() + self.wait_timeout_s
-        delay = self.poll_interval_s
-        while True:
-            try:
-                await self.client.get(kind, workload_id)
-            except api_errors.NotFound:
-                return
-            if self.clock() >= deadline:
-                raise TimeoutError(
-                    f"workload {workload_id} still exists {self.wait_timeout_s:.0f}s after its deletion")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        await wait_gone(self.client, kind, workload_id, timeout_s=self.wait_timeout_s,
+                        poll_interval_s=self.poll_interval_s, clock=self.clock)
 
     # --- journal -------------------------------------------------------------------
 
@@ -430,6 +425,25 @@ class Executor:
             await self._set(ch.address, res)
 
 
+async def wait_gone(client, kind: kinds.Kind, workload_id: str, *, timeout_s: float = 900.0,
+                    poll_interval_s: float = 0.05,
+                    clock: Callable[[], float] = time.monotonic) -> None:
+    """Until a GET of the workload answers 404 (polls back off to 5 s); TimeoutError after
+    `timeout_s`."""
+    deadline = clock() + timeout_s
+    delay = poll_interval_s
+    while True:
+        try:
+            await client.get(kind, workload_id)
+        except api_errors.NotFound:
+            return
+        if clock() >= deadline:
+            raise TimeoutError(
+                f"workload {workload_id} still exists {timeout_s:.0f}s after its deletion")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
 # --- Ctrl-C and SIGTERM ----------------------------------------------------------------
 
 
@@ -508,17 +522,36 @@ def _abandoned(executor: Executor, plan: Plan) -> ApplyResult:
 
 
 async def recover(client, store, state: State, pending: list[journal.Intent], *,
-                  on_event: Callable[[str], None] | None = None) -> list[str]:
+                  on_event: Callable[[str], None] | None = None,
+                  wait_timeout_s: float = 900.0, poll_interval_s: float = 0.05) -> list[str]:
     """Resolve what a dead run left unsure, then compact the journal into the state file.
 
-    Every address the state knows by name only (an intent in flight when the run died,
-    an ambiguous create that stayed unresolved) is looked up by name in its project: a
-    live workload is adopted, and a create that never happened is forgotten. Called by
-    both of `operations`' applies with the state lock held, before anything else (for a
-    specs folder: before it plans). Returns one message per resolved address."""
+    A delete in flight when the run died (a replacement's first half, or a delete) is
+    finished as the run would have: a workload it left being deleted is waited for until
+    it is gone, so that the plan's create of the name does not meet a 409. Every address
+    the state knows by name only (a create in flight, an ambiguous create that stayed
+    unresolved) is looked up by name in its project: a live workload is adopted, and a
+    create that never happened is forgotten. Called by both of `operations`' applies
+    with the state lock held, before anything else (for a specs folder: before it
+    plans). Returns one message per resolved address."""
     say = on_event or (lambda msg: None)
     intents = {i.address: i for i in pending if i.action == "create"}
     notes: list[str] = []
+    for intent in pending:
+        if intent.action != "delete" or not intent.workload_id:
+            continue
+        kind = kinds.get(kinds.parse_address(intent.address)[0])
+        try:
+            live = await client.get(kind, intent.workload_id)
+        except api_errors.NotFound:
+            continue
+        if phases.live_gone(live):
+            say(f"{intent.address}: waiting for workload {intent.workload_id}, which the "
+                "interrupted run was deleting, to be gone")
+            await wait_gone(client, kind, intent.workload_id, timeout_s=wait_timeout_s,
+                            poll_interval_s=poll_interval_s)
+            notes.append(f"{intent.address}: workload {intent.workload_id}, deleted by the "
+                         "interrupted run, is gone")
     unsure = sorted(a for a, r in state.resources.items() if r.workload_id is None)
     for address in unsure:
         res = state.resources[address]

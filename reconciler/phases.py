@@ -26,7 +26,9 @@ RUNNING = "Running"  # desiredPhase: run (the default of a spec)
 STOPPED = "Stopped"  # desiredPhase: suspended
 DELETED = "Deleted"  # desiredPhase: being deleted
 COMPLETED = "Completed"  # actualPhase of a finished training
-SUSPENDED = frozenset({"Stopped", "Stopping"})  # actualPhase of a suspended workload
+STOPPING = "Stopping"  # actualPhase: on its way to Stopped (what a suspend starts)
+RESUMING = "Resuming"  # actualPhase: on its way back to Running (what a resume starts)
+SUSPENDED = frozenset({"Stopped", STOPPING})  # actualPhase of a suspended workload
 
 
 def live_suspended(live: Mapping[str, Any]) -> bool:

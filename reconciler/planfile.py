@@ -15,6 +15,7 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "project_names": {"<project id>": "team-a"},  # the names those reads gave
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...},                              # the policy results, with --policy
+     "specs_folder": {"git": "specs", ...},       # the folder it was made from (not --target)
      "digest": "sha256:..."}                       # of every other field: a hand edit shows
 
 The plan's GPU impact is made again from the changes, `gpu_quotas` and `project_names`
@@ -74,6 +75,9 @@ class SavedPlan:
     destroy: bool = False
     refresh: bool = True
     state_digest: str | None = None  # state_digest() of the state the plan was made from
+    # The specs folder it was made from (`state.folders`), for apply to record in the
+    # state; None for a --target plan, and in files written before it was recorded.
+    specs_folder: dict[str, str] | None = None
 
 
 def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
@@ -181,6 +185,8 @@ def encode(saved: SavedPlan) -> str:
         doc["project_names"] = dict(plan.project_names)
     if plan.gpu_elsewhere is not None:
         doc["gpu_elsewhere"] = dict(plan.gpu_elsewhere)
+    if saved.specs_folder is not None:
+        doc["specs_folder"] = dict(saved.specs_folder)
     if plan.policy is not None:
         from reconciler import policy  # its models take long to build: only with a policy
 
@@ -237,7 +243,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
             plan_id=str(doc["plan_id"]), created_at=str(doc["created_at"]),
             replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
             refresh=bool(options["refresh"]),
-            state_digest=None if state.get("digest") is None else str(state["digest"]))
+            state_digest=None if state.get("digest") is None else str(state["digest"]),
+            specs_folder=(None if doc.get("specs_folder") is None else
+                          _check(doc["specs_folder"], _SPECS_FOLDER, "specs_folder")))
         if doc.get("policy") is not None:
             from reconciler import policy
 
@@ -300,6 +308,7 @@ _DESIRED = TypeAdapter(DesiredWorkload)
 _STATE = TypeAdapter(dict[str, str | int | None])
 _GPU_QUOTAS = TypeAdapter(dict[str, Annotated[float, AllowInfNan(False)] | None])
 _PROJECT_NAMES = TypeAdapter(dict[str, str])
+_SPECS_FOLDER = TypeAdapter(dict[str, str])
 _GPU_ELSEWHERE = TypeAdapter(dict[str, Annotated[list[float], Field(min_length=4, max_length=4)]])
 
 

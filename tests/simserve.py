@@ -1,7 +1,9 @@
-"""`runai-reconcile sim serve` as a subprocess on a free loopback port, for any test area.
+"""`runai-reconcile sim serve` as a subprocess on a free loopback port, for any test area,
+and `reset`, which the fixtures sharing one such process call between tests.
 
     with sim_serve(tmp_dir, "--latency-ms", "50") as server:
         server.url, server.log_path, server.proc
+    reset(httpx.Client(base_url=server.url))   # no workloads, start-up faults, empty log
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+
+import httpx
 
 
 @dataclass
@@ -59,3 +63,21 @@ def sim_serve(tmp_dir: pathlib.Path, *flags: str, start_timeout: float = 20.0):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def reset(admin: httpx.Client, *, workloads: bool = True) -> None:
+    """Put a shared `sim serve` back as it started: every fault setting (latency, error
+    rates, Retry-After, token lifetime, ...: DELETE /_sim/faults restores the start-up
+    flags, so a setting added later is covered too), an empty request log and, unless
+    `workloads` is false, no workloads or defined projects."""
+    if workloads:
+        admin.delete("/_sim/workloads").raise_for_status()
+    admin.delete("/_sim/faults").raise_for_status()
+    admin.delete("/_sim/requests").raise_for_status()
+
+
+# A value unlike the start-up one for every fault setting (`/_sim/faults` names): the
+# fixtures' own test sets them all, and fails if one is missing here.
+ODD_FAULTS = {"latencyMs": 1, "jitterMs": 1, "errorRate": 0.25, "commitFailRate": 0.25,
+              "tokenTtl": 60, "retryAfterSeconds": 7, "commitFailMode": "drop",
+              "tokenFaults": False}

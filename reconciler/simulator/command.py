@@ -1,7 +1,8 @@
 """`runai-reconcile sim serve`: the simulated control plane over real HTTP (uvicorn).
 
 Callers: `reconciler.cli` adds the `sim` group to the main command. The command only
-turns flags into `create_app` arguments and runs uvicorn; behaviour lives in `app`.
+turns flags into `create_app` arguments and runs uvicorn; behaviour lives in `app`
+and the route modules.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import socket
 
 import click
 
-from reconciler.simulator.app import (DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, Faults,
-                                      SimulatedConnectionDrop, create_app)
+from reconciler.simulator.app import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+from reconciler.simulator.faults import Faults, SimulatedConnectionDrop
 from reconciler.simulator.store import SimulatorDataError
 
 

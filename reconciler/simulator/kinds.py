@@ -1,21 +1,23 @@
-"""The simulator's table of workload kinds: what each kind's routes take and answer.
+"""The simulator's table of workload kinds: what each kind's routes take and answer, and
+the cross-field rules a server checks beyond a kind's body schema.
 
-Callers: `reconciler.simulator.app` builds every kind's routes from `KINDS` and its
-handlers read the entry; tests read the OpenAPI names to check responses. This table
-is the simulator's own, written from NVIDIA's OpenAPI files and CONTRACT.md, not the
-engine's `reconciler.kinds`: the fake stays an independent check of the client.
+Callers: `app` builds every kind's routes from `KINDS` (`workloads.routes`) and the
+handlers read the entry; `store` keeps a record under its kind's `type`; tests read the
+OpenAPI names to check responses. This table is the simulator's own, written from
+NVIDIA's OpenAPI files and CONTRACT.md, not the engine's `reconciler.kinds`: the fake
+stays an independent check of the client.
 
-An entry says: its API path; its create body (`schema.Obj`) and the cross-field rules
-a server checks beyond it; whether a 400 carries `complianceIssues` (OpenAPI
+An entry says: its API path; its create body (`schema`) and the cross-field rules
+a server checks beyond it (below); whether a 400 carries `complianceIssues` (OpenAPI
 `SubmissionErrorV2`) or is a plain `Error`; the body keys a create stores (the create
 schema's own keys, after the metadata every kind shares); its PATCH body, the paths a
 PATCH changes (no PATCH route without them; each is replaced whole by the value sent)
 and the rules a PATCH body must also meet; whether it suspends; the list endpoint's
 `type` for it (also the key its records are stored under) and the `category` a list item
 shows when the spec names none; the spec keys a list item repeats; and the function
-that fills the server-side defaults into a created body.
+that fills the server-side defaults into a created body (`defaults`). The package's
+docstring says how to add a kind.
 """
-
 from __future__ import annotations
 
 import random
@@ -23,13 +25,85 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from reconciler.simulator import defaults, schema
+from reconciler.simulator.validator import Issue, Obj, at
 
 SUBMISSION_ERROR = "SubmissionErrorV2"
 PLAIN_ERROR = "Error"
 
 
-def _no_rules(body: dict) -> list[schema.Issue]:
+def _no_rules(body: dict) -> list[Issue]:
     return []
+
+
+# --- cross-field rules a server checks beyond the schema ---------------------------
+
+
+def image_rules(body: dict) -> list[Issue]:
+    """A single-container kind's (T, W, I): its image, unless a template may give it."""
+    if not body.get("templateId") and not (body.get("spec") or {}).get("image"):
+        return [Issue("spec.image", "the image name is mandatory", "required")]
+    return []
+
+
+def distributed_rules(body: dict) -> list[Issue]:
+    issues = image_rules(body)
+    if body.get("masterSpecSameAsWorker") is True and body.get("masterSpec") is not None:
+        issues.append(Issue("masterSpec",
+                            "must not be specified when masterSpecSameAsWorker is true"))
+    return issues
+
+
+def distributed_inference_rules(body: dict) -> list[Issue]:
+    issues = []
+    spec = body.get("spec") or {}
+    leader = spec.get("leader")
+    if leader is None:
+        issues.append(Issue("spec.leader", "must always be provided", "required"))
+    elif not body.get("templateId") and not leader.get("image"):
+        issues.append(Issue("spec.leader.image", "the image name is mandatory", "required"))
+    if (spec.get("workers") or 0) > 0:
+        worker = spec.get("worker")
+        if worker is None:
+            issues.append(Issue("spec.worker", "is required when workers is greater than 0",
+                                "required"))
+        elif not body.get("templateId") and not worker.get("image"):
+            issues.append(Issue("spec.worker.image", "the image name is mandatory", "required"))
+    return issues
+
+
+def _autoscaling_rules(body: dict) -> list[Issue]:
+    """CONTRACT.md §7's autoscaling rules on `spec.autoscaling` of a create or PATCH body
+    (a PATCH replaces the whole of it), a replica count not sent taken at its default."""
+    scaling = (body.get("spec") or {}).get("autoscaling") or {}
+    low = scaling.get("minReplicas")
+    low = 1 if low is None else low
+    high = scaling.get("maxReplicas")
+    high = (low or 1) if high is None else high
+    issues = []
+    if low > high:
+        issues.append(Issue("spec.autoscaling.maxReplicas", "must be no less than minReplicas",
+                            "min"))
+    elif low < high and (low, high) != (0, 1) and scaling.get("metric") is None:
+        issues.append(Issue("spec.autoscaling.metric", "is required when minReplicas is less "
+                            "than maxReplicas (except 0 and 1)", "required"))
+    if scaling.get("metric") is not None and scaling.get("metricThreshold") is None:
+        issues.append(Issue("spec.autoscaling.metricThreshold", "is required with metric",
+                            "required"))
+    if scaling.get("scaleToZeroRetentionSeconds") is not None and low != 0:
+        issues.append(Issue("spec.autoscaling.scaleToZeroRetentionSeconds",
+                            "is available only when minReplicas is 0"))
+    return issues
+
+
+def inference_rules(body: dict) -> list[Issue]:
+    return image_rules(body) + _autoscaling_rules(body)
+
+
+def inference_update_rules(body: dict) -> list[Issue]:
+    return _autoscaling_rules(body)
+
+
+# --- the table -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -37,20 +111,20 @@ class Kind:
     type: str  # the list endpoint's `type`; the key a record of this kind is stored under
     path: str  # POST here; GET, DELETE (and PATCH) on path/{workloadId}; suspend/resume below
     category: str  # a list item's `category` when the spec names none
-    create: schema.Obj  # the create body
+    create: Obj  # the create body
     fill: Callable[[dict, random.Random], None]  # fills server-side defaults in place
     # Where NVIDIA's OpenAPI describes it: the file, and the component schemas of the
     # create body and of the workload answered (tests check against them).
     openapi: str
     request: str
     response: str
-    rules: Callable[[dict], list[schema.Issue]] = _no_rules  # checked once the schema passes
+    rules: Callable[[dict], list[Issue]] = _no_rules  # checked once the schema passes
     invalid: str = PLAIN_ERROR  # the 400 body: SUBMISSION_ERROR or PLAIN_ERROR
     suspends: bool = False
-    update: schema.Obj | None = None  # the PATCH body; None: no PATCH route
+    update: Obj | None = None  # the PATCH body; None: no PATCH route
     updatable: tuple[str, ...] = ()  # the dotted paths of it that a PATCH changes
     update_request: str | None = None  # its OpenAPI component
-    update_rules: Callable[[dict], list[schema.Issue]] = _no_rules  # on a valid PATCH body
+    update_rules: Callable[[dict], list[Issue]] = _no_rules  # on a valid PATCH body
     list_fields: tuple[str, ...] = ()  # spec keys a list item repeats when set
     body_keys: tuple[str, ...] = field(init=False)  # the create-body keys a record keeps
 
@@ -61,7 +135,7 @@ class Kind:
             raise ValueError(f"{self.type}: a PATCH needs its body, paths and OpenAPI name")
         for path in self.updatable:
             try:
-                schema.at(self.update, path)
+                at(self.update, path)
             except (KeyError, AttributeError):
                 raise ValueError(f"{self.type}: {path} is not in the PATCH body") from None
         object.__setattr__(self, "body_keys", tuple(
@@ -75,7 +149,7 @@ class Kind:
 
 DISTRIBUTED = Kind(
     type="distributed", path="/api/v1/workloads/distributed",
-    create=schema.DISTRIBUTED_CREATE, rules=schema.distributed_rules,
+    create=schema.DISTRIBUTED_CREATE, rules=distributed_rules,
     invalid=SUBMISSION_ERROR, fill=defaults.fill_distributed, suspends=True,
     category="Train", list_fields=("distributedFramework",),
     openapi="distributed.yml", request="DistributedCreationRequest",
@@ -84,7 +158,7 @@ DISTRIBUTED = Kind(
 
 DISTRIBUTED_INFERENCE = Kind(
     type="distributed-inference", path="/api/v1/workloads/distributed-inferences",
-    create=schema.DI_CREATE, rules=schema.distributed_inference_rules,
+    create=schema.DI_CREATE, rules=distributed_inference_rules,
     fill=defaults.fill_distributed_inference,
     update=schema.DI_UPDATE, updatable=("spec.replicas",), update_request="UpdateRequest",
     category="Deploy",
@@ -94,7 +168,7 @@ DISTRIBUTED_INFERENCE = Kind(
 
 TRAINING = Kind(
     type="training", path="/api/v1/workloads/trainings",
-    create=schema.TRAINING_CREATE, rules=schema.image_rules,
+    create=schema.TRAINING_CREATE, rules=image_rules,
     invalid=SUBMISSION_ERROR, fill=defaults.fill_training, suspends=True,
     category="Train",
     openapi="trainings.yml", request="TrainingCreationRequest", response="Training1",
@@ -102,7 +176,7 @@ TRAINING = Kind(
 
 WORKSPACE = Kind(
     type="workspace", path="/api/v1/workloads/workspaces",
-    create=schema.WORKSPACE_CREATE, rules=schema.image_rules,
+    create=schema.WORKSPACE_CREATE, rules=image_rules,
     invalid=SUBMISSION_ERROR, fill=defaults.fill_workspace, suspends=True,
     category="Build",
     openapi="workspaces.yml", request="WorkspaceCreationRequest", response="Workspace1",
@@ -110,9 +184,9 @@ WORKSPACE = Kind(
 
 INFERENCE = Kind(
     type="inference", path="/api/v1/workloads/inferences",
-    create=schema.INFERENCE_CREATE, rules=schema.inference_rules,
+    create=schema.INFERENCE_CREATE, rules=inference_rules,
     fill=defaults.fill_inference,
-    update=schema.INFERENCE_UPDATE, update_rules=schema.inference_update_rules,
+    update=schema.INFERENCE_UPDATE, update_rules=inference_update_rules,
     updatable=tuple(f"spec.{key}" for key in schema.INFERENCE_UPDATABLE),
     update_request="InferenceUpdateRequest",
     category="Deploy",
@@ -122,4 +196,5 @@ INFERENCE = Kind(
 KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)
 
 __all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
-           "INFERENCE", "SUBMISSION_ERROR", "PLAIN_ERROR"]
+           "INFERENCE", "SUBMISSION_ERROR", "PLAIN_ERROR", "image_rules", "distributed_rules",
+           "distributed_inference_rules", "inference_rules", "inference_update_rules"]

@@ -1,4 +1,10 @@
-"""The simulator's projects, in projects.yml's `Project` shape (the handlers are in `app`).
+"""The simulator's projects, in projects.yml's `Project` shape, and their routes:
+GET /api/v1/org-unit/projects (filterBy, limit, offset, sortBy, sortOrder, search),
+GET /api/v1/org-unit/projects/{id}, and POST /_sim/projects (define one: {"id", "name",
+"clusterId", "gpuQuota"}; 201, the Project).
+
+Callers: `app` adds `routes(sim)` and loads the defined projects from the data file
+into `Projects`; `listing` names a workload's project.
 
 A project is known when it was defined (`POST /_sim/projects`, kept in the data file
 too, so `sim serve --data .runai-sim/data.json` defines them for `--sim`) or by default:
@@ -14,7 +20,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reconciler.simulator import queries
+from reconciler.simulator.errors import ApiError, read_json
+from reconciler.simulator.store import iso
+
+if TYPE_CHECKING:
+    from reconciler.simulator.app import Simulator
 
 # A default project's cluster when the request names none and no workload is in it.
 DEFAULT_CLUSTER_ID = "00000000-0000-4000-8000-000000000001"
@@ -122,3 +139,61 @@ class Projects:
                 out.append(Project(pid, f"project-{pid}", asked_cluster or ids[pid],
                                    DEFAULT_GPU_QUOTA))
         return out
+
+
+# --- routes --------------------------------------------------------------------------
+
+
+def routes(sim: Simulator) -> tuple[list[Route], list[Route]]:
+    """(the API's project routes, the admin route that defines one)."""
+    async def list_(request):
+        return await list_projects(sim, request)
+
+    async def one(request):
+        return await get_project(sim, request)
+
+    async def define(request):
+        return await define_project(sim, request)
+
+    return ([Route("/api/v1/org-unit/projects", list_, methods=["GET"]),
+             Route("/api/v1/org-unit/projects/{projectId}", one, methods=["GET"])],
+            [Route("/_sim/projects", define, methods=["POST"])])
+
+
+async def list_projects(sim: Simulator, request: Request) -> Response:
+    sim.auth(request)
+    q = request.query_params
+    paging = queries.Paging.of(q)
+    filters = queries.filters(q, FILTER)
+    in_use = [(r.body.get("projectId"), r.body.get("clusterId"))
+              for r in sim.store.live.values() if r.body.get("projectId")]
+    found = [p for p in sim.projects.listed(filters, in_use)
+             if all(queries.match(p.field(f), op, v) for f, op, v in filters)]
+    search = q.get("search")
+    if search:
+        found = [p for p in found if search in p.name]
+    out = paging.page(found, "projects", Project.field)
+    out["projects"] = [p.body() for p in out["projects"]]
+    return JSONResponse(out)
+
+
+async def get_project(sim: Simulator, request: Request) -> Response:
+    sim.auth(request)
+    pid = request.path_params["projectId"]
+    cluster = next((r.body.get("clusterId") for r in sim.store.live.values()
+                    if r.body.get("projectId") == pid), DEFAULT_CLUSTER_ID)
+    project = sim.projects.by_id(pid, cluster)
+    if project is None:
+        raise ApiError(404, f"Project {pid} not found")
+    return JSONResponse(project.body())
+
+
+async def define_project(sim: Simulator, request: Request) -> Response:
+    body = await read_json(request)
+    try:
+        project = sim.projects.define(body, iso(sim.clock()))
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    sim.store.projects[project.id] = {**body, "created": project.created}
+    sim.store.save()
+    return JSONResponse(project.body(), status_code=201)

@@ -34,6 +34,7 @@ SUSPEND_PHASES = ["Stopping", "Stopped"]
 RESUME_PHASES = ["Resuming", "Running"]
 UPDATE_PHASES = ["Updating", "Running"]
 DELETE_PHASES = ["Deleting", GONE]
+STOPPED_PHASES = frozenset({"Stopping", "Stopped"})  # suspended, or on its way there
 
 FORMAT_VERSION = 1
 

@@ -1,7 +1,9 @@
-"""Access tokens of the simulated control plane: HS256 JWTs carrying `sub`, `iat`, `exp`.
+"""Access tokens of the simulated control plane: HS256 JWTs carrying `sub`, `iat`, `exp`,
+issued by POST /api/v1/token (client_credentials, or app_token) and checked on every
+other API route.
 
-Callers: `reconciler.simulator.app` (POST /api/v1/token issues them, every other API
-route verifies them). The signing key derives from the client secret, so tokens stay
+Callers: `app` adds `routes(sim)` and checks a request's bearer token with `claims`
+(`Simulator.auth`, which every API handler calls first). The signing key derives from the client secret, so tokens stay
 valid across restarts of `sim serve` with the same credentials, as they would against
 a real control plane that keeps running. A token whose signature has been checked once
 is remembered (a client sends the same token with every request): later requests check
@@ -14,6 +16,16 @@ import base64
 import hashlib
 import hmac
 import json
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reconciler.simulator.errors import ApiError, read_json
+
+if TYPE_CHECKING:
+    from reconciler.simulator.app import Simulator
 
 
 def _b64(data: bytes) -> str:
@@ -69,3 +81,45 @@ class Signer:
             self._verified.clear()
         self._verified[token] = (claims, exp)
         return claims
+
+
+def claims(signer: Signer, request: Request, now: float) -> dict:
+    """The claims of the request's bearer token; 401 without a valid one."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "a bearer token is required")
+    try:
+        return signer.verify(token.strip(), now)
+    except TokenError as exc:
+        raise ApiError(401, str(exc)) from None
+
+
+def routes(sim: Simulator) -> list[Route]:
+    async def token_(request):
+        return await token(sim, request)
+
+    return [Route("/api/v1/token", token_, methods=["POST"])]
+
+
+async def token(sim: Simulator, request: Request) -> Response:
+    """POST /api/v1/token: a token lasting the `tokenTtl` fault setting."""
+    body = await read_json(request)
+    if not isinstance(body, dict):
+        raise ApiError(400, "The token request must be a JSON object")
+    fields_ = {str(k).lower(): v for k, v in body.items()}
+    grant = fields_.get("granttype")
+    if grant == "client_credentials":
+        cid, secret = fields_.get("clientid"), fields_.get("clientsecret")
+    elif grant == "app_token":
+        cid, secret = fields_.get("appid"), fields_.get("appsecret")
+    elif grant is None:
+        raise ApiError(400, "grantType is required")
+    else:
+        raise ApiError(400, f"grantType {grant!r} is not supported by the simulator; "
+                            "use client_credentials or app_token")
+    if cid != sim.client_id or secret != sim.client_secret:
+        raise ApiError(401, "invalid client credentials")
+    ttl = int(sim.faults.token_ttl)
+    issued = sim.signer.issue(cid, sim.clock(), ttl)
+    return JSONResponse({"accessToken": issued, "expiresIn": ttl, "idToken": issued})

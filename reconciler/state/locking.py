@@ -126,8 +126,8 @@ class FileLock:
         self.info: LockInfo | None = None
 
     def acquire(self, operation: str) -> LockInfo:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise StateError(f"cannot open the lock file {self.path}: {exc.strerror}") from exc

@@ -1,10 +1,15 @@
 """The state file's data model (pure; reading, writing and locking live in `store`).
 
-    {"version": 1, "lineage": "<uuid>", "serial": 3,
+    {"version": 2, "lineage": "<uuid>", "serial": 3,
+     "specs_folder": {"git": "specs", "state": "../specs", "path": "/abs/specs"},
      "resources": {"<address>": ResourceState, ...}}
 
 `version` is the file format; `lineage` is fixed when a state is born and tells two
 unrelated states apart; `serial` rises by one on every write that changes content.
+`specs_folder` (version 2) is where the state was last applied from (`folders`): plan and
+apply of another folder refuse to delete what only that one names. A state without it is
+written as version 1, as before, so that an older runai-reconcile still reads it; one
+with it says to an older one that a newer one wrote it.
 Callers: `store` (parse and serialise), the planner (the "L" of the three-way diff),
 the executor (records each outcome) and the CLI's `state list|show|rm`.
 """
@@ -19,7 +24,8 @@ from typing import Any
 from reconciler import kinds
 from reconciler.errors import StateError
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+SPECS_FOLDER_KEYS = ("git", "state", "path")  # `folders`: how a specs folder is identified
 
 
 @dataclass
@@ -139,15 +145,20 @@ class State:
     lineage: str = field(default_factory=lambda: str(uuid.uuid4()))
     serial: int = 0
     resources: dict[str, ResourceState] = field(default_factory=dict)
-    version: int = STATE_VERSION
+    # The format as read (not content: a write uses the oldest version that holds it).
+    version: int = field(default=STATE_VERSION, compare=False)
+    specs_folder: dict[str, str] | None = None  # where it was last applied from (`folders`)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
+        out: dict[str, Any] = {
+            "version": 1 if self.specs_folder is None else 2,
             "lineage": self.lineage,
             "serial": self.serial,
             "resources": {a: r.to_json() for a, r in sorted(self.resources.items())},
         }
+        if self.specs_folder is not None:
+            out["specs_folder"] = dict(sorted(self.specs_folder.items()))
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> "State":
@@ -164,9 +175,20 @@ class State:
             raise StateError(
                 f"state format version {version} was written by a newer runai-reconcile; "
                 f"this one reads up to version {STATE_VERSION}")
-        unknown = sorted(set(data) - {"version", "lineage", "serial", "resources"})
+        unknown = sorted(set(data) - {"version", "lineage", "serial", "resources",
+                                      "specs_folder"})
         if unknown:
             raise StateError(f"unknown top-level field(s) {', '.join(unknown)}")
+        folder = data.get("specs_folder")
+        if folder is not None and (
+                version < 2 or not isinstance(folder, dict) or not folder
+                or not set(folder) <= set(SPECS_FOLDER_KEYS)
+                or not all(_is_str(v) for v in folder.values())):
+            raise StateError(
+                "specs_folder: expected an object of non-empty strings under "
+                + ", ".join(SPECS_FOLDER_KEYS) + f" (state format version 2), got "
+                + (repr(folder) if not isinstance(folder, (dict, list)) else _kind_of(folder)
+                   if not isinstance(folder, dict) else "other keys or values"))
         if not _is_str(data.get("lineage")):
             raise StateError(f"lineage: expected a non-empty string, got {data.get('lineage')!r}")
         if not _is_serial(data.get("serial")):
@@ -185,7 +207,7 @@ class State:
                     f"({rs.address!r})")
             resources[addr] = rs
         return cls(lineage=data["lineage"], serial=data["serial"], resources=resources,
-                   version=version)
+                   version=version, specs_folder=dict(folder) if folder else None)
 
     # --- conveniences for the engine and `state list|show|rm` ----------------------
 

@@ -12,6 +12,10 @@
     store.history() -> [Version]       the versions kept, newest first (a file: the state
                                         and its backup; PostgreSQL: every version)
     store.read_version(serial) -> State   one of them
+    store.has_journal() -> bool        a journal exists (a run died, or one is under way)
+    store.where, store.journal_where   how messages name the state and its journal
+    store.keeps_every_version          whether `history` lists every version
+    store.local_file                   the state file's path (None: not a local file)
 
 The journal (`<path>.journal`, see `journal`) is what keeps an apply's cost per action
 O(1): the executor appends a line per step and the state file is rewritten once, at the
@@ -52,15 +56,26 @@ from reconciler.state.model import State
 
 @runtime_checkable
 class StateStore(Protocol):
+    """What the engine asks of a state backend: every member its callers use (the CLI,
+    `operations`, the executor), and nothing else. docs/state-backends.md says how to add
+    one; `_Store` below implements all but the storage itself, over raw bytes."""
+
+    where: str  # the state as messages name it (a path, a URL without its password)
+    journal_where: str  # the journal as messages name it
+    keeps_every_version: bool  # `history` lists every version ever written (else a few)
+    local_file: Path | None  # the state file on this machine; None for a database
+
     def read(self) -> State: ...
+
+    def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
+
+    def has_journal(self) -> bool: ...
+
+    def append(self, entries: list[dict], lineage: str) -> None: ...
 
     def write(self, state: State, *, force: bool = False) -> None: ...
 
     def lock(self, operation: str) -> contextlib.AbstractContextManager[LockInfo]: ...
-
-    def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
-
-    def append(self, entries: list[dict], lineage: str) -> None: ...
 
     def force_unlock(self, lock_id: str) -> LockInfo: ...
 
@@ -127,6 +142,7 @@ class _Store:
 
     where: str
     journal_where: str
+    local_file: Path | None = None
 
     def __init__(self) -> None:
         self._mutex = threading.RLock()  # the executor may write from several threads
@@ -303,7 +319,7 @@ class LocalFileStore(_Store):
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep):
         super().__init__()
-        self.path = Path(path)
+        self.path = self.local_file = Path(path)
         self.backup_path = self.path.with_name(self.path.name + ".backup")
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.journal_path = self.path.with_name(self.path.name + ".journal")
@@ -312,6 +328,9 @@ class LocalFileStore(_Store):
         self.where = str(self.path)
         self.journal_where = str(self.journal_path)
         self._journal_fd: int | None = None
+        problem = _not_a_folder(self.path)
+        if problem:
+            raise StateError(f"--state {self.path}: {problem}; nothing was read or written")
 
     def read_backup(self) -> State | None:
         """The state as it was before this store's first write (None when there is none)."""
@@ -382,6 +401,15 @@ class LocalFileStore(_Store):
 
     def force_unlock(self, lock_id: str) -> LockInfo:
         return FileLock(self.lock_path).break_stale(lock_id)
+
+
+def _not_a_folder(path: Path) -> str | None:
+    """What is in the way of the state file `path`: an ancestor that exists and is not a
+    folder (None when none is)."""
+    for parent in reversed(path.parents):
+        if os.path.lexists(parent) and not parent.is_dir():
+            return f"{parent} is a file, not a folder"
+    return None
 
 
 def _read_or_none(path: Path, what: str) -> bytes | None:

@@ -12,6 +12,7 @@ import pytest
 from reconciler import kinds
 from reconciler.api import RunaiClient, errors
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET
+from tests import simserve
 from tests.api.conftest import sim_serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
@@ -19,8 +20,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.http]
 DT = kinds.DISTRIBUTED_TRAINING
 DI = kinds.DISTRIBUTED_INFERENCE
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
-DEFAULT_FAULTS = {"latencyMs": 0, "jitterMs": 0, "errorRate": 0, "commitFailRate": 0,
-                  "commitFailMode": "random", "tokenTtl": 3600}
 
 
 def body(name: str) -> dict:
@@ -38,11 +37,11 @@ def client(url: str, **kw) -> RunaiClient:
 
 @pytest.fixture
 def admin(sim_url):
-    """A plain client for /_sim/: clears the request log before, restores faults after."""
+    """A plain client for /_sim/: the module's `sim serve` with its start-up faults and an
+    empty request log (its workloads stay: the tests use distinct names)."""
     with httpx.Client(base_url=sim_url, timeout=10) as c:
-        c.delete("/_sim/requests")
+        simserve.reset(c, workloads=False)
         yield c
-        assert c.put("/_sim/faults", json=DEFAULT_FAULTS).status_code == 200
 
 
 def log(admin) -> list[tuple[str, str, int | None]]:

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from reconciler.desired import models
-from reconciler.simulator import schema
+from reconciler.simulator import kinds as sim_kinds
+from reconciler.simulator import schema, validator
 
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 KEYS = ("minReplicas", "maxReplicas", "metric", "metricThreshold", "scaleToZeroRetentionSeconds")
@@ -26,8 +27,8 @@ def _body(scaling: dict) -> dict:
 def test_the_model_accepts_what_the_simulator_accepts(combo):
     scaling = {k: v for k, v in zip(KEYS, combo) if v is not None}
     body = _body(scaling)
-    assert schema.validate(schema.INFERENCE_CREATE, body) == []
-    server_accepts = schema.inference_rules(body) == []
+    assert validator.validate(schema.INFERENCE_CREATE, body) == []
+    server_accepts = sim_kinds.inference_rules(body) == []
     try:
         models.InferenceDocument.model_validate({"kind": "Inference", **body})
         model_accepts = True

@@ -64,11 +64,9 @@ def _sim_process(tmp_path_factory):
 
 @pytest.fixture
 def sim_server(_sim_process):
-    """The session's `sim serve`, emptied: no workloads, no faults, an empty request log."""
-    _sim_process.admin.delete("/_sim/workloads").raise_for_status()
-    _sim_process.admin.put("/_sim/faults", json={"latencyMs": 0, "jitterMs": 0, "errorRate": 0.0,
-                                                  "commitFailRate": 0.0}).raise_for_status()
-    _sim_process.clear_requests()
+    """The session's `sim serve` as it started: no workloads, every fault setting back to
+    its start-up value, an empty request log (`simserve.reset`)."""
+    simserve.reset(_sim_process.admin)
     return _sim_process
 
 

@@ -169,6 +169,23 @@ def test_suspend_out_of_band_plans_a_resume_reported_as_drift(ws, sim_server):
     assert ws.plan("--detailed-exitcode").exit_code == 0
 
 
+def test_a_phase_forced_to_stopped_gives_way_to_the_resume(ws, sim_server):
+    """The admin surface stops a workload the way a cluster would (desiredPhase still
+    Running): the plan resumes it, the resume takes, and the next plan has nothing to do."""
+    live = _setup(ws, sim_server)
+    wid = live["bert-ddp"]["id"]
+    r = sim_server.admin.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Stopped"})
+    assert r.status_code == 200, r.text
+    doc = ws.plan_json()
+    assert changes_by_address(doc)["DistributedTraining/7/bert-ddp"]["change"]["actions"] == ["resume"]
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert [w["path"].rsplit("/", 1)[-1] for w in sim_server.writes()] == ["resume"]
+    again = ws.plan("--detailed-exitcode")
+    assert again.exit_code == 0, again.output
+
+
 def test_replicas_changed_out_of_band_plans_an_update_reported_as_drift(ws, sim_server):
     live = _setup(ws, sim_server)
     wid = live["llama-serve"]["id"]

@@ -12,7 +12,8 @@ import signal
 
 import pytest
 
-from reconciler import errors, operations
+from reconciler import errors
+from reconciler.operations import specfiles
 from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401 - fixtures
 from tests.reliability.conftest import spawn, write_fleet
 from tests.reliability.test_signals import faults, journal, wait_until
@@ -86,11 +87,11 @@ def test_an_export_interrupted_while_writing_leaves_no_file(tmp_path, monkeypatc
 
     monkeypatch.setattr(os, "fdopen", fdopen)
     with pytest.raises(KeyboardInterrupt):
-        operations._write_all(files, force=False, mode=0o644)
+        specfiles.write_all(files, force=False, mode=0o644)
     monkeypatch.undo()
     assert _files(tmp_path / "out") in ([], ["p", "p/Training"])
-    operations._write_all(files, force=False, mode=0o644)  # nothing is taken: it writes
+    specfiles.write_all(files, force=False, mode=0o644)  # nothing is taken: it writes
     assert [p.read_text() for p in sorted((tmp_path / "out").rglob("*.yaml"))] == [
         f"name: t{i}\n" for i in range(3)]
     with pytest.raises(errors.ReconcileError, match="exist already"):
-        operations._write_all(files, force=False, mode=0o644)
+        specfiles.write_all(files, force=False, mode=0o644)

@@ -140,12 +140,10 @@ def served(tmp_path_factory):
 
 @pytest.fixture
 def http_sim(served):
+    """The session's `sim serve` as it started (see `simserve.reset`), with a token."""
     base, _, _ = served
     with httpx.Client(base_url=base, timeout=10) as client:
-        client.delete("/_sim/workloads")
-        client.put("/_sim/faults", json={"errorRate": 0, "commitFailRate": 0, "latencyMs": 0,
-                                         "jitterMs": 0, "tokenTtl": 3600})
-        client.delete("/_sim/requests")
+        simserve.reset(client)
         sim = Sim(lambda method, path, **kw: client.request(method, path, **kw))
         yield sim
 
@@ -183,12 +181,12 @@ def conforms(openapi):
 
 
 def schema_scalars(node, path: str = "") -> dict:
-    """Every scalar of a `simulator.schema` description by its path (`spec.ports[].container`)."""
-    from reconciler.simulator import schema
+    """Every scalar of a `simulator.validator` description (as `simulator.schema` writes them) by its path (`spec.ports[].container`)."""
+    from reconciler.simulator import validator
 
-    if isinstance(node, schema.Obj):
+    if isinstance(node, validator.Obj):
         return {p: v for key, sub in node.properties.items()
                 for p, v in schema_scalars(sub, f"{path}.{key}").items()}
-    if isinstance(node, schema.Arr):
+    if isinstance(node, validator.Arr):
         return schema_scalars(node.items, path + "[]")
     return {path: node}

@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
-from reconciler.simulator import Faults, SimulatorDataError, create_app
+from reconciler.simulator import (DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, Faults,
+                                  SimulatorDataError, create_app)
 from reconciler.simulator.kinds import KINDS
+from tests import simserve
 from tests.simulator.conftest import CLUSTER, schema_scalars
 
 D = "/api/v1/workloads/distributed"
@@ -170,6 +172,25 @@ def test_force_a_phase(sim):
     assert sim.post(f"/_sim/workloads/{wid}/phase", json={}).status_code == 400
 
 
+def test_a_forced_phase_gives_way_to_suspend_and_resume(sim):
+    """A forced Stopped (desiredPhase still Running) is resumed by a resume, and a forced
+    Running under desiredPhase Stopped is stopped by a suspend, as the real API would."""
+    wid = sim.create_distributed("f")["workloadId"]
+    base = f"/api/v1/workloads/distributed/{wid}"
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Stopped"})
+    assert sim.get(base).json()["desiredPhase"] == "Running"
+    assert sim.post(base + "/resume").status_code == 202
+    assert _phase(sim, wid) == "Running"
+    sim.post(base + "/suspend")
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Running"})
+    assert sim.post(base + "/suspend").status_code == 202
+    assert _phase(sim, wid) == "Stopped"
+    sim.post(base + "/resume")
+    sim.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Completed"})
+    assert sim.post(base + "/resume").status_code == 202
+    assert _phase(sim, wid) == "Completed"  # a resume of what is not stopped changes nothing
+
+
 def test_out_of_band_delete_is_immediate(make_sim):
     sim = make_sim(phase_seconds=100)
     wid = sim.create_distributed("oob")["workloadId"]
@@ -198,6 +219,33 @@ def test_faults_can_be_read_and_set(sim):
 
 
 # --- faults ----------------------------------------------------------------------------
+
+
+def test_deleting_the_faults_puts_back_the_settings_it_started_with(make_sim):
+    start = Faults(token_ttl=600, retry_after_seconds=5, latency_ms=2)
+    sim = make_sim(faults=start)
+    assert set(simserve.ODD_FAULTS) == set(start.to_json())  # every setting is changed
+    assert sim.put("/_sim/faults", json=simserve.ODD_FAULTS).json() == simserve.ODD_FAULTS
+    r = sim.delete("/_sim/faults")
+    assert r.status_code == 200 and r.json() == start.to_json()
+    assert sim.get("/_sim/faults").json() == start.to_json()
+    sim.token = None
+    assert sim.post("/api/v1/token", json={
+        "grantType": "client_credentials", "clientID": DEFAULT_CLIENT_ID,
+        "clientSecret": DEFAULT_CLIENT_SECRET}).json()["expiresIn"] == 600
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("turn", ["one", "another"])
+def test_no_fault_setting_leaks_from_one_test_to_the_next(http_sim, turn):
+    """Whichever of the two runs second finds what the first set, if `http_sim` (and
+    `simserve.reset`) left any setting behind."""
+    assert http_sim.get("/_sim/faults").json() == Faults().to_json()
+    token = http_sim.post("/api/v1/token", json={
+        "grantType": "client_credentials", "clientID": DEFAULT_CLIENT_ID,
+        "clientSecret": DEFAULT_CLIENT_SECRET})
+    assert token.status_code == 200 and token.json()["expiresIn"] == 3600
+    assert http_sim.put("/_sim/faults", json=simserve.ODD_FAULTS).status_code == 200
 
 
 def test_latency_and_jitter_delay_api_requests_only(make_sim):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.simulator import schema
+from reconciler.simulator import schema, validator
 from reconciler.simulator.kinds import KINDS
 from tests.simulator.conftest import schema_scalars
 
@@ -32,9 +32,9 @@ PROBES = st.one_of(
 )
 
 
-def _full(s: schema.Scalar, value) -> list:
+def _full(s: validator.Scalar, value) -> list:
     out: list = []
-    schema._check_scalar(s, value, "f", out)
+    validator._check_scalar(s, value, "f", out)
     return out
 
 
@@ -63,7 +63,7 @@ def test_issues_name_the_field_and_come_in_document_order():
             "spec": {"numWorkers": 0, "image": None, "compute": {"cpuMemoryRequest": "lots"},
                      "environmentVariables": [{"name": "A", "value": 3}, None,
                                               {"name": ""}]}}
-    issues = schema.validate(schema.DISTRIBUTED_CREATE, body)
+    issues = validator.validate(schema.DISTRIBUTED_CREATE, body)
     assert [(i.field, i.rule) for i in issues] == [
         ("clusterId", None), ("bogus", None), ("spec.numWorkers", "min"),
         ("spec.compute.cpuMemoryRequest", None),

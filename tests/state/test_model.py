@@ -25,6 +25,33 @@ def test_round_trip():
     assert State.from_json(doc).to_json() == doc
 
 
+def test_a_state_without_a_specs_folder_is_written_as_version_1_and_one_with_it_as_2():
+    doc = good()
+    assert doc["version"] == 1 and "specs_folder" not in doc
+    state = State.from_json(doc)
+    state.specs_folder = {"git": "specs", "state": "../specs", "path": "/r/specs"}
+    newer = state.to_json()
+    assert newer["version"] == 2
+    assert State.from_json(newer).specs_folder == state.specs_folder
+
+
+@pytest.mark.parametrize("folder", [{}, {"git": ""}, {"svn": "specs"}, ["specs"], "specs",
+                                    {"git": 3}])
+def test_a_malformed_specs_folder_is_refused_naming_it(folder):
+    doc = good()
+    doc["version"], doc["specs_folder"] = 2, folder
+    with pytest.raises(StateError, match="specs_folder: expected an object of non-empty "
+                                         "strings under git, state, path"):
+        State.from_json(doc)
+
+
+def test_a_specs_folder_in_a_version_1_state_is_refused():
+    doc = good()
+    doc["specs_folder"] = {"git": "specs"}
+    with pytest.raises(StateError, match=r"specs_folder: .*\(state format version 2\)"):
+        State.from_json(doc)
+
+
 def test_optional_resource_fields_default():
     doc = good()
     for k in ("desired_phase", "last_phase", "prevent_destroy", "completed"):

@@ -37,6 +37,20 @@ def test_write_then_read_round_trips(open_store):
     assert again.get("DistributedTraining/7/a") == resource("a")
 
 
+def test_the_specs_folder_round_trips_and_a_change_of_it_is_a_new_serial(open_store):
+    store = open_store()
+    state = store.read()
+    state.set(resource("a"))
+    store.write(state)
+    assert open_store().read().specs_folder is None  # as an older state: none recorded
+    state.specs_folder = {"git": "specs/prod", "path": "/src/repo/specs/prod"}
+    store.write(state)
+    again = open_store().read()
+    assert again.serial == 2 and again.version == 2
+    assert again.specs_folder == {"git": "specs/prod", "path": "/src/repo/specs/prod"}
+    assert again.get("DistributedTraining/7/a") == resource("a")
+
+
 def test_serial_rises_only_when_content_changes(open_store):
     store = open_store()
     state = store.read()

@@ -1,0 +1,50 @@
+"""The operations behind the commands, one module per family: `planning` (validate,
+plan, and what plan, apply and drift share), `applying` (apply a specs folder or a saved
+plan, show), `drifting`, `importing` (import), `exporting` (export), `specfiles` (writing
+spec files) and `states` (the state commands).
+
+Each takes plain inputs (a specs folder, a state store, a client factory, options) and
+returns plain results (a `PlanResult`, an `executor.ApplyResult`, a `drift.DriftReport`,
+...); it loads the specs, reads and locks the state, refreshes live, plans, recovers and
+executes, in the order and with the overlap the command needs. What only a command line
+can do comes in as callbacks: `on_event(message)` for progress lines and
+`approve(plan) -> bool` between the plan and its execution (it shows the plan and asks).
+Caller: `reconciler.cli`, which turns flags into these inputs and renders the results
+(`operations.plan(...)`, `operations.apply(...)`, ...: the names below).
+"""
+
+from reconciler.operations.applying import apply, apply_saved, show
+from reconciler.operations.drifting import drift
+from reconciler.operations.exporting import Exported, ExportOptions, ExportResult, export
+from reconciler.operations.importing import ImportResult, import_all, import_workload
+from reconciler.operations.planning import (
+    PlanOptions,
+    PlanResult,
+    check_policy,
+    interrupted,
+    load_policy,
+    plan,
+    policy_refusal,
+    read_projects,
+    refuse_denied,
+    validate,
+)
+from reconciler.operations.states import (
+    Migrated,
+    force_unlock,
+    never_written,
+    state_history,
+    state_list,
+    state_migrate,
+    state_restore,
+    state_rm,
+    state_show,
+)
+
+__all__ = [
+    "ExportOptions", "ExportResult", "Exported", "ImportResult", "Migrated", "PlanOptions",
+    "PlanResult", "apply", "apply_saved", "check_policy", "drift", "export", "force_unlock",
+    "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
+    "policy_refusal", "read_projects", "refuse_denied", "show", "state_history",
+    "state_list", "state_migrate", "state_restore", "state_rm", "state_show", "validate",
+]

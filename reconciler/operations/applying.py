@@ -1,0 +1,139 @@
+"""Applying: `apply` of a specs folder, `apply` of a saved plan (`apply_saved`) and
+`show` of one. Both applies lock the state, recover what a killed run left in flight,
+plan (or check the saved plan is not stale), ask `approve`, then execute.
+
+Caller: `reconciler.cli`, through `reconciler.operations`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from reconciler import errors
+from reconciler.desired.types import DesiredWorkload
+from reconciler.operations.planning import (
+    Approve,
+    ClientFactory,
+    OnEvent,
+    PlanOptions,
+    check_policy,
+    check_specs_folder,
+    load_policy,
+    loading,
+    make_plan,
+    quiet,
+    refuse_denied,
+)
+from reconciler.plans import Plan
+from reconciler.state.model import State
+
+
+def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
+          approve: Approve, on_event: OnEvent = quiet, progress=None):
+    """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
+    plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
+
+    Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
+    `errors.ReconcileError` when `approve` declines, `errors.PolicyDenied` (before
+    `approve`) when the plan breaks a deny rule of `options.policy`."""
+    rules = load_policy(options.policy)
+    with loading(specs_dir) as specs, store.lock("apply"):
+        state, pending = store.read_with_pending()
+
+        async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
+            the_plan, _, desired = await make_plan(client, specs, state, options, pending,
+                                                    progress=progress)
+            folder = check_specs_folder(specs_dir, store, state, the_plan, options)
+            if not options.targets:  # the state now follows this folder (its last write)
+                state.specs_folder = folder
+            check_policy(the_plan, rules, options.policy)
+            return the_plan, desired
+
+        return _perform(store, connect, state, pending, make, options.parallelism, approve,
+                        on_event, progress=progress)
+
+
+def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
+                approve: Approve, on_event: OnEvent = quiet, progress=None,
+                policy: Sequence[str] = ()):
+    """`apply` of exactly the plan saved at `path`, on the same path as a specs folder's:
+    recovery first, the same Ctrl-C handling, the same result.
+
+    Stale plans are refused (`errors.ReconcileError` saying "stale", nothing applied):
+    - the state is judged as read, before recovery: it must be the one the plan was made
+      against (lineage, serial, and the digest of its records and open journal intents,
+      which a run killed after the plan changes without moving the serial). A plan made
+      after a killed run saw that run's journal too, so it still applies, and recovery
+      then resolves the journal before anything else happens;
+    - every live workload the plan acts on is read again, after recovery, and must be as
+      the plan read it (`planfile.live_problems`).
+    Applying moves the serial even when nothing changed, so a plan applies once.
+    A plan whose recorded policy results failed is refused (`errors.PolicyDenied`), and so
+    is one that breaks a deny rule of `policy` (files given now), before anything else."""
+    from reconciler import planfile
+
+    saved = planfile.read(path)
+    refuse_denied(saved.plan)
+    if policy:
+        check_policy(saved.plan, load_policy(policy), policy)
+        refuse_denied(saved.plan)
+    with store.lock("apply"):
+        state, pending = store.read_with_pending()
+        planfile.adopt_new_state(saved, state)
+        _refuse_stale(path, planfile.state_problems(saved, state, pending))
+        if saved.specs_folder is not None:  # made from a folder, not --target: it follows
+            state.specs_folder = saved.specs_folder
+
+        async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
+            acted = planfile.acted_on(saved)
+            if acted:
+                from reconciler import refresh
+
+                live_now = await refresh.read_live(client, saved.desired, state,
+                                                   parallelism=parallelism, only=acted,
+                                                   progress=progress)
+                _refuse_stale(path, planfile.live_problems(saved, live_now))
+            return saved.plan, saved.desired
+
+        result = _perform(store, connect, state, pending, make, parallelism, approve, on_event,
+                          progress=progress)
+        store.write(state, force=True)
+    return result
+
+
+def _perform(store, connect: ClientFactory, state: State, pending: list, make,
+             parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None):
+    """The common path of both applies, with the state lock held: recover, `make` the
+    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`)."""
+    from reconciler import executor
+
+    async def run():
+        async with connect() as client:
+            # What a killed run left in flight is looked up by name before anything else.
+            await executor.recover(client, store, state, pending, on_event=on_event)
+            the_plan, desired = await make(client)
+            refuse_denied(the_plan)
+            if not approve(the_plan):
+                raise errors.ReconcileError("apply cancelled.")
+            # No-ops run too: they adopt workloads found by name and forget vanished ones.
+            ex = executor.Executor(client, store, state, {d.address: d for d in desired},
+                                   parallelism=parallelism, on_event=on_event,
+                                   progress=progress)
+            return await executor.run_interruptible(ex, the_plan)
+
+    return asyncio.run(run())
+
+
+def _refuse_stale(path: str, problems: list[str]) -> None:
+    if problems:
+        raise errors.ReconcileError(
+            f"the saved plan {path} is stale: " + "; ".join(problems)
+            + ". Nothing was applied; make a new plan.")
+
+
+def show(path: str) -> Plan:
+    """The plan saved at `path` (no API, no state)."""
+    from reconciler import planfile
+
+    return planfile.read(path).plan

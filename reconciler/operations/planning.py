@@ -1,0 +1,336 @@
+"""Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
+specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
+plan's projects, and the policy checks (`load_policy`, `check_policy`, `refuse_denied`).
+
+Callers: `reconciler.cli` (through `reconciler.operations`), and the package's
+`applying` and `drifting`.
+
+The client factory (`ClientFactory`) is a callable returning an async context manager
+that yields an API client (`reconciler.api.RunaiClient` or anything with its methods); it
+is called only when the operation needs the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, AsyncContextManager
+
+from reconciler import errors, gpus, planner
+from reconciler.desired.types import DesiredWorkload
+from reconciler.plans import Plan
+from reconciler.state import journal
+from reconciler.state.model import State
+
+
+ClientFactory = Callable[[], AsyncContextManager[Any]]
+OnEvent = Callable[[str], None]
+Approve = Callable[[Plan], bool]
+
+
+@dataclass
+class PlanOptions:
+    targets: Sequence[str] = ()
+    replace: Sequence[str] = ()
+    destroy: bool = False
+    refresh: bool = True
+    parallelism: int = 64
+    policy: Sequence[str] = ()  # policy files (--policy): their rules are checked on the plan
+    # Another specs folder than the state's may delete what only that one names:
+    specs_moved: bool = False  # --specs-moved: the folder moved; the state follows it
+    prune_others: bool = False  # --prune-others: delete the other folder's workloads
+
+
+@dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
+class PlanResult:
+    plan: Plan
+    desired: list[DesiredWorkload]  # the specs it was made from
+    live: dict[str, dict | None]  # the live bodies read for it (empty without refresh)
+    saved_to: str | None = None  # where `out=` wrote it
+
+
+def quiet(message: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
+    """The specs loading (on the other core for a big folder) while the caller reads the
+    state and the live workloads; stopped when the operation ends. `caller_busy=False`
+    when the caller only waits (validate): then the loaders take every core."""
+    from reconciler.desired import start_loading
+
+    pending = start_loading(directory, caller_busy=caller_busy)
+    try:
+        yield pending
+    finally:
+        pending.cancel()
+
+
+# --- validate and plan --------------------------------------------------------------
+
+
+def validate(specs_dir: str) -> list[DesiredWorkload]:
+    """The specs of `specs_dir`, checked offline; `errors.SpecError` lists every problem."""
+    with loading(specs_dir, caller_busy=False) as specs:
+        return list(specs.result())
+
+
+def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
+         out: str | None = None, progress=None) -> PlanResult:
+    """The plan for `specs_dir` against the state and (with `options.refresh`) live.
+
+    Makes no API writes and does not change the state. With `out`, the plan is saved
+    there (`planfile`) for `apply` of exactly it. `progress` (a `reconciler.progress.Progress`,
+    here and below) counts the refresh's reads, and apply's actions. With `options.policy`,
+    the plan's `policy` holds the rules' results (a bad policy file stops before anything
+    is read)."""
+    rules = load_policy(options.policy)
+    with loading(specs_dir) as specs:
+        state, pending = store.read_with_pending()
+
+        async def run() -> tuple[Plan, dict, list]:
+            if not options.refresh:
+                desired = await resolved_without_refresh(specs, connect)
+                return await make_plan(None, specs, state, options, pending, desired=desired)
+            async with connect() as client:
+                return await make_plan(client, specs, state, options, pending,
+                                        progress=progress)
+
+        the_plan, live, desired = asyncio.run(run())
+    folder = check_specs_folder(specs_dir, store, state, the_plan, options)
+    check_policy(the_plan, rules, options.policy)
+    result = PlanResult(plan=the_plan, desired=list(desired), live=live)
+    if out:
+        from reconciler import planfile
+
+        saved = planfile.SavedPlan(plan=the_plan, desired=result.desired,
+                                   live=planfile.fingerprints(the_plan, live),
+                                   state_digest=planfile.state_digest(state, pending),
+                                   replace=list(options.replace), destroy=options.destroy,
+                                   refresh=options.refresh,
+                                   specs_folder=None if options.targets else folder)
+        try:
+            planfile.write(out, saved)
+        except OSError as exc:
+            raise errors.ReconcileError(f"cannot write the plan to {out}: {exc.strerror}") from None
+        result.saved_to = out
+    return result
+
+
+async def make_plan(client, specs, state: State, options: PlanOptions,
+                     pending: Sequence[journal.Intent] = (), *,
+                     desired: list[DesiredWorkload] | None = None,
+                     progress=None) -> tuple[Plan, dict, list]:
+    """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
+    (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
+    it, then those only the specs name. Without a client, none is read."""
+    early = None
+    if client is not None:
+        early = asyncio.ensure_future(read_projects(client, {
+            r.project_id for a, r in state.resources.items()
+            if not options.targets or a in options.targets}))
+    try:
+        the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
+                                                          pending, desired=desired,
+                                                          progress=progress)
+        if early is not None:
+            projects = {c.project_id for c in the_plan.changes}
+            read = await early
+            read.update(await read_projects(client, projects - read.keys()))
+            the_plan.gpu_quotas = {p: gpus.quota(read[p]) for p in projects}
+            the_plan.project_names = {p: read[p]["name"] for p in sorted(projects)
+                                      if isinstance(read[p].get("name"), str)}
+        if options.targets:  # the totals of the targets' projects count the others too
+            the_plan.gpu_elsewhere = gpus.held_elsewhere(
+                r for a, r in state.resources.items() if a not in set(options.targets))
+    finally:
+        if early is not None:  # a refresh or a plan that failed leaves it unfinished
+            early.cancel()
+            await asyncio.gather(early, return_exceptions=True)
+    return the_plan, live, desired
+
+
+async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
+                            pending: Sequence[journal.Intent] = (), *,
+                            desired: list[DesiredWorkload] | None = None,
+                            progress=None) -> tuple[Plan, dict, list]:
+    """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
+    GETs of the workloads the state knows start while the specs still load. The specs'
+    project names are resolved once they are loaded, before the lookups by name.
+    Without a client, `desired` are the specs (already resolved). `pending`: the
+    journal's open intents (a killed run's), whose deletes and creates the plan finishes."""
+    live: dict[str, dict | None] = {}
+    if client is not None:
+        from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
+
+        async def specs_in() -> list[DesiredWorkload]:
+            nonlocal desired
+            desired = await refresh.resolve_projects(client, await specs.wait())
+            return desired
+
+        # While the specs load on the other core: the token and the transport's set-up.
+        warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
+        try:
+            live = await refresh.read_live(client, specs_in(), state,
+                                           parallelism=options.parallelism,
+                                           only=set(options.targets) or None,
+                                           progress=progress)
+        finally:
+            if warm is not None:  # its failure, if any, the requests have met and said
+                warm.cancel()
+                await asyncio.gather(warm, return_exceptions=True)
+    if desired is None:  # a refresh ends only once the specs are in (or raises)
+        raise AssertionError("the specs were never read")
+    the_plan = planner.make_plan(desired, state, live, targets=options.targets,
+                                 replace=options.replace, destroy=options.destroy,
+                                 interrupted=interrupted(pending))
+    return the_plan, live, desired
+
+
+async def read_projects(client, project_ids) -> dict[str, dict]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
+    at once. A project not found, or not readable with these credentials (403), is `{}`
+    (its quota and name unknown): the plan does not fail for it; so is one whose read
+    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
+    refusal (a 400) is an error."""
+    from reconciler.api import errors as api_errors
+
+    async def one(project_id: str) -> dict:
+        try:
+            body = await client.get_project(project_id)
+        except api_errors.NotFound:
+            return {}
+        except api_errors.Unauthorized as exc:
+            if exc.status == 403:
+                return {}
+            raise
+        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
+            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
+            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
+            if isinstance(exc, api_errors.PermanentError) and not (
+                    exc.status is not None and 200 <= exc.status < 300):
+                raise
+            _unread_quota(project_id, str(exc))
+            return {}
+        problem = gpus.read_quota(body)[1]
+        if problem:
+            _unread_quota(project_id, problem)
+        return body if isinstance(body, dict) else {}
+
+    ids = sorted(project_ids)
+    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
+
+
+def _unread_quota(project_id: str, why: str) -> None:
+    """A quota the API did not give in a readable form: the plan goes on without it."""
+    import logging
+
+    logging.getLogger("reconciler.operations").warning(
+        "project %s's GPU quota could not be read (%s); it is unknown in this plan",
+        project_id, why)
+
+
+async def resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
+    """The specs, with the API asked only when some name their project (`project:`):
+    even without a refresh, a name's id comes from the API."""
+    desired = list(await specs.wait())
+    if all(d.resolved for d in desired):
+        return desired
+    from reconciler import refresh
+
+    async with connect() as client:
+        return await refresh.resolve_projects(client, desired)
+
+
+# --- policy -------------------------------------------------------------------------
+
+
+def load_policy(paths: Sequence[str]) -> list | None:
+    """The rules (`policy.Source`s) of the policy files at `paths`, None without any;
+    `errors.PolicyFileError` lists every problem (file, line, field) of every file."""
+    if not paths:
+        return None
+    from reconciler import policy
+    from reconciler.desired import documents
+    from reconciler.desired.sources import Problem
+
+    rules: list = []
+    problems: list[Problem] = []
+    for path in paths:
+        doc, raw, found = documents.read_model(path, policy.PolicyFile)
+        problems += [Problem(p.file, p.line, p.path, policy.problem_words(p.path, p.message))
+                     for p in found]
+        if doc is not None and raw is not None:
+            rules += policy.sources_of(path, doc, raw.line_of)
+    problems += [Problem(f, line, "", m) for f, line, m in policy.duplicate_names(rules)]
+    if problems:
+        raise errors.PolicyFileError([str(p) for p in problems])
+    return rules
+
+
+def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str]) -> None:
+    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`); the
+    quotas come from its GPU impact."""
+    if rules is None:
+        return
+    from reconciler import policy
+
+    the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+
+
+def policy_refusal(the_plan: Plan) -> str | None:
+    """Why apply refuses `the_plan` for its policy results, None when it does not."""
+    report = the_plan.policy
+    if report is None or report.passed:
+        return None
+    failed = report.failed
+    return (f"the plan breaks {len(failed)} deny rule{'s' if len(failed) != 1 else ''} of the "
+            f"policy ({', '.join(r.name for r in failed)})")
+
+
+def refuse_denied(the_plan: Plan) -> None:
+    """`errors.PolicyDenied` when the plan's policy results failed: nothing is applied."""
+    reason = policy_refusal(the_plan)
+    if reason:
+        raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
+
+
+def check_specs_folder(specs_dir: str, store, state: State, the_plan: Plan,
+                       options: PlanOptions) -> dict[str, str]:
+    """The identity of `specs_dir` (`state.folders`), for apply to record. Refused
+    (`errors.ReconcileError`, naming both folders) when the state was last applied from
+    another folder and the plan deletes workloads because no spec of this one names them:
+    `apply sec/` of one spec must not delete the others of `specs/`. Not refused: a state
+    with no folder recorded (it adopts this one), `--target` (only what is named is acted
+    on), `--destroy` (deleting is what it asks), `--specs-moved` and `--prune-others`."""
+    from reconciler.plans import REASON_REMOVED, Action
+    from reconciler.state import folders
+
+    current = folders.identify(specs_dir, store.local_file)
+    recorded = state.specs_folder
+    if recorded is None or options.targets or options.destroy or options.specs_moved \
+            or options.prune_others or folders.same(recorded, current):
+        return current
+    gone = [c.address for c in the_plan.changes
+            if c.action is Action.DELETE and c.reason == REASON_REMOVED]
+    if not gone:
+        return current
+    key = folders.deciding_key(recorded, current)
+    n = len(gone)
+    named = ", ".join(gone[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    raise errors.ReconcileError(
+        f"the state {store.where} was last applied from the specs folder "
+        f"{folders.describe(recorded, key)}, not {specs_dir}"
+        f"{'' if current[key] == specs_dir else f' ({current[key]})'}: this plan "
+        f"would delete {n} workload{'s' if n != 1 else ''} that no spec of {specs_dir} names "
+        f"({named}). Nothing was done. If the specs folder moved, pass --specs-moved; to "
+        "delete them, --prune-others; to act on some workloads only, --target ADDR")
+
+
+def interrupted(pending: Sequence[journal.Intent]) -> frozenset[str]:
+    """The addresses of open intents (a run killed, or abandoned, in their middle) that
+    delete or create a workload (a replace is a delete, then a create)."""
+    return frozenset(i.address for i in pending if i.action in ("delete", "create"))

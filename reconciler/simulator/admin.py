@@ -1,0 +1,141 @@
+"""The admin surface under /_sim/, for tests and demos: no auth, never faulted or logged.
+
+Callers: `app` adds `routes(sim)` (and `projects` its POST /_sim/projects).
+
+    GET|DELETE        /_sim/requests              the API request log, with counts by route
+    GET|DELETE        /_sim/workloads             every workload (DELETE: wipe everything,
+                                                  defined projects too)
+    GET|PATCH|DELETE  /_sim/workloads/{id}        PATCH: JSON merge patch (RFC 7386) on the
+                                                  stored body, behind the client's back
+                                                  (drift); DELETE: gone at once, out of band
+    POST              /_sim/workloads/{id}/phase  force a phase: {"phase": "Completed"}
+    GET|PUT|DELETE    /_sim/faults                the `faults.Faults` settings; PUT changes
+                                                  those it names; DELETE puts back the ones
+                                                  the simulator started with
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reconciler.simulator.errors import ApiError, read_json
+from reconciler.simulator.store import Record
+from reconciler.simulator.workloads import render
+
+if TYPE_CHECKING:
+    from reconciler.simulator.app import Simulator
+
+PHASES = ("Creating", "Initializing", "Resuming", "Pending", "Deleting", "Running",
+          "Updating", "Stopped", "Stopping", "Degraded", "Failed", "Completed",
+          "Terminating", "Unknown")
+
+
+def routes(sim: Simulator) -> list[Route]:
+    def bound(handler):
+        async def endpoint(request):
+            return await handler(sim, request)
+        return endpoint
+
+    return [
+        Route("/_sim/requests", bound(requests), methods=["GET", "DELETE"]),
+        Route("/_sim/workloads", bound(workloads), methods=["GET", "DELETE"]),
+        Route("/_sim/workloads/{workloadId}", bound(workload), methods=["GET", "PATCH", "DELETE"]),
+        Route("/_sim/workloads/{workloadId}/phase", bound(phase), methods=["POST"]),
+        Route("/_sim/faults", bound(faults), methods=["GET", "PUT", "DELETE"]),
+    ]
+
+
+def _shown(sim: Simulator, rec: Record) -> dict:
+    return render(sim, rec) | {"kind": rec.kind}
+
+
+async def requests(sim: Simulator, request: Request) -> Response:
+    if request.method == "DELETE":
+        sim.requests.clear()
+        return JSONResponse({"requests": [], "counts": {}})
+    log = [entry.to_json(sim.api_routes) for entry in sim.requests]
+    counts = collections.Counter(f"{r['method']} {r['route']}" for r in log)
+    return JSONResponse({"requests": log, "counts": dict(sorted(counts.items()))})
+
+
+async def workloads(sim: Simulator, request: Request) -> Response:
+    if request.method == "DELETE":
+        sim.store.clear()  # the projects' definitions too
+        sim.projects.defined.clear()
+    sim.store.settle()
+    return JSONResponse({
+        "workloads": [_shown(sim, r) for r in sim.store.live.values()],
+        "deleted": [_shown(sim, r) for r in sim.store.deleted.values()],
+    })
+
+
+async def workload(sim: Simulator, request: Request) -> Response:
+    sim.store.settle()
+    wid = request.path_params["workloadId"]
+    rec = sim.live(wid)
+    if request.method == "DELETE":
+        sim.store.remove_now(rec)
+        return JSONResponse({"code": 200, "message": f"Workload {wid} removed"})
+    if request.method == "PATCH":
+        patch = await read_json(request)
+        if not isinstance(patch, dict):
+            raise ApiError(400, "A merge patch must be a JSON object")
+        if "workloadId" in patch:
+            raise ApiError(400, "workloadId cannot be changed")
+        forced = patch.pop("actualPhase", None)
+        rec.body = merge_patch(rec.body, patch)
+        sim.store.names_changed()
+        if forced is not None:
+            _force(sim, rec, forced)
+        rec.updated = sim.clock()
+        sim.store.save()
+    return JSONResponse(_shown(sim, rec))
+
+
+async def phase(sim: Simulator, request: Request) -> Response:
+    sim.store.settle()
+    rec = sim.live(request.path_params["workloadId"])
+    body = await read_json(request)
+    if not isinstance(body, dict) or "phase" not in body:
+        raise ApiError(400, 'The body must be {"phase": "<Phase>"}')
+    _force(sim, rec, body["phase"])
+    sim.store.save()
+    return JSONResponse(_shown(sim, rec))
+
+
+def _force(sim: Simulator, rec: Record, forced: Any) -> None:
+    if forced not in PHASES:
+        raise ApiError(400, f"phase must be one of {', '.join(PHASES)}")
+    sim.store.transition(rec, [forced])
+
+
+async def faults(sim: Simulator, request: Request) -> Response:
+    if request.method == "DELETE":
+        sim.faults = replace(sim.start_faults)
+    elif request.method == "PUT":
+        body = await read_json(request)
+        try:
+            sim.faults = sim.faults.updated(body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+    return JSONResponse(sim.faults.to_json())
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
