@@ -10,7 +10,6 @@ meaning of one bumps the major). Every address of the plan appears in
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -106,31 +105,44 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     after = words.mask_body(rc.after, rc.sensitive)
     patch = None
     if rc.action is Action.UPDATE and isinstance(before, dict) and rc.patch is not None:
-        # What the update sends, over live, with the defaults it leaves to the server kept.
-        kind = kinds.get(rc.kind)
-        sent, shown = kind.with_defaults_aligned(
-            _sent(kind, before, words.mask_body(rc.patch, rc.sensitive)), before)
-        patch = jsonpatch.make_patch(*_unshared(shown, sent)).patch
+        patch = _update_patch(kinds.get(rc.kind), before, words.mask_body(rc.patch, rc.sensitive))
     elif rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
     return {"actions": rc.action.json_actions, "before": before, "after": after, "patch": patch}
 
 
-def _sent(kind: kinds.Kind, before: dict, update: dict) -> dict:
-    """A copy of `before` with each updatable field that the update body
-    (`ResourceChange.patch`) holds set to its value there."""
-    out = copy.deepcopy(before)
-    for root in sorted(kind.updatable_paths, key=len):
+def _update_patch(kind: kinds.Kind, before: dict, update: dict) -> list:
+    """The JSON Patch of what an update does to `before`: each updatable field that the
+    update body (`ResourceChange.patch`) holds, from its value in `before` to the sent one,
+    with the server's defaults inside it that the update leaves out kept
+    (`Kind.with_defaults_aligned`): no operation on a field apply does not send."""
+    was: dict = {}
+    sent: dict = {}
+    roots = kind.updatable_paths
+    for root in roots:
+        if any(other != root and kinds.under(root, other) for other in roots):
+            continue  # inside another updatable field, which is sent whole
         parts = root.split(".")
-        value: Any = update
-        for p in parts:
-            value = value.get(p, _MISSING) if isinstance(value, dict) else _MISSING
-        node: Any = out
-        for p in parts[:-1]:
-            node = node.setdefault(p, {}) if isinstance(node, dict) else None
-        if value is not _MISSING and isinstance(node, dict):
-            node[parts[-1]] = copy.deepcopy(value)
-    return out
+        value = _get(update, parts)
+        if value is not _MISSING:
+            _put(sent, parts, value)
+            old = _get(before, parts)
+            if old is not _MISSING:
+                _put(was, parts, old)
+    sent, was = kind.with_defaults_aligned(sent, was)
+    return jsonpatch.make_patch(*_unshared(was, sent)).patch
+
+
+def _get(body: Any, parts: list[str]) -> Any:
+    for p in parts:
+        body = body.get(p, _MISSING) if isinstance(body, dict) else _MISSING
+    return body
+
+
+def _put(body: dict, parts: list[str], value: Any) -> None:
+    for p in parts[:-1]:
+        body = body.setdefault(p, {})
+    body[parts[-1]] = value
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
