@@ -181,7 +181,7 @@ class _Loop:
         self.failures: dict[str, str] = {}  # address -> its last action's error
         self.seen: dict[str, tuple[str, str, float]] = {}  # address -> sync, health, since
         self.failed_in_row = 0
-        self.role = status.STANDBY
+        self.role: str | None = None  # known after the first cycle's election
         self.commit: str | None = None
         self.last_success: float | None = None
         self.acting = 0  # cycles this process was the active controller in
@@ -262,6 +262,7 @@ class _Loop:
             if not await asyncio.to_thread(self._elected):
                 self._publish(status.CycleSummary(number, started, time.monotonic() - t0,
                                                   "standby", refresh="none"), workloads=None)
+                self.log("cycle", cycle=number, result="standby", lock=self.lock.where)
                 return self.options.interval_s
             if self.options.pull:
                 self.commit = await asyncio.to_thread(pull, self.specs_dir)
@@ -292,7 +293,7 @@ class _Loop:
         self._publish(summary, workloads=workloads, projects=projects)
         self.log("cycle", cycle=number, result=summary.result, refresh=summary.refresh,
                  commit=self.commit, drift=summary.drift_found, healed=summary.healed,
-                 actions=summary.actions, duration_s=round(summary.duration_s, 3),
+                 actions=summary.actions, deferred=summary.deferred, duration_s=round(summary.duration_s, 3),
                  requests=summary.requests, cpu_s=round(summary.cpu_s, 3))
         return max(0.0, self.options.interval_s - summary.duration_s)
 
@@ -325,7 +326,9 @@ class _Loop:
             self.log("denied", address=address, reason=why)
         outcomes: dict = {}
         note = None
-        if selection.take or (pending and self.options.mode != modes.REPORT):
+        if self.stopping.is_set():  # stopped while it planned: nothing new starts
+            note = "not acted: stopping"
+        elif selection.take or (pending and self.options.mode != modes.REPORT):
             outcomes, note = await self._act(client, selection, desired, state, pending)
         return self._summarise(number, started, used, the_plan, live, selection, outcomes,
                                note)
@@ -468,7 +471,7 @@ class _Loop:
         self.cycles.append(summary)
         base = self.snapshot
         snapshot = replace(
-            base, mode=self.options.mode, role=self.role, commit=self.commit,
+            base, mode=self.options.mode, role=self.role or status.STANDBY, commit=self.commit,
             workloads=base.workloads if workloads is None else workloads,
             projects=base.projects if projects is None else projects,
             cycles=tuple(self.cycles), last_success_at=self.last_success,
