@@ -249,3 +249,51 @@ def test_sigterm_mid_heal_finishes_the_action_exits_0_and_duplicates_nothing(ws,
         by_name(sim_server)["qwen-serve"]["id"]
     stopping = w.events("stopping")
     assert stopping and stopping[0]["signal"] == "SIGTERM"
+
+
+@pytest.fixture
+def pg_state():
+    """A fresh state name in the PostgreSQL of $RUNAI_RECONCILE_TEST_PG, as a --state URL."""
+    import os
+    import uuid
+
+    from tests.state.conftest import PG_ENV, missing
+
+    url = os.environ.get(PG_ENV)
+    if not url:
+        missing(f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"')
+    return url, f"watch-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.mark.postgres
+def test_two_watches_on_one_postgres_state_exactly_one_writes_and_the_other_takes_over(
+        ws, sim_server, pg_state):
+    url, name = pg_state
+    ws.state_path = url  # the workspace's CLI and the watches share the PostgreSQL state
+    ws.write("serve.yaml", inference("llama-serve"))
+    ws.write("train.yaml", TRAINING)
+    res = ws.cli("--state-name", name, "apply", str(ws.specs), "--auto-approve")
+    assert res.exit_code == 0, res.output
+    serve = by_name(sim_server)["llama-serve"]["id"]
+    args = ("--mode", "heal", "--interval", f"{INTERVAL}s")
+    with Watch(ws, *args, state=url, name="a", state_name=name) as a, \
+            Watch(ws, *args, state=url, name="b", state_name=name) as b:
+        a.wait_cycles(2), b.wait_cycles(2)
+        roles = {w: w.events("role")[-1]["role"] for w in (a, b)}
+        assert sorted(roles.values()) == ["active", "standby"], roles
+        active = a if roles[a] == "active" else b
+        standby = b if active is a else a
+        sim_server.admin.patch(f"/_sim/workloads/{serve}", json={"spec": {"replicas": 5}})
+        wait_until(lambda: detail(sim_server, "distributed-inferences", serve)["spec"]
+                   ["replicas"] == 2, 2 * INTERVAL + SLACK_S, "the holder healed")
+        standby.wait_cycles(1)
+        assert active.events("action") and not standby.events("action")
+        assert all(c["result"] == "standby" for c in standby.cycles())
+        active.kill()  # kill -9: its database sessions end, and the lock with them
+        sim_server.admin.patch(f"/_sim/workloads/{serve}", json={"spec": {"replicas": 6}})
+        t0 = time.monotonic()
+        wait_until(lambda: detail(sim_server, "distributed-inferences", serve)["spec"]
+                   ["replicas"] == 2, 3 * INTERVAL + SLACK_S, "the standby took over and healed")
+        assert time.monotonic() - t0 <= 3 * INTERVAL + SLACK_S
+        assert standby.events("role")[-1]["role"] == "active"
+        assert standby.stop() == 0
