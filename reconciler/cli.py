@@ -719,7 +719,9 @@ def _watch_publishers(board, listen: str, notify_urls, log):
     if listen and listen != "off":
         closers.append(server.serve(board, listen).close)
     if notify_urls:
-        observers.append(notify.Notifier(list(notify_urls)).observe)
+        notifier = notify.Notifier(list(notify_urls))
+        observers.append(notifier.observe)
+        closers.append(notifier.close)  # lets the queued alerts go out for a moment
     return observers, closers
 
 
