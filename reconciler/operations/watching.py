@@ -37,6 +37,7 @@ from reconciler import errors, gpus
 from reconciler.operations.planning import (
     ClientFactory,
     PlanOptions,
+    finish,
     load_policy,
     make_plan,
 )
@@ -339,15 +340,14 @@ class _Loop:
         them)."""
         if self.rules is None or not chosen:
             return {}
-        from reconciler import policy
-
         acting = Plan(changes=list(chosen), lineage=the_plan.lineage, serial=the_plan.serial,
                       targets=[c.address for c in chosen], gpu_quotas=the_plan.gpu_quotas,
-                      project_names=the_plan.project_names)
+                      project_names=the_plan.project_names,
+                      quota_unknown=the_plan.quota_unknown)
         picked = {c.address for c in chosen}
         acting.gpu_elsewhere = gpus.held_elsewhere(
             r for a, r in state.resources.items() if a not in picked)
-        report = policy.evaluate(self.rules, acting, files=self.options.policy)
+        report = finish(acting, self.rules, self.options.policy).policy
         violations = [(v.address, v.message) for r in report.failed for v in r.violations]
         return modes.denied_by(violations, chosen)
 
@@ -397,7 +397,7 @@ class _Loop:
     def _summarise(self, number, started, refresh, the_plan: Plan, live, selection, outcomes,
                    note):
         now = time.time()
-        impact = gpus.impact_of(the_plan)
+        impact = the_plan.gpu_impact or finish(the_plan, None, ()).impact
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0
         workloads = []
