@@ -5,6 +5,7 @@ sync applies and does not prune without --prune, one controller per state, SIGTE
 from __future__ import annotations
 
 import signal
+import textwrap
 import time
 
 import pytest
@@ -297,3 +298,47 @@ def test_two_watches_on_one_postgres_state_exactly_one_writes_and_the_other_take
         assert time.monotonic() - t0 <= 3 * INTERVAL + SLACK_S
         assert standby.events("role")[-1]["role"] == "active"
         assert standby.stop() == 0
+
+
+def test_an_api_outage_backs_off_and_recovers(ws, sim_server):
+    applied(ws, sim_server)
+    sim_server.admin.put("/_sim/faults", json={"errorRate": 1.0, "tokenFaults": False})
+    with Watch(ws, "--interval", "200ms", extra_args=("--timeout", "0.5")) as w:
+        failed = w.wait_for(lambda: len([c for c in w.cycles() if c["result"] == "failed"]) >= 3
+                            and [c for c in w.cycles() if c["result"] == "failed"], 30,
+                            "3 failed cycles")
+        sim_server.admin.delete("/_sim/faults")
+        w.wait_for(lambda: w.cycles()[-1]["result"] == "ok", 30, "a good cycle again")
+        assert w.stop() == 0
+    waits = [c["next_in_s"] for c in failed[:3]]
+    assert waits == sorted(waits) and waits[2] >= 4 * waits[0] * 0.99, waits  # doubling
+    assert "500" in failed[0]["error"] or "gave up" in failed[0]["error"], failed[0]
+
+
+def test_pull_fast_forwards_the_specs_and_records_the_commit(ws, sim_server, tmp_path):
+    import subprocess
+
+    def git(*args, cwd):
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    origin, author = tmp_path / "origin.git", tmp_path / "author"
+    git("init", "-q", "--bare", str(origin), cwd=tmp_path)
+    git("clone", "-q", str(origin), str(author), cwd=tmp_path)
+    for k, v in (("user.email", "a@example.com"), ("user.name", "a")):
+        git("config", k, v, cwd=author)
+    (author / "serve.yaml").write_text(textwrap.dedent(inference("llama-serve")))
+    git("add", ".", cwd=author), git("commit", "-qm", "one", cwd=author)
+    git("push", "-q", "origin", "HEAD", cwd=author)
+    first = git("rev-parse", "HEAD", cwd=author)
+    ws.specs.rmdir()
+    git("clone", "-q", str(origin), str(ws.specs), cwd=tmp_path)
+    with Watch(ws, "--pull", "--interval", f"{INTERVAL}s") as w:
+        assert w.wait_cycles(1)[-1]["commit"] == first
+        (author / "other.yaml").write_text(textwrap.dedent(inference("qwen-serve")))
+        git("add", ".", cwd=author), git("commit", "-qm", "two", cwd=author)
+        git("push", "-q", "origin", "HEAD", cwd=author)
+        second = git("rev-parse", "HEAD", cwd=author)
+        w.wait_for(lambda: w.cycles()[-1].get("commit") == second, 10, "the new commit")
+        assert w.stop() == 0
+    assert (ws.specs / "other.yaml").exists()
