@@ -51,6 +51,8 @@ FILES = st.dictionaries(st.sampled_from(["specs/a.yaml", "specs/b.json", "p.json
          files={"st.json": "9" * 5000}, with_examples=True)
 @example(flags=[["--sim"]], command=["plan"], env={}, files={".runai-sim/data.json": ""},
          with_examples=False)
+@example(flags=[["--sim"]], command=["plan"], env={},
+         files={".runai-sim/data.json": "9" * 5000}, with_examples=False)
 def test_no_input_gives_a_traceback(tmp_path_factory, flags, command, env, files,
                                     with_examples):
     cwd = tmp_path_factory.mktemp("fuzz")
