@@ -93,7 +93,7 @@ async def workload(sim: Simulator, request: Request) -> Response:
         if forced is not None and forced not in PHASES:
             raise ApiError(400, f"phase must be one of {', '.join(PHASES)}")
         rec.body = merge_patch(rec.body, patch)
-        sim.store.names_changed()
+        sim.store.names_changed(rec)
         if forced is not None:
             _force(sim, rec, forced)  # moves its updatedAt, as a change of phase does
         else:

@@ -203,7 +203,7 @@ class Store:
         idx = self._index(rec, self.clock())
         if idx == 0:
             return rec.updated
-        return max(rec.since + idx * self.phase_seconds, rec.updated + idx / 1000)
+        return (max(_ms(rec.since + idx * self.phase_seconds), _ms(rec.updated)) + idx) / 1000
 
     def _arrival(self) -> int:
         self._seq += 1
@@ -310,11 +310,17 @@ class Store:
             order.insert(rec)
         self._names_of = len(self.live) if old is None else -1
 
-    def names_changed(self) -> None:
-        """A live record's name or project was changed in place: rebuild the name index
-        and the list's order."""
+    def names_changed(self, rec: Record | None = None) -> None:
+        """A live record's (`rec`'s, or any) name or project was changed in place: the
+        name index is rebuilt, and `rec` moves to its project in the list's order (which
+        is rebuilt when `rec` is not given)."""
         self._names_of = -1
-        self._orders[False] = None
+        order = self._ordered_if_built(False)
+        if order is not None and rec is not None and rec.id in self.live:
+            order.remove(rec)
+            order.insert(rec)
+        elif rec is None:
+            self._orders[False] = None
 
     def _name_index(self) -> dict[tuple[str, str], int]:
         if self._names_of != len(self.live):
