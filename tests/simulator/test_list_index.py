@@ -1,0 +1,75 @@
+"""The simulator's list is served from an index (issue 21): a page builds the list items
+it returns, not every workload's, whatever the fleet's size; `projectId==X` reads that
+project's workloads only; and the index follows creates, settled deletions and drift
+patches that move a workload to another project."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.simulator import listing
+from tests.simulator.conftest import CLUSTER
+
+D = "/api/v1/workloads/distributed"
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """How many list items were built since the last reset."""
+    count = {"n": 0}
+    real = listing.list_item
+
+    def counted(sim, rec):
+        count["n"] += 1
+        return real(sim, rec)
+
+    monkeypatch.setattr(listing, "list_item", counted)
+    return count
+
+
+def _fleet(sim, n: int, projects: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        r = sim.post(D, json={"name": f"w{i}", "projectId": str(i % projects),
+                              "clusterId": CLUSTER,
+                              "spec": {"image": "i:1", "distributedFramework": "PyTorch",
+                                       "numWorkers": 1}})
+        assert r.status_code == 202, r.text
+        ids.append(r.json()["workloadId"])
+    return ids
+
+
+def test_a_page_builds_only_its_own_items(sim, built):
+    ids = _fleet(sim, 600, 6)
+    for params, expected, most in [
+            ({"limit": 10, "offset": 500}, ids[500:510], 10),
+            ({"limit": 10, "sortOrder": "desc"}, ids[::-1][:10], 10),
+            ({"limit": 5, "sortBy": "name"}, sorted(ids, key=lambda w: f"w{ids.index(w)}")[:5], 5),
+            ({"limit": 5, "filterBy": "projectId==3"}, ids[3::6][:5], 5),
+            ({"limit": 5, "offset": 20, "filterBy": "projectId==3,phase==Running"},
+             ids[3::6][20:25], 26)]:
+        built["n"] = 0
+        page = sim.get("/api/v1/workloads", params=params).json()["workloads"]
+        assert [w["id"] for w in page] == expected, params
+        assert built["n"] <= most, (params, built["n"])
+
+
+def test_the_index_follows_deletions_and_project_drift(sim):
+    ids = _fleet(sim, 30, 3)
+    sim.get("/api/v1/workloads", params={"filterBy": "projectId==1"})  # index built
+    sim.delete(f"{D}/{ids[1]}")
+    sim.patch(f"/_sim/workloads/{ids[4]}", json={"projectId": "2"})
+    sim.post(D, json={"name": "late", "projectId": "1", "clusterId": CLUSTER,
+                      "spec": {"image": "i:1", "distributedFramework": "PyTorch",
+                               "numWorkers": 1}})
+
+    def names(project):
+        return [w["name"] for w in sim.get("/api/v1/workloads", params={
+            "filterBy": f"projectId=={project}", "limit": 500}).json()["workloads"]]
+
+    assert names("1") == [f"w{i}" for i in range(7, 30, 3)] + ["late"]
+    assert names("2") == sorted([f"w{i}" for i in range(2, 30, 3)] + ["w4"],
+                                key=lambda n: int(n[1:]))
+    deleted = sim.get("/api/v1/workloads", params={"deleted": "true",
+                                                   "filterBy": "projectId==1"}).json()
+    assert [w["id"] for w in deleted["workloads"]] == [ids[1]]
