@@ -115,7 +115,8 @@ def test_verbose_logs_every_request_over_http_without_token_or_secret(ws, sim_se
     served = [(r["method"], r["path"], str(r["status"]))
               for r in sim_server.requests(api_only=False)]
     assert sorted((m, p.split("?")[0], s) for m, p, s in logged) == sorted(served)
-    assert ("POST", "/api/v1/token", "200") in served and len(served) == 4  # token, 2 GETs, a project quota
+    # token, one list page (the list vouches for both: no GET), a project quota
+    assert ("POST", "/api/v1/token", "200") in served and len(served) == 3
     assert CLIENT_SECRET not in res.stderr and "Bearer" not in res.stderr
     assert sim_server.token()[:20] not in res.stderr
     assert "HTTP Request:" not in res.stderr  # httpx's own line would say each one twice
@@ -223,7 +224,8 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
                                      for b in before), before
     assert "job-011: created" in terminal and "Apply complete!" in out
 
-    code, out, terminal = run_on_a_terminal(ws, *slow, "plan", str(ws.specs))
+    # --refresh=full: one GET per workload (auto would list them, and read none).
+    code, out, terminal = run_on_a_terminal(ws, *slow, "plan", str(ws.specs), "--refresh=full")
     assert code == 0 and "No changes" in out
     refreshing = [m.groups() for m in PROGRESS.finditer(terminal)]
     assert refreshing and {g[0] for g in refreshing} == {"Refreshing"}
@@ -232,6 +234,6 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
     assert "\x1b" not in out
 
     # stderr not a terminal: not a trace of it.
-    piped = run(ws, *slow, "plan", str(ws.specs))
+    piped = run(ws, *slow, "plan", str(ws.specs), "--refresh=full")
     assert piped.returncode == 0
     assert "Refreshing" not in piped.stderr and "\x1b" not in piped.stderr + piped.stdout

@@ -1,8 +1,9 @@
 """Requests per plan: what `plan` costs the control plane, counted by the simulator.
 
-A fleet the state knows costs one GET per workload and a token, nothing more; a fleet
-the state does not know costs one list call per project, not a GET per spec; both read
-each project's GPU quota once; and `plan --no-refresh` sends nothing."""
+An unchanged fleet the state knows costs, with `--refresh=auto` (the default), one list
+page per project and a token, no GET; with `--refresh=full`, one GET per workload and a
+token; a fleet the state does not know costs one list call per project, not a GET per
+spec; all read each project's GPU quota once; and `plan --no-refresh` sends nothing."""
 
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ def test_plan_requests_new_fleet_then_unchanged_fleet(ws, sim_server):
     assert ws.apply().exit_code == 0
     sim_server.clear_requests()
     res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+    unchanged = _counts(sim_server)
+    # The first plan after an apply: the apply recorded every list fingerprint.
+    assert unchanged == {"POST /api/v1/token": 1, "GET /api/v1/workloads": len(projects),
+                         "GET /api/v1/org-unit/projects/{projectId}": len(projects)}
+
+    sim_server.clear_requests()
+    res = ws.plan("--detailed-exitcode", "--refresh=full")
     assert res.exit_code == 0, res.output
     unchanged = _counts(sim_server)
     gets = sum(n for route, n in unchanged.items() if route.startswith("GET /api/v1/workloads/"))
