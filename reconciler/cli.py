@@ -11,7 +11,7 @@ exit code: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 c
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import os
 import signal
@@ -103,18 +103,9 @@ class _Group(click.Group):
                 click.echo(f"{head}; nothing was written to the API and the state was not "
                            "touched.", err=True)
             sys.exit(1)
-        except errors.ReconcileError as exc:
+        except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
-        except _api_error_types() as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-
-
-def _api_error_types() -> tuple[type[BaseException], ...]:
-    from reconciler.api import errors as api_errors
-
-    return (api_errors.ApiError, api_errors.ConfigError)
 
 
 def _finite(ctx, param, value):
@@ -123,42 +114,141 @@ def _finite(ctx, param, value):
     return value
 
 
+# --- global options -----------------------------------------------------------------
+# Declared once, here: the group takes each before the command (`runai-reconcile --no-color
+# plan`), and every command and sub-group takes it after (`runai-reconcile plan
+# --no-color`, as a Terraform user types it). Given in both places, the one after the
+# command wins. A new global option is one `_global(...)` line; `_configure` hands its
+# value to the `Config` field of its name.
+
+_GLOBALS: list[tuple[tuple[str, ...], dict]] = []
+
+
+def _global(*decls: str, **attrs) -> None:
+    _GLOBALS.append((decls, attrs))
+
+
+_global("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
+_global("--sim", is_flag=True,
+        help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
+_global("--state", "state_path", default=DEFAULT_STATE, show_default=True,
+        envvar="RUNAI_RECONCILE_STATE", type=click.Path(dir_okay=False),
+        help="State file, or a postgresql:// URL (default: $RUNAI_RECONCILE_STATE).")
+_global("--state-name", default="default", show_default=True,
+        help="Which named state in a PostgreSQL --state.")
+_global("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
+        type=click.IntRange(1, 256), help="API requests in flight at once.")
+_global("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
+_global("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
+_global("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
+_global("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
+        help="Seconds to wait for the state lock.")
+_global("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
+        type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
+        help="Seconds the command keeps retrying an API that fails or does not answer, "
+             "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
+
+
+def _global_options(f):
+    """The group's own: the global options as declared, defaults and variables included."""
+    for decls, attrs in reversed(_GLOBALS):
+        f = click.option(*decls, **attrs)(f)
+    return f
+
+
+def _late_options(command: click.Command) -> list[click.Option]:
+    """The global options a command takes after its name: no default, no variable (those
+    were the group's to apply), hidden from its --help (the group's lists them). One that
+    the command declares itself (a flag of the same spelling) stays the command's."""
+    taken = {o for p in command.params for o in getattr(p, "opts", ())}
+    taken |= {p.name for p in command.params}
+    out = []
+    for decls, attrs in _GLOBALS:
+        late = click.Option(decls, **{k: v for k, v in attrs.items()
+                                      if k not in ("default", "envvar", "show_default")},
+                            hidden=True)
+        if late.name not in taken and not taken & set(late.opts):
+            out.append(late)
+    return out
+
+
+class _TakesGlobals:
+    """A command (or sub-group) that also takes the global options after its name; given
+    there, they replace the group's values in the `Config` before the command runs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._late = _late_options(self)
+        self.params.extend(self._late)
+        if self._late and not self.epilog:
+            self.epilog = ("The global options (see runai-reconcile --help) may be given "
+                           "here too; given before the command as well, this one wins.")
+
+    def invoke(self, ctx: click.Context):
+        given = {}
+        for opt in self._late:
+            value = ctx.params.pop(opt.name, None)
+            if ctx.get_parameter_source(opt.name) is click.core.ParameterSource.COMMANDLINE:
+                given[opt.name] = value
+        if given:
+            root = ctx.find_root()
+            root.meta[_GIVEN].update(given)
+            _configure(root)
+        return super().invoke(ctx)
+
+
+class _Command(_TakesGlobals, click.Command):
+    pass
+
+
+class _SubGroup(_TakesGlobals, click.Group):
+    command_class = _Command
+    group_class = type  # its own sub-groups are of its class
+
+
+_Group.command_class = _Command
+_Group.group_class = _SubGroup
+_GIVEN = "runai-reconcile.globals"
+_OURS = "runai-reconcile.logging"
+
+
+def _configure(root: click.Context) -> None:
+    """The `Config` (kept as the one object every command's `pass_config` finds) and the
+    log level from the global options' values, wherever they were given."""
+    values = dict(root.meta[_GIVEN])
+    no_color, verbose = values.pop("no_color"), values.pop("verbose")
+    names = {f.name for f in dataclasses.fields(Config)}
+    cfg = root.obj if isinstance(root.obj, Config) else Config()
+    for name, value in values.items():
+        if name in names:
+            setattr(cfg, name, value)
+    cfg.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+    root.obj = cfg
+    level = logging.INFO if verbose else logging.WARNING
+    handlers = list(logging.getLogger().handlers)
+    logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
+    if handlers != logging.getLogger().handlers:
+        root.meta[_OURS] = True  # the handler is ours: a late -v may lower its level
+    elif root.meta.get(_OURS):
+        logging.getLogger().setLevel(level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runai-reconcile")
-@click.option("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
-@click.option("--sim", is_flag=True,
-              help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
-@click.option("--state", "state_path", default=DEFAULT_STATE, show_default=True,
-              envvar="RUNAI_RECONCILE_STATE", type=click.Path(dir_okay=False),
-              help="State file, or a postgresql:// URL (default: $RUNAI_RECONCILE_STATE).")
-@click.option("--state-name", default="default", show_default=True,
-              help="Which named state in a PostgreSQL --state.")
-@click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
-              type=click.IntRange(1, 256), help="API requests in flight at once.")
-@click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
-@click.option("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
-@click.option("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
-@click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds to wait for the state lock.")
-@click.option("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
-              type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
-              help="Seconds the command keeps retrying an API that fails or does not answer, "
-                   "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
+@_global_options
 @click.pass_context
-def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_color, insecure,
-         verbose, lock_timeout, timeout) -> None:
+def main(ctx: click.Context, **global_values) -> None:
     """Terraform-style plan/apply for NVIDIA Run:ai workloads.
 
     Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
     RUNAI_CLIENT_ID + RUNAI_CLIENT_SECRET.
+
+    The options below may also follow the command (`runai-reconcile plan --no-color`);
+    given in both places, the one after the command wins.
     """
-    color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-    ctx.obj = Config(url=url, sim=sim, state_path=state_path, state_name=state_name,
-                     parallelism=parallelism,
-                     color=color, insecure=insecure, lock_timeout=lock_timeout, timeout=timeout)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
+    ctx.meta[_GIVEN] = global_values
+    _configure(ctx)
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
@@ -582,28 +672,10 @@ def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_sec
         projects=list(projects), kinds=_check_kinds(kinds_), names=list(names), force=force,
         include_secrets=include_secrets, defaults=factor_defaults, parallelism=cfg.parallelism)
     result = operations.export(out_dir, _connect(cfg), options)
-    if fmt == "json":
-        click.echo(json.dumps({
-            "exported": [{"address": e.address, "file": e.path, "workloadId": e.workload_id,
-                          "secrets": e.secrets} for e in result.exported],
-            "defaultsFiles": result.defaults_files, "skipped": result.skipped}, indent=2))
-        return
-    n = len(result.exported)
-    click.echo(f"Exported {n} workload{'s' if n != 1 else ''} to {out_dir}/ (no API write).")
-    for e in result.exported:
-        click.echo(f"  {e.path}  {e.address}")
-    for path in result.defaults_files:
-        click.echo(f"  {path}  (the fields its folder's specs share)")
-    skipped = [f"{count} {why}" for why, count in result.skipped.items() if count]
-    if skipped:
-        click.echo(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
-    needing = [e for e in result.exported if e.secrets]
-    if needing:
-        click.echo(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a placeholder "
-                   "instead of a secret's value; validate refuses it until you supply a "
-                   "Kubernetes secret reference (secret: {name: ..., key: ...}) or the value:")
-        for e in needing:
-            click.echo(f"  {e.path}: {', '.join(e.secrets)}")
+    from reconciler.render import commands
+
+    _echo_out(commands.export_json(result) if fmt == "json"
+              else commands.export_text(result, out_dir))
 
 
 def _check_kinds(values: tuple[str, ...]) -> list[str]:
@@ -654,12 +726,11 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
             raise click.UsageError("--project and --kind go with --all")
         if len(args) != 2:
             raise click.UsageError("expected ADDR WORKLOAD_ID (or --all [DIR])")
+        from reconciler.render import commands
+
         store = _store(cfg)
         result = operations.import_workload(store, _connect(cfg), *args)
-        (address, workload_id), = result.adopted
-        click.echo(f"Adopted {address} (workload {workload_id}) into {store.where}, serial "
-                   f"{result.serial}, with no API write. `runai-reconcile plan` shows where "
-                   "its spec differs from it.")
+        _echo_out(commands.imported_one(result, store.where))
         for text in result.warnings:
             click.echo(f"Warning: {text}", err=True)
         return
@@ -673,17 +744,9 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
     result = operations.import_all(directory, store, _connect(cfg),
                                    projects=projects, kind_names=kind_names,
                                    parallelism=cfg.parallelism)
-    for address, workload_id in result.adopted:
-        click.echo(f"Adopted {address} (workload {workload_id})")
-    for address in result.not_found:
-        click.echo(f"Not found live: {address}")
-    for address, why in result.skipped:
-        click.echo(f"Not adopted: {address}: {why}")
-    n = len(result.adopted)
-    head = (f"Adopted {n} workload{'s' if n != 1 else ''} into {store.where} (serial "
-            f"{result.serial})" if n else f"Nothing adopted; {store.where} is unchanged")
-    click.echo(f"{head}: {len(result.not_found)} not found live, {len(result.skipped)} not "
-               f"adopted, {result.known} in the state already. No API write was made.")
+    from reconciler.render import commands
+
+    _echo_out(commands.imported_all(result, store.where))
 
 
 # --- state --------------------------------------------------------------------------
@@ -698,13 +761,13 @@ def state_group() -> None:
 @pass_config
 def state_list(cfg: Config) -> None:
     """List the addresses the state tracks (with the project's name when known)."""
-    from reconciler.render import words
+    from reconciler.render import commands
 
     store = _store(cfg)
     rows = operations.state_list(store)
-    for addr, project_name in rows:
-        click.echo(addr + words.project_name_note(project_name))
-    if not rows:  # exit 0 all the same, as `terraform state list` on an empty state
+    if rows:
+        _echo_out(commands.state_list(rows))
+    else:  # exit 0 all the same, as `terraform state list` on an empty state
         _say(f"No state at {store.where}: nothing has been applied with it yet."
              if operations.never_written(store) else
              f"The state at {store.where} tracks no workloads.")
@@ -717,13 +780,10 @@ def state_list(cfg: Config) -> None:
 @pass_config
 def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
     """Show one address's record as JSON (sensitive values masked)."""
-    from reconciler.render import words
+    from reconciler.render import commands
 
-    res = operations.state_show(_store(cfg), address)
-    doc = dict(res.to_json())
-    if not show_sensitive:
-        doc["applied"] = words.mask_body(res.applied, tuple(res.sensitive))
-    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    record = operations.state_show(_store(cfg), address)
+    _echo_out(commands.state_show(record, show_sensitive=show_sensitive))
 
 
 @state_group.command("rm")
@@ -744,32 +804,12 @@ def state_history(cfg: Config, fmt: str) -> None:
 
     A PostgreSQL state keeps every version; a state file keeps one previous version (its
     .backup), so its history is the state and that one."""
+    from reconciler.render import commands
+
     store = _store(cfg)
     versions = operations.state_history(store)
-    every = store.keeps_every_version
-    if fmt == "json":
-        click.echo(json.dumps({"state": store.where, "keeps": "every version" if every
-                               else "one previous version",
-                               "versions": [v.to_json() for v in versions]}, indent=2))
-        return
-    if not versions:
-        click.echo(f"No versions: nothing was written to {store.where} yet.")
-        return
-    # A column no version has a value for (a state file records no author or operation)
-    # is left out, and said below; a single value not recorded says so.
-    columns = [("SERIAL", lambda v: str(v.serial)), ("WHEN", lambda v: v.written_at),
-               ("WHO", lambda v: v.written_by), ("OPERATION", lambda v: v.operation),
-               ("WORKLOADS", lambda v: str(v.workloads))]
-    columns = [(head, get) for head, get in columns if any(get(v) for v in versions)]
-    rows = [[head for head, _ in columns]] + [
-        [get(v) or "not recorded" for _, get in columns] for v in versions]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
-    for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    if not every:
-        click.echo("\nA state file keeps one previous version (its .backup; when that version "
-                   "was written is not recorded), and records neither who wrote a version nor "
-                   "with which command; a PostgreSQL --state keeps every version, with both.")
+    render = commands.state_history_json if fmt == "json" else commands.state_history_text
+    _echo_out(render(versions, store.where, store.keeps_every_version))
 
 
 @state_group.command("restore")

@@ -42,6 +42,9 @@ class DesiredWorkload:
     source: str = ""  # file path as given by the user
     line: int | None = None  # line of the document's first key
     project_name: str | None = None  # the spec's `project:`, or a name learnt for its id
+    # (file, line) of a `project:` that a folder's `_defaults.yaml` gave, where an error
+    # about the name points; None when the spec itself says it (or says projectId)
+    project_at: tuple[str, int | None] | None = field(default=None, compare=False)
     # what the loader warns of in this spec (or the folder defaults it takes), as
     # "file:line: field: message"; not part of the workload's identity or its state
     warnings: tuple[str, ...] = field(default=(), compare=False)

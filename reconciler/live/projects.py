@@ -1,4 +1,5 @@
-"""Projects read from the API: their GPU quotas and names (`read_projects`), and a
+"""Projects read from the API: their GPU quotas and names, or why a quota is unknown
+(`read_projects`, a `ProjectRead` each), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
 and `export --project` (`select_projects`); whether a `--project` value names a project
 (`names_project`, `import --all`'s too).
@@ -13,30 +14,45 @@ import asyncio
 import difflib
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from reconciler import errors, gpus
 from reconciler.api import errors as api_errors
+from reconciler.desired.sources import Problem, problem_lines
 from reconciler.desired.types import DesiredWorkload, duplicate_addresses, is_dns_label
 from reconciler.errors import SpecError
 
 log = logging.getLogger("reconciler.live")
 
 
-async def read_projects(client, project_ids: Iterable[str]) -> dict[str, dict]:
-    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
-    at once. A project not found, or not readable with these credentials (403), is `{}`
-    (its quota and name unknown): the plan does not fail for it; so is one whose read
-    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
-    refusal (a 400) is an error."""
+@dataclass(frozen=True)
+class ProjectRead:
+    """What a project's read gave a plan: its GPU quota, its name, and when the quota is
+    unknown, why (`unknown`: the read that failed, or what the answer lacked; None with
+    a quota, or with a negative one, which sets no limit)."""
+    quota: float | None = None
+    name: str | None = None
+    unknown: str | None = None
 
-    async def one(project_id: str) -> dict:
+
+async def read_projects(client, project_ids: Iterable[str]) -> dict[str, ProjectRead]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}`, one GET per project, all at
+    once. A project not found (404), not readable with these credentials (403), whose read
+    failed (a 5xx, a timeout, after the retries) or whose answer cannot be read has its
+    quota unknown, and says why: the plan is made, and a policy rule that needs the quota
+    fails it. The failed reads and odd answers are warned about too. Another refusal (a
+    400) is an error."""
+    path = "GET /api/v1/org-unit/projects/"
+
+    async def one(project_id: str) -> ProjectRead:
         try:
             body = await client.get_project(project_id)
         except api_errors.NotFound:
-            return {}
+            return ProjectRead(unknown=f"{path}{project_id} answered 404: no such project")
         except api_errors.Unauthorized as exc:
             if exc.status == 403:
-                return {}
+                return ProjectRead(unknown=f"{path}{project_id} answered 403: not readable "
+                                           "with these credentials")
             raise
         except (api_errors.RetryableError, api_errors.PermanentError) as exc:
             # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
@@ -45,11 +61,17 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, dict]:
                     exc.status is not None and 200 <= exc.status < 300):
                 raise
             _unread_quota(project_id, str(exc))
-            return {}
-        problem = gpus.read_quota(body)[1]
+            return ProjectRead(unknown=f"{path}{project_id} failed: {exc}")
+        quota, problem = gpus.read_quota(body)
+        name = body.get("name") if isinstance(body, dict) else None
+        name = name if isinstance(name, str) else None
         if problem:
             _unread_quota(project_id, problem)
-        return body if isinstance(body, dict) else {}
+            return ProjectRead(name=name, unknown=f"{path}{project_id}: {problem}")
+        if quota is None and not gpus.unlimited(body):
+            return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
+                                                  "(no resources[].gpu.deserved)")
+        return ProjectRead(quota=quota, name=name)
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))
@@ -65,7 +87,8 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
     """`desired` with each `project:` name replaced by its project's id (the address
     always holds the id), looking each distinct (name, cluster) up once.
 
-    Raises SpecError naming the spec file and the project for every name that does not
+    Raises SpecError naming the spec file (or the `_defaults.yaml` that gave the name,
+    once, with the specs it is a default for) and the project for every name that does not
     match exactly one project in its cluster, and for two specs that turn out to have
     one address (`project: team-a` and `projectId` of team-a)."""
     desired = list(desired)
@@ -74,7 +97,7 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
         return desired
     answers = await asyncio.gather(*(client.find_projects(n, c) for n, c in wanted))
     matches = dict(zip(wanted, answers))
-    problems: list[str] = []
+    unresolved: list[Problem] = []
     out: list[DesiredWorkload] = []
     for d in desired:
         if d.resolved:
@@ -88,8 +111,11 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
                f"{len(found)} projects of that name (ids "
                + ", ".join(sorted(str(p.get("id")) for p in found))
                + "): give projectId instead")
-        problems.append(f"{_where(d.source, d.line)}: project: {d.project_name!r} does not "
-                        f"resolve in cluster {d.cluster_id}: {why}")
+        message = f"{d.project_name!r} does not resolve in cluster {d.cluster_id}: {why}"
+        file, line = d.project_at or (d.source, d.line)
+        unresolved.append(Problem(file, line, "project", message,
+                                  (d.source,) if d.project_at else ()))
+    problems = problem_lines(unresolved)
     if not problems:
         problems = [f"{_where(source, line)}: {message}" for source, line, message
                     in duplicate_addresses([(d.address, d.source, d.line) for d in out])]

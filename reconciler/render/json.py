@@ -3,7 +3,9 @@
 The format is documented field by field in docs/plan-format.md; `FORMAT_VERSION`
 follows its promise (fields are only added within 1.x; removing or changing the
 meaning of one bumps the major). Every address of the plan appears in
-`resource_changes`, no-ops included. Callers: the CLI's `--format json` of
+`resource_changes`, no-ops included. `change.actions` speaks only Terraform's vocabulary
+(`TERRAFORM_ACTIONS`), so tools written for `terraform show -json` read it; our own
+action (suspend, resume, replace) is `action` beside it. Callers: the CLI's `--format json` of
 `plan` and `show`; and of `apply`, whose one document (`apply_document`, its own
 `APPLY_FORMAT_VERSION`, "Apply result" in the same page) holds the plan and the result.
 """
@@ -16,13 +18,32 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from reconciler import gpus
-from reconciler.plans import Action, Plan, ResourceChange
+from reconciler import plans
+from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.5"
-APPLY_FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.7"
+APPLY_FORMAT_VERSION = "1.1"
 _SORTED = orjson.OPT_SORT_KEYS
+
+
+# Terraform's `change.actions` for each of our actions. A suspend or a resume is an update
+# of the workload's `desiredPhase` (its `changed_paths` say so); Terraform has no verb for
+# either, and a tool written for it reads an unknown verb as nothing it knows to show.
+TERRAFORM_ACTIONS: dict[Action, tuple[str, ...]] = {
+    Action.CREATE: ("create",),
+    Action.UPDATE: ("update",),
+    Action.REPLACE: ("delete", "create"),
+    Action.DELETE: ("delete",),
+    Action.SUSPEND: ("update",),
+    Action.RESUME: ("update",),
+    Action.NOOP: ("no-op",),
+}
+
+
+def actions(action: Action) -> list[str]:
+    """`change.actions` (and drift's and apply's `actions`) for `action`."""
+    return list(TERRAFORM_ACTIONS[action])
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -35,22 +56,38 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "resource_drift": [d for d in map(_drift, changes) if d is not None],
         "summary": counts,
         "state": {"lineage": plan.lineage, "serial": plan.serial},
-        "gpu_impact": _gpu_impact(gpus.impact_of(plan)),
+        "gpu_impact": _gpu_impact(plan.impact),
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
     if plan.policy is not None:
-        from reconciler import policy  # its models take long to build: only with a policy
-
-        doc["policy"] = policy.report_document(plan.policy)
+        doc["policy"] = policy_document(plan.policy)
     return doc
+
+
+def policy_document(report: Report) -> dict[str, Any]:
+    """docs/plan-format.md, "policy": the verdict, then each rule, failures first."""
+    def violation(v) -> dict[str, Any]:
+        return {"address": v.address, "message": v.message, "unknown": v.unknown}
+
+    return {
+        "passed": report.passed,
+        "summary": report.summary(),
+        "files": list(report.files),
+        "rules": [{"name": r.name, "check": r.check, "limit": r.limit,
+                   "enforcement": r.enforcement, "scope": r.scope, "on_unknown": r.on_unknown,
+                   "source": r.source, "status": r.status,
+                   "violations": [violation(v) for v in r.violations],
+                   "preexisting": [violation(v) for v in r.preexisting],
+                   "notes": list(r.notes)} for r in report.ordered()],
+    }
 
 
 def render_plan(plan: Plan) -> str:
     return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
+def _gpu_impact(found: GpuImpact) -> dict[str, Any]:
     """docs/plan-format.md, "gpu_impact": the GPUs before and after apply of every changed
     workload (an action, or GPUs that move), every project's totals and quota."""
     before, after = impact.total(found.projects)
@@ -63,6 +100,7 @@ def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
         "projects": [{"project_id": p.project_id, "project_name": p.project_name,
                       "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
                       "quota": None if p.quota is None else impact.number(p.quota),
+                      "quota_unknown": p.unknown,
                       "over_quota": p.over_quota} for p in found.projects],
         "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
         "over_quota": [p.project_id for p in found.projects if p.over_quota],
@@ -80,6 +118,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "name": rc.name,
         "project_id": rc.project_id,
         "workload_id": rc.workload_id,
+        "action": rc.action.value,
         "change": _change(rc),
         "action_reason": rc.reason,
         "replace_paths": rc.replace_paths,
@@ -105,7 +144,7 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     patch = None
     if rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
-    return {"actions": rc.action.json_actions, "before": before, "after": after, "patch": patch}
+    return {"actions": actions(rc.action), "before": before, "after": after, "patch": patch}
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
@@ -135,7 +174,11 @@ def _drift(rc: ResourceChange) -> dict[str, Any] | None:
     paths = words.drifted_paths(rc)
     if not paths and not rc.is_drift:
         return None
-    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths}
+    # Terraform's words for what happened outside, so that a tool that reads every
+    # `resource_drift[].change.actions` of a Terraform plan reads ours.
+    outside = ["delete"] if rc.reason == plans.REASON_DELETED_OUTSIDE else ["update"]
+    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths,
+            "change": {"actions": outside}}
 
 
 # --- apply result -------------------------------------------------------------------
@@ -157,7 +200,7 @@ def apply_document(result) -> dict[str, Any]:
         outcomes.append({
             "address": rc.address, "kind": rc.kind, "name": rc.name,
             "project_id": rc.project_id, "action": rc.action.value,
-            "actions": rc.action.json_actions, "adopted": rc.adopted,
+            "actions": actions(rc.action), "adopted": rc.adopted,
             "outcome": status,
             "error": o.message if o is not None and status == "failed" else None,
             "detail": o.message if o is not None and status == "unknown" else None,
