@@ -90,11 +90,14 @@ async def workload(sim: Simulator, request: Request) -> Response:
         if "workloadId" in patch:
             raise ApiError(400, "workloadId cannot be changed")
         forced = patch.pop("actualPhase", None)
+        if forced is not None and forced not in PHASES:
+            raise ApiError(400, f"phase must be one of {', '.join(PHASES)}")
         rec.body = merge_patch(rec.body, patch)
         sim.store.names_changed()
         if forced is not None:
-            _force(sim, rec, forced)
-        rec.updated = sim.clock()
+            _force(sim, rec, forced)  # moves its updatedAt, as a change of phase does
+        else:
+            sim.store.touch(rec)
         sim.store.save()
     return JSONResponse(_shown(sim, rec))
 

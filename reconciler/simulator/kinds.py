@@ -15,7 +15,8 @@ PATCH changes (no PATCH route without them; each is replaced whole by the value 
 and the rules a PATCH body must also meet; whether it suspends; the list endpoint's
 `type` for it (also the key its records are stored under) and the `category` a list item
 shows when the spec names none; the spec keys a list item repeats; and the function
-that fills the server-side defaults into a created body (`defaults`). The package's
+that fills the server-side defaults into a created body (`defaults`); where its
+containers sit in a body (their images and compute are a list item's). The package's
 docstring says how to add a kind.
 """
 from __future__ import annotations
@@ -126,6 +127,9 @@ class Kind:
     update_request: str | None = None  # its OpenAPI component
     update_rules: Callable[[dict], list[Issue]] = _no_rules  # on a valid PATCH body
     list_fields: tuple[str, ...] = ()  # spec keys a list item repeats when set
+    # The dotted paths of the body's containers (each may hold `image` and `compute`):
+    # a list item's `images` are theirs, its `podsRequestedResources` the first's compute.
+    containers: tuple[str, ...] = ("spec",)
     body_keys: tuple[str, ...] = field(init=False)  # the create-body keys a record keeps
 
     def __post_init__(self) -> None:
@@ -151,7 +155,7 @@ DISTRIBUTED = Kind(
     type="distributed", path="/api/v1/workloads/distributed",
     create=schema.DISTRIBUTED_CREATE, rules=distributed_rules,
     invalid=SUBMISSION_ERROR, fill=defaults.fill_distributed, suspends=True,
-    category="Train", list_fields=("distributedFramework",),
+    category="Train", list_fields=("distributedFramework",), containers=("spec", "masterSpec"),
     openapi="distributed.yml", request="DistributedCreationRequest",
     response="DistributedWorkload",
 )
@@ -161,7 +165,7 @@ DISTRIBUTED_INFERENCE = Kind(
     create=schema.DI_CREATE, rules=distributed_inference_rules,
     fill=defaults.fill_distributed_inference,
     update=schema.DI_UPDATE, updatable=("spec.replicas",), update_request="UpdateRequest",
-    category="Deploy",
+    category="Deploy", containers=("spec.leader", "spec.worker"),
     openapi="distributed-inferences.yml", request="DistributedInferenceCreationRequest",
     response="DistributedInference",
 )

@@ -11,12 +11,27 @@ Choices where the API spec is silent:
   none. Its `category`, when the spec names none, is the kind's: Train for trainings,
   Build for workspaces, Deploy for inferences (Run:ai's default categories).
 - Its project name is a defined project's (POST /_sim/projects), else `project-<id>`.
+- What the body says of its containers (the kind's `containers`): `images` (each
+  container's image, in order, once), `podsRequestedResources` (the first container's
+  `compute`, one pod's request: `gpu` is `gpuPortionRequest`/`gpuPortionLimit` when the
+  request is a portion, else `gpuDevicesRequest`), `requestedNodePools` (`spec.nodePools`).
+  `workloadRequestedResources`, `allocatedResources` and `requestedPods` are left out:
+  they depend on pods the simulator does not schedule.
+- `updatedAt` is the store's `updated_at`: it moves on every change (see `store`).
+
+The default order is by creation (then arrival), kept by the store's `Ordered` index, so
+a page is cut from it without sorting; `projectId==X` reads that project's records only;
+a filter on a record's own field is checked before any item is built, and items are
+built only for the records the page (and a filter on the item) needs. A `sortBy` on a
+record's own field sorts the records and builds the page's items only; any other sorts
+the items of every record that passed the filters, as before.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,7 +39,7 @@ from starlette.routing import Route
 
 from reconciler.simulator import queries
 from reconciler.simulator.errors import ApiError
-from reconciler.simulator.store import Record, iso
+from reconciler.simulator.store import Record, filter_value, iso
 from reconciler.simulator.workloads import DEPARTMENT_ID
 
 if TYPE_CHECKING:
@@ -66,6 +81,36 @@ def _k8s_phase(phase: str) -> str:
                                                                                           phase)
 
 
+def _at(body: dict, path: str) -> Any:
+    for key in path.split("."):
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
+
+
+def _requested(compute: dict) -> dict:
+    """A container's `compute` as the list's `WorkloadRequestResources`."""
+    out: dict = {}
+    if compute.get("gpuRequestType") is not None:
+        out["gpuRequestType"] = compute["gpuRequestType"]
+    pairs = {"gpuMemory": ("gpuMemoryRequest", "gpuMemoryLimit"),
+             "cpu": ("cpuCoreRequest", "cpuCoreLimit"),
+             "cpuMemory": ("cpuMemoryRequest", "cpuMemoryLimit")}
+    if compute.get("gpuPortionRequest") is not None or compute.get("gpuPortionLimit") is not None:
+        pairs["gpu"] = ("gpuPortionRequest", "gpuPortionLimit")
+    elif compute.get("gpuDevicesRequest") is not None:
+        out["gpu"] = {"request": compute["gpuDevicesRequest"]}
+    for name, (request, limit) in pairs.items():
+        values = {k: compute[key] for k, key in (("request", request), ("limit", limit))
+                  if compute.get(key) is not None}
+        if values:
+            out[name] = values
+    extended = [{k: v for k, v in e.items() if k in ("resource", "quantity", "exclude")}
+                for e in compute.get("extendedResources") or () if isinstance(e, dict)]
+    if extended:
+        out["extendedResources"] = extended
+    return out
+
+
 def list_item(sim: Simulator, rec: Record) -> dict:
     kind = sim.kinds[rec.kind]
     b = rec.body
@@ -77,7 +122,7 @@ def list_item(sim: Simulator, rec: Record) -> dict:
     item = {
         "tenantId": TENANT_ID, "runningPods": 0,
         "phaseUpdatedAt": phase_at, "k8sPhaseUpdatedAt": phase_at,
-        "updatedAt": iso(rec.updated), "source": "Control-plane",
+        "updatedAt": iso(sim.store.updated_at(rec)), "source": "Control-plane",
         "deletedAt": iso(rec.deleted_at) if rec.deleted_at is not None else None,
         "type": rec.kind, "name": b["name"], "id": b["workloadId"],
         "priority": None, "priorityClassName": spec.get("priorityClass") or "",
@@ -90,6 +135,16 @@ def list_item(sim: Simulator, rec: Record) -> dict:
         "category": spec.get("category") or kind.category,
         "preemptible": spec.get("preemptibility") == "preemptible",
     }
+    containers = [c for c in (_at(b, path) for path in kind.containers) if isinstance(c, dict)]
+    images = [c["image"] for c in containers if isinstance(c.get("image"), str)]
+    if images:
+        item["images"] = list(dict.fromkeys(images))
+    compute = containers[0].get("compute") if containers else None
+    if isinstance(compute, dict) and (requested := _requested(compute)):
+        item["podsRequestedResources"] = requested
+    pools = spec.get("nodePools")
+    if isinstance(pools, list) and pools:
+        item["requestedNodePools"] = [str(p) for p in pools]
     for key in kind.list_fields:
         if spec.get(key):
             item[key] = spec[key]
@@ -104,15 +159,57 @@ async def list_workloads(sim: Simulator, request: Request) -> Response:
     if deleted not in ("true", "false"):
         raise ApiError(400, "deleted must be true or false")
     filters = queries.filters(q, FILTER)
-    source = sim.store.deleted if deleted == "true" else sim.store.live
-    records = sorted(source.values(), key=lambda r: r.created)
-    match = queries.match
+    order = sim.store.ordered(deleted == "true")
+    records: list[Record] = order.records
+    for f, op, v in filters:  # one project's records, when the filter names one
+        if f == "projectId" and op == "==":
+            records = order.of_project(v)
+            filters = [x for x in filters if x != (f, op, v)]
+            break
     direct = [(_RECORD_FIELDS[f], op, v) for f, op, v in filters if f in _RECORD_FIELDS]
+    on_items = [(f, op, v) for f, op, v in filters if f not in _RECORD_FIELDS]
+    return JSONResponse(_page(sim, paging, records, direct, on_items))
+
+
+def _page(sim: Simulator, paging: queries.Paging, records: list[Record],
+          direct: list, on_items: list) -> dict:
+    """{"workloads": the page, "next": the next offset if more match}, the same as
+    sorting, filtering and cutting every record's item would give."""
+    match = queries.match
+    start, end = paging.offset, paging.offset + paging.limit
+    desc = paging.order == "desc"
+    sort_by = paging.sort_by
+    if sort_by is not None and sort_by not in _RECORD_FIELDS:
+        candidates = [r for r in records if all(match(get(r), op, v) for get, op, v in direct)]
+        items = [list_item(sim, r) for r in candidates]
+        items = [i for i in items if all(match(i.get(f), op, v) for f, op, v in on_items)]
+        return paging.page(items, "workloads", dict.get)
+    if sort_by is not None:
+        get_sorted = _RECORD_FIELDS[sort_by]
+        records = sorted(records, key=lambda r: "" if (x := get_sorted(r)) is None else str(x))
+    if not direct and not on_items:
+        n = len(records)
+        if desc:
+            page = records[max(0, n - end):max(0, n - start)][::-1]
+        else:
+            page = records[start:end]
+        out: dict = {"workloads": [list_item(sim, r) for r in page]}
+        if end < n:
+            out["next"] = end
+        return out
+    ordered: Iterable[Record] = reversed(records) if desc else records
     if direct:
-        records = [r for r in records if all(match(get(r), op, v) for get, op, v in direct)]
-    items = [list_item(sim, r) for r in records]
-    items = [i for i in items if all(match(i.get(f), op, v) for f, op, v in filters)]
-    return JSONResponse(paging.page(items, "workloads", dict.get))
+        ordered = (r for r in ordered if all(match(get(r), op, v) for get, op, v in direct))
+    if on_items:
+        found: Iterator[dict] = (i for i in (list_item(sim, r) for r in ordered)
+                                 if all(match(i.get(f), op, v) for f, op, v in on_items))
+        wanted = list(itertools.islice(found, start, end + 1))
+    else:  # items for the page's records only
+        wanted = [list_item(sim, r) for r in itertools.islice(ordered, start, end + 1)]
+    out = {"workloads": wanted[:paging.limit]}
+    if len(wanted) > paging.limit:
+        out["next"] = end
+    return out
 
 
 async def get_any(sim: Simulator, request: Request) -> Response:

@@ -15,17 +15,31 @@ file in the same folder, fsynced, then renamed over the old one, so a reader nev
 a half-written file. Each record's JSON text is kept between writes and made again only
 when the record changed, so a write costs one record's encoding plus copying the file,
 not the encoding of every workload.
+
+Every change of a workload moves its `updated` time (the list's `updatedAt`): a write
+through the API, a drift patch or forced phase through /_sim/, a settled deletion
+(`touch`); a phase the clock reached moves it too, derived like the phase
+(`updated_at`). Times are in whole milliseconds, as the API writes them, and strictly
+increase: a change in the same millisecond as the one before it (or a clock that stands
+still) takes the next millisecond, so two changes in a row never show one `updatedAt`.
+
+The list's order (by creation, then arrival) is kept, over all workloads and per
+project, in an `Ordered` index for the live and for the deleted workloads, updated on
+each add and settled deletion: a page costs what it returns. A record placed in `live`
+or `deleted` directly, or a project changed in place (`names_changed`), has the index
+rebuilt on its next use.
 """
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import os
 import pathlib
 import tempfile
 from dataclasses import dataclass, field
-from typing import Callable, Collection
+from typing import Any, Callable, Collection, Iterable
 
 GONE = "__gone__"
 
@@ -44,6 +58,17 @@ def iso(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+def _ms(ts: float) -> int:
+    return int(ts * 1000 + 0.5)
+
+
+def filter_value(value: Any) -> str | None:
+    """A value as `queries.match` compares it with `==`: the key of the per-project index."""
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 @dataclass
 class Record:
     """One workload. Once stored, `body` and `phases` are replaced, never changed in
@@ -58,6 +83,7 @@ class Record:
     created: float
     updated: float
     deleted_at: float | None = None
+    seq: int = field(default=0, compare=False, repr=False)  # arrival, for the list's order
     encoded: tuple[dict, str] | None = field(default=None, compare=False, repr=False)
     saved: tuple | None = field(default=None, compare=False, repr=False)
 
@@ -87,6 +113,52 @@ class Record:
                    updated=float(d["updated"]), deleted_at=d.get("deletedAt"))
 
 
+class Ordered:
+    """Records in the list's default order, (created, arrival), over all and per project
+    (by `filter_value` of the projectId): insert and remove by bisection."""
+
+    def __init__(self, records: Iterable[Record] = ()):
+        self.keys: list[tuple[float, int]] = []
+        self.records: list[Record] = []
+        self.projects: dict[str | None, tuple[list, list]] = {}
+        self._project_of: dict[str, str | None] = {}
+        for rec in sorted(records, key=lambda r: (r.created, r.seq)):
+            self.keys.append((rec.created, rec.seq))
+            self.records.append(rec)
+            project = filter_value(rec.body.get("projectId"))
+            keys, recs = self.projects.setdefault(project, ([], []))
+            keys.append((rec.created, rec.seq))
+            recs.append(rec)
+            self._project_of[rec.id] = project
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def of_project(self, project: str) -> list[Record]:
+        return self.projects.get(project, ((), []))[1]
+
+    def insert(self, rec: Record) -> None:
+        key = (rec.created, rec.seq)
+        project = filter_value(rec.body.get("projectId"))
+        self._project_of[rec.id] = project
+        for keys, recs in ((self.keys, self.records), self.projects.setdefault(project, ([], []))):
+            i = bisect.bisect_right(keys, key)
+            keys.insert(i, key)
+            recs.insert(i, rec)
+
+    def remove(self, rec: Record) -> None:
+        key = (rec.created, rec.seq)
+        project = self._project_of.pop(rec.id)
+        lists = [(self.keys, self.records), self.projects[project]]
+        for keys, recs in lists:
+            i = bisect.bisect_left(keys, key)
+            while recs[i] is not rec:
+                i += 1
+            del keys[i], recs[i]
+        if not self.projects[project][1]:
+            del self.projects[project]
+
+
 @dataclass
 class Store:
     clock: Callable[[], float]
@@ -103,6 +175,58 @@ class Store:
     # size behind the store's back, so that a create need not scan every workload.
     _names: dict[tuple[str, str], int] = field(default_factory=dict)
     _names_of: int = -1  # len(live) when _names was last right
+    _last_ms: int = 0  # the latest `updated` given, in milliseconds
+    _seq: int = 0  # the latest arrival number given
+    # The list's order of live and of deleted records; None: rebuilt on its next use.
+    _orders: dict[bool, Ordered | None] = field(default_factory=lambda: {False: None,
+                                                                          True: None})
+
+    # --- change times ---------------------------------------------------------------
+
+    def stamp(self, after: float | None = None) -> float:
+        """A change time now: the clock's millisecond, or the one after the latest given
+        (and after `after`) when the clock has not moved past it."""
+        ms = max(_ms(self.clock()), self._last_ms + 1,
+                 _ms(after) + 1 if after is not None else 0)
+        self._last_ms = ms
+        return ms / 1000
+
+    def touch(self, rec: Record) -> None:
+        """`rec` changed now: its `updated` moves past every time it has shown."""
+        rec.updated = self.stamp(self.updated_at(rec))
+
+    def updated_at(self, rec: Record) -> float:
+        """When `rec` last changed: its last write, or the start of the phase the clock
+        has brought it to since (a millisecond a phase at least, so each phase moves it)."""
+        if rec.deleted_at is not None or self.phase_seconds <= 0:
+            return rec.updated
+        idx = self._index(rec, self.clock())
+        if idx == 0:
+            return rec.updated
+        return max(rec.since + idx * self.phase_seconds, rec.updated + idx / 1000)
+
+    def _arrival(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def ordered(self, deleted: bool = False) -> Ordered:
+        """The live (or deleted) records in the list's order, all and per project."""
+        source = self.deleted if deleted else self.live
+        order = self._orders[deleted]
+        if order is None or len(order) != len(source):
+            for position, rec in enumerate(source.values()):  # as they came: their dict order
+                rec.seq = position
+            self._seq = max(self._seq, len(source))
+            order = self._orders[deleted] = Ordered(source.values())
+        return order
+
+    def _ordered_if_built(self, deleted: bool) -> Ordered | None:
+        order = self._orders[deleted]
+        source = self.deleted if deleted else self.live
+        if order is not None and len(order) != len(source):
+            self._orders[deleted] = None
+            return None
+        return order
 
     # --- phases ---------------------------------------------------------------------
 
@@ -123,7 +247,8 @@ class Store:
         """Start moving through `phases` now. The write's own response should show
         `phases[0]` (see `app`); reads derive the rest from the clock."""
         now = self.clock()
-        rec.phases, rec.since, rec.updated = list(phases), now, now
+        self.touch(rec)
+        rec.phases, rec.since = list(phases), now
         if GONE in phases:
             self._ending.add(rec.id)
         else:
@@ -135,14 +260,22 @@ class Store:
         gone = [self.live[i] for i in sorted(self._ending)
                 if i in self.live and self.phase(self.live[i], now) == GONE]
         for rec in gone:
+            live_order = self._ordered_if_built(False)
+            deleted_order = self._ordered_if_built(True)
+            if live_order is not None:
+                live_order.remove(rec)
             del self.live[rec.id]
             self._unindex(rec)
             self._ending.discard(rec.id)
             rec.deleted_at = (rec.since + (len(rec.phases) - 1) * self.phase_seconds
                               if self.phase_seconds > 0 else now)
             rec.body = {**rec.body, "deletedAt": iso(rec.deleted_at)}
+            rec.updated = self.stamp(max(rec.updated, rec.deleted_at - 0.001))
             rec.phases, rec.since = ["Deleting"], rec.deleted_at
+            rec.seq = self._arrival()
             self.deleted[rec.id] = rec
+            if deleted_order is not None:
+                deleted_order.insert(rec)
         if gone:
             self.save()
 
@@ -158,16 +291,30 @@ class Store:
         return (project_id, name) in self._name_index()
 
     def add(self, rec: Record) -> None:
+        """Store a new record: its `updated` becomes a change time of its own (`stamp`)."""
         index = self._name_index()
-        if rec.id not in self.live:
+        order = self._ordered_if_built(False)
+        old = self.live.get(rec.id)
+        if old is None:
             key = (rec.body["projectId"], rec.body["name"])
             index[key] = index.get(key, 0) + 1
+            rec.seq = self._arrival()
+        else:
+            self._names_of = -1
+            rec.seq = old.seq
+            if order is not None:
+                order.remove(old)
+        rec.updated = self.stamp(rec.updated - 0.001)
         self.live[rec.id] = rec
-        self._names_of = len(self.live)
+        if order is not None:
+            order.insert(rec)
+        self._names_of = len(self.live) if old is None else -1
 
     def names_changed(self) -> None:
-        """A live record's name or project was changed in place: rebuild the name index."""
+        """A live record's name or project was changed in place: rebuild the name index
+        and the list's order."""
         self._names_of = -1
+        self._orders[False] = None
 
     def _name_index(self) -> dict[tuple[str, str], int]:
         if self._names_of != len(self.live):
@@ -194,6 +341,7 @@ class Store:
         self.deleted.clear()
         self.projects.clear()
         self._ending.clear()
+        self._orders = {False: None, True: None}
         self.save()
 
     # --- persistence ----------------------------------------------------------------
@@ -201,8 +349,22 @@ class Store:
     def load(self) -> None:
         if self.data_path is None or not self.data_path.exists():
             return
+        where = f"cannot read simulator data {self.data_path}"
         try:
-            data = json.loads(self.data_path.read_text(encoding="utf-8"))
+            text = self.data_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SimulatorDataError(f"{where}: the file is damaged (not UTF-8 text)") from None
+        except OSError as exc:
+            raise SimulatorDataError(f"{where}: {exc.strerror or exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SimulatorDataError(f"{where}: the file is damaged (not JSON: line "
+                                     f"{exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        except (ValueError, RecursionError):  # a number too long to read, nesting too deep
+            raise SimulatorDataError(f"{where}: the file is damaged (a number too long or "
+                                     "nesting too deep for JSON the simulator writes)") from None
+        try:
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             if data.get("version") != FORMAT_VERSION:
@@ -213,7 +375,8 @@ class Store:
             unknown = sorted({r.kind for r in live + deleted} - set(self.kinds or ()))
             if self.kinds is not None and unknown:
                 raise ValueError(f"unknown workload kind(s) {', '.join(map(repr, unknown))}")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            last_ms = max([self._last_ms, *(_ms(r.updated) for r in live + deleted)])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             why = str(exc)
             if "int_max_str_digits" in why:  # not Python's advice: the file's fault
                 why = "an integer is too long"
@@ -223,6 +386,8 @@ class Store:
         self.deleted = {r.id: r for r in deleted}
         self.projects = projects
         self._ending = {r.id for r in live if GONE in r.phases}
+        self._orders = {False: None, True: None}
+        self._last_ms = last_ms
 
     def save(self) -> None:
         if self.data_path is None:
