@@ -362,7 +362,8 @@ def checks(rows: list[Row]) -> list[str]:
                               PG_TARGET * on_file.wall_s))
     small = {r.step: r for r in rows if r.n == 1000}
     for r in rows:
-        if r.n > 1000 and r.step in small and r.step not in (AUTO_STEP, FLOOR_STEP):  # linear: N times more costs at most ~N times more
+        # linear: N times more costs at most ~N times more
+        if r.n > 1000 and r.step in small and r.step not in (AUTO_STEP, FLOOR_STEP):
             k = r.n / 1000
             base = small[r.step]
             out.append(_check(r.n, f"{r.step}: wall ≤ {k:g} × N = 1,000's (linear)",
