@@ -78,6 +78,17 @@ def test_auto_finds_every_change_made_outside_and_plans_as_full(ws, sim_server):
     _, r = pick(lambda r: kinds.get(r["kind"]).can_suspend
                 and r.get("desired_phase", "Running") == "Running", "suspend")
     assert sim_server.api("POST", path(r) + "/suspend").status_code < 300
+    # PATCH through the API (an update of the image, as apply's own update sends it)
+    _, r = pick(lambda r: has_image(r) and kinds.get(r["kind"]).is_updatable("spec.image"),
+                "API patch")
+    patched = sim_server.api("PATCH", path(r), json={"spec": {"image": "patched/by-api:2"}})
+    assert patched.status_code < 300, patched.text
+    # resume through the API, of one the spec keeps suspended
+    stopped = [a for a, r in resources.items() if r.get("desired_phase") == "Stopped"
+               and a not in touched]
+    if stopped:
+        touched[stopped[0]] = "resume"
+        assert sim_server.api("POST", path(resources[stopped[0]]) + "/resume").status_code < 300
     # delete through the API
     _, r = pick(lambda r: True, "delete")
     assert sim_server.api("DELETE", path(r)).status_code < 300
@@ -97,6 +108,8 @@ def test_auto_finds_every_change_made_outside_and_plans_as_full(ws, sim_server):
         assert _actions(auto)[addr][0] != "no-op", (what, _actions(auto)[addr])
     # Only what moved was read: the deleted one is gone from the list, not read.
     assert auto_gets <= len(touched) - 1 + 2, auto_gets
+    assert "resume" in touched.values() or not any(
+        r.get("desired_phase") == "Stopped" for r in resources.values())
 
 
 def test_auto_finds_a_workload_deleted_and_created_again_outside(ws, sim_server):
@@ -127,3 +140,42 @@ def test_auto_reads_nothing_when_nothing_changed_and_the_old_state_is_read(ws, s
     sim_server.clear_requests()
     assert ws.plan("--detailed-exitcode").exit_code == 0
     assert _gets(sim_server) == len(resources)
+
+
+def _string_leaf(spec: dict, path: tuple = ()) -> tuple[tuple, str] | None:
+    """The first string value of `spec` outside lists (depth first), with its path."""
+    for key, value in sorted(spec.items()):
+        if isinstance(value, str) and key not in ("name", "kind"):
+            return path + (key,), value
+        if isinstance(value, dict):
+            found = _string_leaf(value, path + (key,))
+            if found:
+                return found
+    return None
+
+
+def test_auto_finds_a_drift_patch_of_every_kind(ws, sim_server):
+    resources = _fleet(ws, sim_server, 24)
+    one_of_each = {}
+    for addr, r in sorted(resources.items()):
+        one_of_each.setdefault(r["kind"], (addr, r))
+    assert len(one_of_each) >= 4, sorted(one_of_each)  # specgen's fleet holds most kinds
+    patched = []
+    for kind, (addr, r) in sorted(one_of_each.items()):
+        leaf = _string_leaf(r["applied"].get("spec", {}))
+        if leaf is None:
+            continue
+        path, value = leaf
+        patch: dict = {}
+        node = patch.setdefault("spec", {})
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value + "-drift"
+        sim_server.admin.patch(f"/_sim/workloads/{r['workload_id']}",
+                               json=patch).raise_for_status()
+        patched.append(addr)
+    assert len(patched) == len(one_of_each)
+    auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
+    for addr in patched:
+        assert _actions(auto)[addr][0] != "no-op", (addr, _actions(auto)[addr])
