@@ -179,3 +179,41 @@ def test_auto_finds_a_drift_patch_of_every_kind(ws, sim_server):
     assert _actions(auto) == _actions(full)
     for addr in patched:
         assert _actions(auto)[addr][0] != "no-op", (addr, _actions(auto)[addr])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_changes_outside_are_planned_alike_by_auto_and_full(ws, sim_server, seed):
+    import random
+
+    rng = random.Random(seed)
+    resources = _fleet(ws, sim_server, 20)
+    chosen = rng.sample(sorted(resources), 8)
+    for addr in chosen:
+        r = resources[addr]
+        kind = kinds.get(r["kind"])
+        path = f"{kind.api_path}/{r['workload_id']}"
+        ops = ["delete", "phase"]
+        if kind.can_suspend:
+            ops += ["suspend", "resume"]
+        leaf = _string_leaf(r["applied"].get("spec", {}))
+        if leaf:
+            ops.append("drift")
+        op = rng.choice(ops)
+        if op == "delete":
+            sim_server.api("DELETE", path)
+        elif op == "phase":
+            sim_server.admin.post(f"/_sim/workloads/{r['workload_id']}/phase",
+                                  json={"phase": rng.choice(["Running", "Failed", "Stopped"])})
+        elif op in ("suspend", "resume"):
+            sim_server.api("POST", f"{path}/{op}")
+        else:
+            keys, value = leaf
+            patch: dict = {}
+            node = patch.setdefault("spec", {})
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value + f"-{seed}"
+            sim_server.admin.patch(f"/_sim/workloads/{r['workload_id']}", json=patch)
+    _settle(sim_server)
+    auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
