@@ -123,7 +123,8 @@ class Refreshed:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
 
-async def read_listed(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
+async def read_listed(client,
+                      desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
                       state: State, *, parallelism: int, only: set[str] | None = None,
                       progress=None) -> Refreshed:
     """The list-first refresh: list the scopes (project, cluster) of the state's workloads
