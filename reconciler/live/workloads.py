@@ -102,9 +102,9 @@ Scope = tuple[str, str]  # (project id, cluster id)
 async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
     """Every listed workload of each scope (`filterBy` projectId and clusterId). Each
     scope's first `ceil(expected / PAGE)` pages (at least one) go out at once, with every
-    other scope's, through `reader` (its bound holds); a scope whose last page is full and
-    that the answer does not say is finished (`next`) asks for its next pages, again all at
-    once."""
+    other scope's, through `reader` (its bound holds); a scope whose last page says more
+    follow (`next`), or is full without saying and holds fewer items than expected, asks
+    for its next pages, again all at once."""
     async def scope(project_id: str, cluster_id: str, count: int) -> list[dict]:
         where = [f"projectId=={project_id}", f"clusterId=={cluster_id}"]
         found: list[dict] = []
@@ -115,7 +115,7 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
             for page in answers:
                 found.extend(i for i in page["workloads"] if isinstance(i, dict))
             last = answers[-1]
-            if not _more(last, offset + (pages - 1) * PAGE):
+            if not _more(last, offset + (pages - 1) * PAGE, len(found) >= count):
                 return found
             offset += pages * PAGE
             pages = max(1, pages)
@@ -125,10 +125,11 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
     return dict(zip(scopes, answers))
 
 
-def _more(page: Mapping[str, Any], offset: int) -> bool:
+def _more(page: Mapping[str, Any], offset: int, as_expected: bool = False) -> bool:
     """Whether a list page (read at `offset`) has a page after it: its `next` when it
-    gives one, else whether it was full."""
+    gives one; without one, whether it was full, unless as many items as expected are in
+    (`as_expected`: a full last page then ends the list, without an empty page after it)."""
     if "next" in page:
         nxt = page.get("next")
         return isinstance(nxt, int) and nxt > offset
-    return len(page["workloads"]) >= PAGE
+    return len(page["workloads"]) >= PAGE and not as_expected

@@ -108,15 +108,14 @@ def test_verbose_logs_every_request_over_http_without_token_or_secret(ws, sim_se
     quiet = run(ws, "apply", str(ws.specs), "--auto-approve")
     assert quiet.returncode == 0 and " -> 20" not in quiet.stderr  # without -v: no request log
     sim_server.clear_requests()
-    res = run(ws, "-v", "plan", str(ws.specs))
+    res = run(ws, "-v", "plan", str(ws.specs), "--refresh=full")
     assert res.returncode == 0, res.stderr
     logged = [m.groups() for m in re.finditer(r"^INFO: (\w+) (\S+) -> (\d+) in \d+ ms$",
                                               res.stderr, re.M)]
     served = [(r["method"], r["path"], str(r["status"]))
               for r in sim_server.requests(api_only=False)]
     assert sorted((m, p.split("?")[0], s) for m, p, s in logged) == sorted(served)
-    # token, one list page (the list vouches for both: no GET), a project quota
-    assert ("POST", "/api/v1/token", "200") in served and len(served) == 3
+    assert ("POST", "/api/v1/token", "200") in served and len(served) == 4  # token, 2 GETs, a project quota
     assert CLIENT_SECRET not in res.stderr and "Bearer" not in res.stderr
     assert sim_server.token()[:20] not in res.stderr
     assert "HTTP Request:" not in res.stderr  # httpx's own line would say each one twice

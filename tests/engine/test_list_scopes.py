@@ -57,6 +57,14 @@ def test_a_full_last_page_without_next_is_the_end_only_when_the_api_says_so():
     assert workloads._more({"workloads": [{}] * 500}, 0)  # no `next` at all: full means more
     assert not workloads._more({"workloads": [{}] * 500, "next": None}, 0)
     assert not workloads._more({"workloads": [{}] * 10}, 0)
+    # ... unless the items expected are in: 500 workloads expected, 500 listed, no `next`
+    assert not workloads._more({"workloads": [{}] * 500}, 0, as_expected=True)
+
+
+def test_a_scope_of_exactly_one_full_page_costs_one_request():
+    reader = Pages({("1", "c"): 500})
+    got = asyncio.run(workloads.list_scopes(reader, {("1", "c"): 500}))
+    assert len(got[("1", "c")]) == 500 and [o for _, o in reader.calls] == [0]
 
 
 def test_the_fingerprint_ignores_the_phase_and_moves_with_updated_at_and_images():
