@@ -8,6 +8,7 @@ Caller: `reconciler.cli`, through `reconciler.operations`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 from reconciler import errors
@@ -27,6 +28,8 @@ from reconciler.operations.planning import (
 )
 from reconciler.plans import Action, Plan
 from reconciler.state.model import State
+
+log = logging.getLogger("reconciler.operations")
 
 
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
@@ -66,7 +69,8 @@ async def record_fingerprints(client, store, state: State, result, seen: dict[st
     vouch for (`ResourceState.listed`), so that the next auto plan GETs none of them: a
     no-op found unchanged gets the one the refresh listed; a workload acted on, the one of
     one list sweep of its projects now. Written only when one changed. A workload whose
-    action failed, was not started or was abandoned keeps none (it is read next time)."""
+    action failed, was not started or was abandoned keeps none (it is read next time); so
+    does every workload acted on when the sweep fails (the apply's result stands)."""
     from reconciler import plans, refresh
 
     the_plan = result.plan
@@ -79,7 +83,12 @@ async def record_fingerprints(client, store, state: State, result, seen: dict[st
                if c.action is not Action.NOOP and c.address in ok}
     found = {a: fp for a, fp in seen.items() if a in unchanged}
     if touched and not result.interrupted:
-        found.update(await refresh.sweep(client, state, touched, parallelism=parallelism))
+        try:
+            found.update(await refresh.sweep(client, state, touched, parallelism=parallelism))
+        except errors.ReconcileError as exc:  # the API's errors too: the apply stands
+            # Not recorded: the next plan reads what this apply touched.
+            log.info("the list sweep after the apply failed (%s): the workloads it acted "
+                     "on are read by the next plan", exc)
     changed = False
     for addr, rs in state.resources.items():
         fp = found.get(addr) if (addr in unchanged or addr in touched) else rs.listed
