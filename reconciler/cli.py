@@ -641,6 +641,95 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool, refres
         sys.exit(2)
 
 
+class _Duration(click.ParamType):
+    name = "DURATION"
+
+    def convert(self, value, param, ctx):
+        from reconciler.watch import intervals
+
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return intervals.parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@main.command()
+@specs_dir
+@click.option("--mode", type=click.Choice(["report", "heal", "sync"]), default="report",
+              show_default=True, help="report: never write; heal: undo drift only; sync: "
+                                      "apply the plan (deletions only with --prune).")
+@click.option("--interval", "interval_s", type=_Duration(), default="60s", show_default=True,
+              help="Time between cycles: 60s, 2m, 500ms.")
+@click.option("--prune", is_flag=True, help="In sync mode, delete what no spec names.")
+@click.option("--max-actions", default=10, show_default=True, type=click.IntRange(0),
+              help="At most this many actions per cycle; the rest wait for the next.")
+@click.option("--full-refresh-every", default=10, show_default=True, type=click.IntRange(1),
+              help="A full refresh every K cycles; the others list first (--refresh=auto).")
+@click.option("--pull", is_flag=True,
+              help="DIR is a git working tree: `git pull --ff-only` before each cycle.")
+@click.option("--listen", default="127.0.0.1:9090", show_default=True, metavar="HOST:PORT",
+              help="Serve /metrics, /healthz, /readyz, /api/status and the status page here "
+                   "('' or 'off': not at all).")
+@click.option("--notify", "notify_urls", multiple=True, metavar="URL",
+              help="POST an alert here for each change of sync status or health (repeatable).")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="One line per event on stderr, as text or JSON.")
+@click.option("--max-cycles", type=click.IntRange(1), default=None, hidden=True)
+@policy_opt
+@pass_config
+def watch(cfg: Config, directory, mode, interval_s, prune, max_actions, full_refresh_every,
+          pull, listen, notify_urls, log_format, max_cycles, policy) -> None:
+    """Reconcile continuously: re-read the specs, refresh, plan, act by --mode, publish.
+
+    One watch per state acts (the holder of its controller lock); others stand by and take
+    over when it stops. SIGTERM or Ctrl-C lets the actions in flight finish, then exits 0
+    (docs/watch.md)."""
+    import time as _time
+
+    from reconciler.watch import logs, status
+
+    def log(event: str, **fields) -> None:
+        click.echo(logs.line(event, fields, fmt=log_format, now=_time.time()), err=True)
+
+    options = operations.WatchOptions(
+        mode=mode, interval_s=interval_s, prune=prune, max_actions=max_actions,
+        full_refresh_every=full_refresh_every, pull=pull, policy=policy,
+        parallelism=cfg.parallelism, max_cycles=max_cycles)
+    store = _store(cfg)
+    board = status.StatusBoard(status.Snapshot(mode=mode, role=status.STANDBY,
+                                               specs_dir=directory, state=store.where,
+                                               interval_s=interval_s))
+    observers, closers = _watch_publishers(board, listen, notify_urls, log)
+    try:
+        code = operations.watch(directory, store, _connect(cfg), options, board,
+                                observers=observers, log=log)
+    finally:
+        for close in closers:
+            close()
+    sys.exit(code)
+
+
+def _watch_publishers(board, listen: str, notify_urls, log):
+    """What publishes the watch's snapshots: the HTTP endpoint at `listen`, and the
+    notifier of `notify_urls`. Returns (observers of each snapshot, closers)."""
+    observers, closers = [], []
+    try:
+        from reconciler.watch import notify, server
+    except ImportError:  # the endpoint and the alerts are not part of this build yet
+        if (listen and listen != "off") or notify_urls:
+            log("publishing_unavailable", listen=listen, notify=len(notify_urls))
+        return observers, closers
+    if listen and listen != "off":
+        closers.append(server.serve(board, listen).close)
+    if notify_urls:
+        notifier = notify.Notifier(list(notify_urls))
+        observers.append(notifier.observe)
+        closers.append(notifier.close)  # lets the queued alerts go out for a moment
+    return observers, closers
+
+
 @main.command("export")
 @click.option("--project", "projects", multiple=True, metavar="ID_OR_NAME",
               help="Only this project's workloads (repeatable).")
