@@ -42,7 +42,10 @@ import specgen  # noqa: E402
 
 from reconciler.cli import DEFAULT_PARALLELISM  # noqa: E402
 
-DEFAULT_STEP = "plan (unchanged), default P"
+DEFAULT_STEP = "plan (unchanged), default P"  # --refresh=full, as before
+AUTO_STEP = "plan (unchanged), auto, default P"  # --refresh=auto, side by side with it
+FULL_STEP = "plan (unchanged), full, default P"  # the same in the same run, --refresh=full
+FLOOR_STEP = "raw aiohttp GETs (floor), default P"  # N GETs by id, no CLI: the per-GET floor
 # Terraform refreshes 10 at a time: 1,000 objects at 50 ms take it at least 5 s; the
 # issue asks for at least twice as fast at our default parallelism.
 TERRAFORM_PARALLELISM = 10
@@ -62,6 +65,7 @@ class Row:
     rss_mb: float
     sim_cpu_s: float
     exit_code: int
+    requests_limit: int | None = None  # the auto refresh's request target, when it has one
 
     @property
     def ratio(self) -> float | None:
@@ -158,12 +162,16 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
         ("plan (new fleet)", ["plan", str(specs)], None, parallelism),
         ("apply (N creates)", ["apply", str(specs), "--auto-approve"], n * per_request,
          parallelism),
-        ("plan (unchanged)", ["plan", str(specs)], n * per_request, parallelism),
+        ("plan (unchanged)", ["plan", str(specs), "--refresh=full"], n * per_request,
+         parallelism),
         ("plan --no-refresh", ["plan", str(specs), "--no-refresh"], None, parallelism),
     ]
+    default_bound = n * latency_ms / 1000 / DEFAULT_PARALLELISM
     if parallelism != DEFAULT_PARALLELISM:
-        steps.append((DEFAULT_STEP, ["plan", str(specs)],
-                      n * latency_ms / 1000 / DEFAULT_PARALLELISM, None))
+        steps.append((DEFAULT_STEP, ["plan", str(specs), "--refresh=full"], default_bound,
+                      None))
+    steps += [(AUTO_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None),
+              (FULL_STEP, ["plan", str(specs), "--refresh=full"], default_bound, None)]
     rows = []
     try:
         for label, args, bound, p in steps:
@@ -177,13 +185,67 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
                                 sim.request_count(), rss, sim.cpu_seconds() - cpu0, code))
             runs.sort(key=lambda r: r.wall_s)
             rows.append(runs[len(runs) // 2])
+            if label == AUTO_STEP:
+                rows[-1].requests_limit = auto_request_limit(n)
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
+        rows.append(floor_row(sim, n, default_bound, repeat))
+        print(format_row(rows[-1]), file=sys.stderr, flush=True)
         if state_url:
             rows += apply_pairs(n, sim, env, work, specs, state_url, parallelism, repeat,
                                 n * per_request)
     finally:
         sim.close()
     return rows
+
+
+def auto_request_limit(n: int) -> int:
+    """The auto refresh's request target for specgen's fleet of n: a list page per 500
+    workloads of each project, a quota read per project, plus 3."""
+    per_project: dict[int, int] = {}
+    for i in range(n):
+        per_project[1 + i % specgen.PROJECTS] = per_project.get(1 + i % specgen.PROJECTS, 0) + 1
+    return sum(-(-c // 500) for c in per_project.values()) + len(per_project) + 3
+
+
+def floor_row(sim: Sim, n: int, bound: float, repeat: int) -> Row:
+    """The per-GET floor: one GET of each workload by id (`GET /api/v1/workloads/{id}`)
+    with raw aiohttp, at most the default parallelism in flight, timed from the first
+    request to the last answer (no start-up, no specs, no state): the median of `repeat`
+    runs. What a refresh of one GET per workload cannot beat."""
+    import asyncio
+
+    import aiohttp
+
+    ids = [w["workloadId"] for w in sim.admin("GET", "/_sim/workloads")["workloads"]]
+
+    async def run() -> float:
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=DEFAULT_PARALLELISM)) as http:
+            async with http.post(sim.url + "/api/v1/token", json={
+                    "grantType": "client_credentials", "clientID": CLIENT_ID,
+                    "clientSecret": CLIENT_SECRET}) as resp:
+                token = (await resp.json())["accessToken"]
+            headers = {"Authorization": f"Bearer {token}"}
+            slots = asyncio.Semaphore(DEFAULT_PARALLELISM)
+
+            async def one(workload_id: str) -> None:
+                async with slots, http.get(f"{sim.url}/api/v1/workloads/{workload_id}",
+                                           headers=headers) as resp:
+                    await resp.read()
+
+            start = time.perf_counter()
+            await asyncio.gather(*map(one, ids))
+            return time.perf_counter() - start
+
+    runs = []
+    for _ in range(max(1, repeat)):
+        sim.admin("DELETE", "/_sim/requests")
+        cpu0 = sim.cpu_seconds()
+        wall = asyncio.run(run())
+        runs.append(Row(FLOOR_STEP, n, sim.latency_ms, DEFAULT_PARALLELISM, wall, bound,
+                        sim.request_count(), 0.0, sim.cpu_seconds() - cpu0, 0))
+    runs.sort(key=lambda r: r.wall_s)
+    return runs[len(runs) // 2]
 
 
 def apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, state_url: str,
@@ -276,6 +338,23 @@ def checks(rows: list[Row]) -> list[str]:
         if n == 1000:
             rss = max(r.rss_mb for r in rows if r.n == n)
             out.append(_check(n, "peak RSS of plan and apply < 400 MB", rss, 400.0, unit=" MB"))
+        auto, full, floor = (by.get((n, s)) for s in (AUTO_STEP, FULL_STEP, FLOOR_STEP))
+        if auto and floor and n == 1000:
+            out.append(_check(n, f"plan (unchanged), auto ≤ 0.6 × the raw per-GET floor "
+                              f"({floor.wall_s:.2f} s)", auto.wall_s, 0.6 * floor.wall_s))
+        if auto and auto.requests_limit is not None:
+            out.append(_check(n, "plan (unchanged), auto: requests ≤ a page per 500 of each "
+                              "project + a quota per project + 3", auto.requests,
+                              auto.requests_limit, unit=""))
+        if auto and auto.bound_s and n >= 5000:
+            out.append(_check(n, "plan (unchanged), auto ≤ 0.6 × N·L/P", auto.wall_s,
+                              0.6 * auto.bound_s))
+        if auto and n >= 10000:
+            out.append(_check(n, "plan (unchanged), auto: peak RSS < 300 MB", auto.rss_mb,
+                              300.0, unit=" MB"))
+        if auto and full:
+            out.append(_check(n, f"plan (unchanged), auto against full ({full.wall_s:.2f} s) "
+                              "in the same run", auto.wall_s, full.wall_s))
         on_file, on_pg = by.get((n, FILE_APPLY)), by.get((n, PG_APPLY))
         if on_file and on_pg:
             out.append(_check(n, f"apply on a PostgreSQL state ≤ {PG_TARGET:g} × on a state file "
@@ -283,7 +362,8 @@ def checks(rows: list[Row]) -> list[str]:
                               PG_TARGET * on_file.wall_s))
     small = {r.step: r for r in rows if r.n == 1000}
     for r in rows:
-        if r.n > 1000 and r.step in small:  # linear: N times more costs at most ~N times more
+        # linear: N times more costs at most ~N times more
+        if r.n > 1000 and r.step in small and r.step not in (AUTO_STEP, FLOOR_STEP):
             k = r.n / 1000
             base = small[r.step]
             out.append(_check(r.n, f"{r.step}: wall ≤ {k:g} × N = 1,000's (linear)",
@@ -294,7 +374,7 @@ def checks(rows: list[Row]) -> list[str]:
 
 
 def _check(n: int, what: str, value: float, limit: float, unit: str = " s") -> str:
-    digits = 0 if unit == " MB" else 2
+    digits = 0 if unit in (" MB", "") else 2
     return (f"| {n:,} | {what} | {value:.{digits}f}{unit} against {limit:.{digits}f}{unit} "
             f"| {'met' if value <= limit else '**not met**'} |")
 

@@ -447,21 +447,27 @@ def _spec_warnings(desired) -> None:
 @target_opt
 @click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
 @click.option("--destroy", is_flag=True, help="Plan the deletion of everything in the state.")
-@click.option("--refresh/--no-refresh", default=True, show_default=True,
-              help="Read live workloads; --no-refresh plans from the state alone.")
+@click.option("--refresh", "refresh", type=click.Choice(["auto", "full", "none"]),
+              default="auto", show_default=True, is_flag=False, flag_value="auto",
+              help="How live is read: auto lists first and reads only what the list does "
+                   "not vouch for; full reads every workload; none plans from the state.")
+@click.option("--no-refresh", "no_refresh", is_flag=True,
+              help="Plan from the state alone (--refresh=none).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Save the plan (mode 0600) for `show FILE` and `apply FILE`.")
 @policy_opt
 @folder_opts
 @pass_config
 def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destroy, refresh,
-         out_path, policy, specs_moved, prune_others) -> None:
+         no_refresh, out_path, policy, specs_moved, prune_others) -> None:
     """Show what apply would do. Makes no API writes and does not change the state.
 
     With --policy, exits 1 after the plan when it breaks a deny rule."""
+    mode = "none" if no_refresh else refresh
     options = operations.PlanOptions(
         targets=_check_addresses(targets, "--target"),
-        replace=_check_addresses(replace, "--replace"), destroy=destroy, refresh=refresh,
+        replace=_check_addresses(replace, "--replace"), destroy=destroy,
+        refresh=mode != "none", refresh_mode=mode if mode != "none" else "auto",
         parallelism=cfg.parallelism, policy=policy, specs_moved=specs_moved,
         prune_others=prune_others)
     result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path,
@@ -485,12 +491,16 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
 @target_opt
 @click.option("--replace", "replace", multiple=True, metavar="ADDR", help="Force a replacement (repeatable).")
 @click.option("--destroy", is_flag=True, help="Delete everything in the state.")
+@click.option("--refresh", "refresh", type=click.Choice(["auto", "full"]), default="auto",
+              show_default=True,
+              help="How live is read: auto lists first and reads only what the list does "
+                   "not vouch for; full reads every workload.")
 @format_opt
 @policy_opt
 @folder_opts
 @pass_config
-def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, policy,
-          specs_moved, prune_others) -> None:
+def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refresh, fmt,
+          policy, specs_moved, prune_others) -> None:
     """Plan, show, confirm, then perform the actions and record them in the state.
 
     Given a PLANFILE saved by `plan --out`, apply exactly that plan without asking; it is
@@ -524,8 +534,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, fmt, 
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
                 replace=_check_addresses(replace, "--replace"), destroy=destroy,
-                parallelism=cfg.parallelism, policy=policy, specs_moved=specs_moved,
-                prune_others=prune_others)
+                refresh_mode=refresh, parallelism=cfg.parallelism, policy=policy,
+                specs_moved=specs_moved, prune_others=prune_others)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
                                       approve=approve, on_event=say, progress=progress)
     except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
@@ -604,8 +614,12 @@ def show(cfg: Config, planfile_path: str, fmt: str) -> None:
 @specs_dir
 @format_opt
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when something drifted, 0 when not.")
+@click.option("--refresh", "refresh", type=click.Choice(["full", "auto"]), default="full",
+              show_default=True,
+              help="full reads every workload (exact); auto reads only what the workload "
+                   "list does not vouch for.")
 @pass_config
-def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> None:
+def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool, refresh: str) -> None:
     """Report what changed live behind runai-reconcile's back (refresh only).
 
     Compares live with the state, never writes to the API or the state. Where the specs
@@ -614,7 +628,8 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool) -> Non
     from reconciler.render import markdown as markdown_render
 
     report = operations.drift(directory, _store(cfg), _connect(cfg),
-                              parallelism=cfg.parallelism, progress=_progress())
+                              parallelism=cfg.parallelism, progress=_progress(),
+                              refresh_mode=refresh)
     if fmt == "json":
         out = drift_render.render_json(report)
     elif fmt == "markdown":

@@ -8,7 +8,9 @@ everything, including what refresh found.
 `live[address]` is the workload's GET body, or None when refresh found no workload;
 an address missing from `live` was not refreshed (`--no-refresh`), and the plan is made
 from the state alone (the last applied body stands in for live, the phase comes from
-the state).
+the state). `listed` holds the addresses the workload list vouched for (`--refresh=auto`:
+unchanged since the state last saw them match it) with their listed phase: planned from
+the state as well, with that phase as the live one.
 
 One `ResourceChange` per address in the specs or the state (no-ops included), sorted
 by address. The per-field comparison is `diff.diff_workload`; what to do with its
@@ -19,6 +21,7 @@ the kind's capabilities in `kinds`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -33,7 +36,8 @@ _NOT_REFRESHED = object()
 
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
-              destroy: bool = False, interrupted: Collection[str] = ()) -> plans.Plan:
+              destroy: bool = False, interrupted: Collection[str] = (),
+              listed: Mapping[str, str | None] | None = None) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
     (a protected workload would be deleted or replaced, an unknown --target or --replace).
 
@@ -74,6 +78,9 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         dw = by_addr.get(addr)
         rs = state.resources.get(addr)
         lv = live.get(addr, _NOT_REFRESHED)
+        if listed and lv is _NOT_REFRESHED and rs is not None and addr in listed \
+                and listed[addr] != rs.last_phase:
+            rs = dataclasses.replace(rs, last_phase=listed[addr])
         if destroy:
             rc = _plan_destroy(addr, dw, rs, lv)
         else:

@@ -1,5 +1,5 @@
-"""The one bounded-concurrency reader of live workloads: at most `parallelism` GETs in
-flight however many callers share it, a 404 read as "not there" (None).
+"""The one bounded-concurrency reader of live workloads: at most `parallelism` reads (GETs
+and list pages) in flight however many callers share it, a 404 read as "not there" (None).
 
 Callers: `reconciler.refresh.read_live` (plan, apply, drift), `operations.importing`
 (`import`, `import --all`) and `operations.exporting` (`export`).
@@ -34,6 +34,11 @@ class Reader:
         if self.progress is not None:
             self.progress.step()
         return body
+
+    async def list_page(self, filter_by: list[str], offset: int) -> dict[str, Any]:
+        """One page (`MAX_PAGE` items) of the workload list, in one of the reader's slots."""
+        async with self._slots:
+            return await self.client.list_workloads(filter_by=filter_by, offset=offset)
 
     async def get_any(self, workload_id: str, candidates: Iterable[kinds.Kind]
                       ) -> tuple[kinds.Kind, dict[str, Any]] | None:

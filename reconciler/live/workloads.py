@@ -6,12 +6,19 @@ both find them with it, so they agree on what exists. One list per project (with
 name in the filter when the project has one wanted name); an item counts when its
 project and name are a wanted spec's (names are unique per project across kinds).
 `list_all` is export's: every workload, and the deleted ones, listed once.
-Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`.
+`list_scopes` is the list-first refresh's (`--refresh=auto`): the lists of several
+(project, cluster) scopes, every page of every scope in flight at once through the one
+`reads.Reader`; `fingerprint` is what of a list item a change of the workload moves.
+Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`,
+`operations.applying` (the list sweep that records fingerprints after an apply).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -63,3 +70,66 @@ async def list_all(client) -> tuple[list[dict], list[dict]]:
 def _str(v: Any) -> str:
     """An id as the address spells it (CONTRACT.md §2: projectId may come as a number)."""
     return "" if v is None else str(v)
+
+
+# --- the list-first refresh -----------------------------------------------------------
+
+PAGE = 500  # the API's largest page (workloads.yml `Limit`)
+
+# List item fields that move without the workload's spec changing: its phase and what the
+# cluster reports of it. A change of one of them alone does not call for a GET (the phase
+# itself is read from the list); every other field of the item is fingerprinted.
+VOLATILE = frozenset({
+    "runningPods", "phase", "phaseUpdatedAt", "k8sPhase", "k8sPhaseUpdatedAt", "conditions",
+    "phaseMessage", "phaseReason", "allocatedResources", "currentNodePools", "idleGpus",
+    "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
+    "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
+})
+
+
+def fingerprint(item: Mapping[str, Any]) -> str:
+    """A stable hash of the list item less its `VOLATILE` fields (pure): equal for two
+    reads of a workload that nothing changed in between (the API moves `updatedAt`, and
+    the images and requested resources an item carries, when its spec changes)."""
+    kept = {k: v for k, v in item.items() if k not in VOLATILE}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+Scope = tuple[str, str]  # (project id, cluster id)
+
+
+async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
+    """Every listed workload of each scope (`filterBy` projectId and clusterId). Each
+    scope's first `ceil(expected / PAGE)` pages (at least one) go out at once, with every
+    other scope's, through `reader` (its bound holds); a scope whose last page says more
+    follow (`next`), or is full without saying and holds fewer items than expected, asks
+    for its next pages, again all at once."""
+    async def scope(project_id: str, cluster_id: str, count: int) -> list[dict]:
+        where = [f"projectId=={project_id}", f"clusterId=={cluster_id}"]
+        found: list[dict] = []
+        offset, pages = 0, max(1, math.ceil(count / PAGE))
+        while True:
+            answers = await asyncio.gather(*(reader.list_page(where, offset + i * PAGE)
+                                             for i in range(pages)))
+            for page in answers:
+                found.extend(i for i in page["workloads"] if isinstance(i, dict))
+            last = answers[-1]
+            if not _more(last, offset + (pages - 1) * PAGE, len(found) >= count):
+                return found
+            offset += pages * PAGE
+            pages = max(1, pages)
+
+    scopes = sorted(expected)
+    answers = await asyncio.gather(*(scope(p, c, expected[(p, c)]) for p, c in scopes))
+    return dict(zip(scopes, answers))
+
+
+def _more(page: Mapping[str, Any], offset: int, as_expected: bool = False) -> bool:
+    """Whether a list page (read at `offset`) has a page after it: its `next` when it
+    gives one; without one, whether it was full, unless as many items as expected are in
+    (`as_expected`: a full last page then ends the list, without an empty page after it)."""
+    if "next" in page:
+        nxt = page.get("next")
+        return isinstance(nxt, int) and nxt > offset
+    return len(page["workloads"]) >= PAGE and not as_expected

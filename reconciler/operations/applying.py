@@ -8,6 +8,7 @@ Caller: `reconciler.cli`, through `reconciler.operations`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 from reconciler import errors
@@ -25,8 +26,10 @@ from reconciler.operations.planning import (
     quiet,
     refuse_denied,
 )
-from reconciler.plans import Plan
+from reconciler.plans import Action, Plan
 from reconciler.state.model import State
+
+log = logging.getLogger("reconciler.operations")
 
 
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
@@ -38,20 +41,64 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
     `errors.ReconcileError` when `approve` declines, `errors.PolicyDenied` (before
     `approve`) when the plan breaks a deny rule of `options.policy`."""
     rules = load_policy(options.policy)
+    seen: dict[str, str] = {}  # the auto refresh's list fingerprints
     with loading(specs_dir) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await make_plan(client, specs, state, options, pending,
-                                                    progress=progress)
+                                                    progress=progress, seen=seen)
             folder = check_specs_folder(specs_dir, store, state, the_plan, options)
             if not options.targets:  # the state now follows this folder (its last write)
                 state.specs_folder = folder
             finish(the_plan, rules, options.policy)
             return the_plan, desired
 
+        async def after(client, result) -> None:
+            if options.refresh and options.refresh_mode == "auto":
+                await record_fingerprints(client, store, state, result, seen,
+                                          parallelism=options.parallelism)
+
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
-                        on_event, progress=progress)
+                        on_event, progress=progress, after=after)
+
+
+async def record_fingerprints(client, store, state: State, result, seen: dict[str, str], *,
+                              parallelism: int) -> None:
+    """After an apply, record in the state the list fingerprint of each workload it may
+    vouch for (`ResourceState.listed`), so that the next auto plan GETs none of them: a
+    no-op found unchanged gets the one the refresh listed; a workload acted on, the one of
+    one list sweep of its projects now. Written only when one changed. A workload whose
+    action failed, was not started or was abandoned keeps none (it is read next time); so
+    does every workload acted on when the sweep fails (the apply's result stands)."""
+    from reconciler import plans, refresh
+
+    the_plan = result.plan
+    if the_plan is None:
+        return
+    ok = {o.address for o in result.outcomes if o.ok}
+    unchanged = {c.address for c in the_plan.changes if c.action is Action.NOOP
+                 and c.reason in (plans.REASON_UNCHANGED, plans.REASON_COMPLETED)}
+    touched = {c.address for c in the_plan.changes
+               if c.action is not Action.NOOP and c.address in ok}
+    found = {a: fp for a, fp in seen.items() if a in unchanged}
+    if touched and not result.interrupted:
+        try:
+            found.update(await refresh.sweep(client, state, touched, parallelism=parallelism))
+        except errors.ReconcileError as exc:  # the API's errors too: the apply stands
+            # Not recorded: the next plan reads what this apply touched.
+            log.info("the list sweep after the apply failed (%s): the workloads it acted "
+                     "on are read by the next plan", exc)
+    changed = False
+    for addr, rs in state.resources.items():
+        fp = found.get(addr) if (addr in unchanged or addr in touched) else rs.listed
+        if addr in touched and addr not in found:
+            fp = None
+        if fp != rs.listed:
+            rs.listed = fp
+            changed = True
+    if changed:
+        await asyncio.to_thread(store.write, state)
 
 
 def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
@@ -104,9 +151,11 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
 
 
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
-             parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None):
+             parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None,
+             after=None):
     """The common path of both applies, with the state lock held: recover, `make` the
-    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`)."""
+    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`), then
+    `after(client, result)` when given."""
     from reconciler import executor
 
     async def run():
@@ -121,7 +170,10 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
             ex = executor.Executor(client, store, state, {d.address: d for d in desired},
                                    parallelism=parallelism, on_event=on_event,
                                    progress=progress)
-            return await executor.run_interruptible(ex, the_plan)
+            result = await executor.run_interruptible(ex, the_plan)
+            if after is not None:
+                await after(client, result)
+            return result
 
     return asyncio.run(run())
 

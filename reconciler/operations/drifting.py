@@ -18,14 +18,18 @@ from reconciler.operations.planning import (
 from reconciler.operations.states import never_written
 
 
-def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, progress=None):
+def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, progress=None,
+          refresh_mode: str = "full"):
     """What changed live behind the reconciler's back (`drift.DriftReport`): a refresh of
     the workloads the state knows, compared with the state; never writes anything (nor
     recovers: the workloads a killed apply was deleting or creating, from the journal's
     open intents, are reported as an interrupted apply, not as drift).
 
     A state that was never written is an error naming the store: a scheduled check
-    pointed at the wrong (or an empty) state must not pass forever with "no drift"."""
+    pointed at the wrong (or an empty) state must not pass forever with "no drift".
+
+    `refresh_mode` "full" (the default: drift's job is to be exact) GETs every workload;
+    "auto" GETs only those whose list entry moved since the state last saw them."""
     from reconciler import drift as drifts
 
     with loading(specs_dir) as specs:
@@ -49,10 +53,18 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, pr
                     resolved.extend(await projects.resolve_projects(client, await specs.wait()))
                     return resolved
 
-                live = await refresh.read_live(client, specs_in(), state,
-                                               parallelism=parallelism,
-                                               only=set(state.resources), progress=progress)
-                return live, resolved
+                if refresh_mode == "full":
+                    live = await refresh.read_live(client, specs_in(), state,
+                                                   parallelism=parallelism,
+                                                   only=set(state.resources),
+                                                   progress=progress)
+                    return live, resolved
+                got = await refresh.read_listed(client, specs_in(), state,
+                                                parallelism=parallelism,
+                                                only=set(state.resources), progress=progress)
+                # What the list vouches for has not moved since it was last seen as
+                # recorded: live is the state's record there.
+                return got.live, resolved
 
         live, desired = asyncio.run(run())
     return drifts.find_drift(list(desired), state, live, interrupted=interrupted(pending))

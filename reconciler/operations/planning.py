@@ -25,7 +25,7 @@ from typing import Any, AsyncContextManager
 
 from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
-from reconciler.plans import Plan
+from reconciler.plans import Action, Plan
 from reconciler.state import journal
 from reconciler.state.model import State
 
@@ -41,6 +41,9 @@ class PlanOptions:
     replace: Sequence[str] = ()
     destroy: bool = False
     refresh: bool = True
+    # How live is read when `refresh`: "auto" (list first, GET what the list does not
+    # vouch for) or "full" (one GET per workload). `refresh.MODES`.
+    refresh_mode: str = "auto"
     parallelism: int = 64
     policy: Sequence[str] = ()  # policy files (--policy): their rules are checked on the plan
     # Another specs folder than the state's may delete what only that one names:
@@ -128,10 +131,12 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 async def make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None,
-                     progress=None) -> tuple[Plan, dict, list]:
+                     progress=None, seen: dict[str, str] | None = None
+                     ) -> tuple[Plan, dict, list]:
     """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
     (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
-    it, then those only the specs name. Without a client, none is read."""
+    it, then those only the specs name. Without a client, none is read. `seen`, when
+    given, receives the list fingerprint of each address the auto refresh listed."""
     early = None
     if client is not None:
         from reconciler.live.projects import read_projects  # the HTTP client's errors
@@ -142,7 +147,7 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
     try:
         the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
                                                           pending, desired=desired,
-                                                          progress=progress)
+                                                          progress=progress, seen=seen)
         if early is not None:
             projects = {c.project_id for c in the_plan.changes}
             read = await early
@@ -165,13 +170,19 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
 async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                             pending: Sequence[journal.Intent] = (), *,
                             desired: list[DesiredWorkload] | None = None,
-                            progress=None) -> tuple[Plan, dict, list]:
+                            progress=None, seen: dict[str, str] | None = None
+                            ) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
-    GETs of the workloads the state knows start while the specs still load. The specs'
+    reads of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name.
     Without a client, `desired` are the specs (already resolved). `pending`: the
-    journal's open intents (a killed run's), whose deletes and creates the plan finishes."""
+    journal's open intents (a killed run's), whose deletes and creates the plan finishes.
+
+    With `refresh_mode` "auto", the workloads the list vouches for are planned from the
+    state; those of them the plan then acts on are read (GET) and the plan made again, so
+    that every change is planned from live as with "full"."""
     live: dict[str, dict | None] = {}
+    listed: dict[str, str | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
         from reconciler.live import projects
@@ -184,19 +195,41 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         # While the specs load on the other core: the token and the transport's set-up.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
         try:
-            live = await refresh.read_live(client, specs_in(), state,
-                                           parallelism=options.parallelism,
-                                           only=set(options.targets) or None,
-                                           progress=progress)
+            if options.refresh_mode == "full":
+                live = await refresh.read_live(client, specs_in(), state,
+                                               parallelism=options.parallelism,
+                                               only=set(options.targets) or None,
+                                               progress=progress)
+            else:
+                got = await refresh.read_listed(client, specs_in(), state,
+                                                parallelism=options.parallelism,
+                                                only=set(options.targets) or None,
+                                                progress=progress)
+                live, listed = got.live, got.listed
+                if seen is not None:
+                    seen.update(got.fingerprints)
         finally:
             if warm is not None:  # its failure, if any, the requests have met and said
                 warm.cancel()
                 await asyncio.gather(warm, return_exceptions=True)
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
-    the_plan = planner.make_plan(desired, state, live, targets=options.targets,
+    def make() -> Plan:
+        return planner.make_plan(desired, state, live, targets=options.targets,
                                  replace=options.replace, destroy=options.destroy,
-                                 interrupted=interrupted(pending))
+                                 interrupted=interrupted(pending), listed=listed)
+
+    the_plan = make()
+    acted = [c.address for c in the_plan.changes
+             if c.address in listed and c.action is not Action.NOOP]
+    if acted:
+        from reconciler import refresh
+
+        live.update(await refresh.read_by_id(client, state, acted,
+                                             parallelism=options.parallelism))
+        for addr in acted:
+            del listed[addr]
+        the_plan = make()
     return the_plan, live, desired
 
 

@@ -116,9 +116,8 @@ class _Specs:
 
 def _refresh_option(mode: str) -> tuple[bool, str]:
     """What `PlanOptions.refresh` gets for the refresh mode a cycle asks (`auto` or
-    `full`), and the mode the cycle then used. Until planning knows the list-first `auto`
-    refresh, every cycle refreshes in full."""
-    return True, "full"
+    `full`), and the mode the cycle then used (`PlanOptions.refresh_mode`)."""
+    return True, mode
 
 
 def _git(directory: str, *args: str) -> str:
@@ -315,8 +314,8 @@ class _Loop:
             self.log("specs", loaded=len(desired), dir=self.specs_dir, commit=self.commit)
         state, pending = await asyncio.to_thread(self.store.read_with_pending)
         value, used = _refresh_option(wants)
-        options = PlanOptions(refresh=value, parallelism=self.options.parallelism,
-                              policy=self.options.policy)
+        options = PlanOptions(refresh=value, refresh_mode=used,
+                              parallelism=self.options.parallelism, policy=self.options.policy)
         the_plan, live, desired = await make_plan(client, _Loaded(desired), state, options,
                                                   pending)
         chosen = modes.candidates(the_plan, self.options.mode, prune=self.options.prune)

@@ -44,6 +44,10 @@ class ResourceState:
     # after its spec is gone still masks them.
     sensitive: list[str] = field(default_factory=list)
     project_name: str | None = None  # the project's name when known (older states lack it)
+    # The fingerprint of the workload's list entry when it was last seen matching this
+    # record (`live.workloads.fingerprint`): while the list shows the same, `--refresh=auto`
+    # does not GET it. None (older states, or not vouched for): it is read.
+    listed: str | None = None
 
     @property
     def address(self) -> str:
@@ -51,10 +55,13 @@ class ResourceState:
 
     def to_json(self) -> dict[str, Any]:
         """The fields as a dict for `json.dumps`: `applied` is this record's own, not a copy.
-        An unknown project name is left out (the file stays as older versions wrote it)."""
+        An unknown project name and a missing list fingerprint are left out (the file stays
+        as older versions wrote it)."""
         out = {name: getattr(self, name) for name in _FIELD_NAMES}
         if out["project_name"] is None:
             del out["project_name"]
+        if out["listed"] is None:
+            del out["listed"]
         return out
 
     @classmethod
@@ -132,6 +139,7 @@ _RESOURCE_FIELDS = (
     ("completed", _is_bool, False),
     ("sensitive", lambda v: isinstance(v, list) and all(_is_str(p) for p in v), False),
     ("project_name", _is_opt_str, False),
+    ("listed", _is_opt_str, False),
 )
 
 

@@ -108,7 +108,7 @@ def test_verbose_logs_every_request_over_http_without_token_or_secret(ws, sim_se
     quiet = run(ws, "apply", str(ws.specs), "--auto-approve")
     assert quiet.returncode == 0 and " -> 20" not in quiet.stderr  # without -v: no request log
     sim_server.clear_requests()
-    res = run(ws, "-v", "plan", str(ws.specs))
+    res = run(ws, "-v", "plan", str(ws.specs), "--refresh=full")
     assert res.returncode == 0, res.stderr
     logged = [m.groups() for m in re.finditer(r"^INFO: (\w+) (\S+) -> (\d+) in \d+ ms$",
                                               res.stderr, re.M)]
@@ -223,7 +223,8 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
                                      for b in before), before
     assert "job-011: created" in terminal and "Apply complete!" in out
 
-    code, out, terminal = run_on_a_terminal(ws, *slow, "plan", str(ws.specs))
+    # --refresh=full: one GET per workload (auto would list them, and read none).
+    code, out, terminal = run_on_a_terminal(ws, *slow, "plan", str(ws.specs), "--refresh=full")
     assert code == 0 and "No changes" in out
     refreshing = [m.groups() for m in PROGRESS.finditer(terminal)]
     assert refreshing and {g[0] for g in refreshing} == {"Refreshing"}
@@ -232,6 +233,6 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
     assert "\x1b" not in out
 
     # stderr not a terminal: not a trace of it.
-    piped = run(ws, *slow, "plan", str(ws.specs))
+    piped = run(ws, *slow, "plan", str(ws.specs), "--refresh=full")
     assert piped.returncode == 0
     assert "Refreshing" not in piped.stderr and "\x1b" not in piped.stderr + piped.stdout

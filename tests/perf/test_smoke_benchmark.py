@@ -23,10 +23,16 @@ def test_smoke_benchmark(tmp_path, capsys):
     rows = {r["step"]: r for r in json.loads(out.read_text())}
     # P = 32 as the targets say, and the CLI's default when it differs
     assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
-                         "plan --no-refresh"} | (
+                         "plan --no-refresh", bench.AUTO_STEP, bench.FULL_STEP,
+                         bench.FLOOR_STEP} | (
         {bench.DEFAULT_STEP} if bench.DEFAULT_PARALLELISM != 32 else set())
-    # 100 GETs, a token and the GPU quota of each project
+    # --refresh=full: 100 GETs, a token and the GPU quota of each project
     assert rows["plan (unchanged)"]["requests"] == 101 + specgen.PROJECTS
+    assert rows[bench.FULL_STEP]["requests"] == 101 + specgen.PROJECTS
+    # --refresh=auto: a list page and a quota per project, a token; no GET
+    assert rows[bench.AUTO_STEP]["requests"] == 1 + 2 * specgen.PROJECTS
+    assert rows[bench.AUTO_STEP]["requests"] <= rows[bench.AUTO_STEP]["requests_limit"]
+    assert rows[bench.FLOOR_STEP]["requests"] == 101  # the token and a GET of each
     if bench.DEFAULT_STEP in rows:
         assert rows[bench.DEFAULT_STEP]["requests"] == 101 + specgen.PROJECTS
         assert rows[bench.DEFAULT_STEP]["parallelism"] == bench.DEFAULT_PARALLELISM

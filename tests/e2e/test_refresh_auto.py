@@ -1,0 +1,219 @@
+"""`--refresh=auto` against `sim serve`: every change made behind the reconciler's back,
+through the API (PATCH, suspend, resume, delete, delete and create again) or the
+simulator's /_sim drift patch and forced phase, is found by the list-first refresh, and
+its plan is the one `--refresh=full` makes (issue 21)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reconciler import kinds
+
+from .conftest import changes_by_address
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import specgen  # noqa: E402
+
+pytestmark = pytest.mark.http
+
+MOVING = {"Creating", "Initializing", "Pending", "Resuming", "Stopping", "Deleting"}
+
+
+def _settle(sim_server, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(w.get("phase") in MOVING for w in sim_server.live()):
+        assert time.monotonic() < deadline, "the simulator's phases did not settle"
+        time.sleep(0.05)
+
+
+def _actions(doc: dict) -> dict[str, tuple]:
+    """Per address what a user reads of the plan: action, reason, id, live phase; and for
+    a change, everything (what changes, from what to what, the PATCH body)."""
+    return {a: (c["action"], c["action_reason"], c["workload_id"], c["live_phase"])
+            + ((c,) if c["action"] != "no-op" else ())
+            for a, c in changes_by_address(doc).items()}
+
+
+def _fleet(ws, sim_server, n: int = 24) -> dict:
+    specgen.write_specs(ws.specs, n)
+    assert ws.apply().exit_code == 0
+    _settle(sim_server)
+    assert ws.apply().exit_code == 0  # records what the list shows once phases settled
+    return ws.state()["resources"]
+
+
+def _gets(sim_server) -> int:
+    return sum(1 for r in sim_server.requests()
+               if r["method"] == "GET" and r["route"].startswith("/api/v1/workloads/"))
+
+
+def test_auto_finds_every_change_made_outside_and_plans_as_full(ws, sim_server):
+    resources = _fleet(ws, sim_server)
+    by_kind: dict[str, list[tuple[str, dict]]] = {}
+    for addr, r in sorted(resources.items()):
+        by_kind.setdefault(r["kind"], []).append((addr, r))
+    touched: dict[str, str] = {}  # address -> what was done to it
+
+    def pick(pred, what: str) -> tuple[str, dict]:
+        for addr, r in sorted(resources.items()):
+            if addr not in touched and pred(r):
+                touched[addr] = what
+                return addr, r
+        pytest.skip(f"specgen's fleet has no workload for {what}")
+
+    def path(r: dict) -> str:
+        return f"{kinds.get(r['kind']).api_path}/{r['workload_id']}"
+
+    has_image = lambda r: isinstance(r["applied"].get("spec", {}).get("image"), str)  # noqa: E731
+    # /_sim drift patch (no API write)
+    _, r = pick(has_image, "drift patch")
+    sim_server.admin.patch(f"/_sim/workloads/{r['workload_id']}",
+                           json={"spec": {"image": "drifted/by-sim:1"}}).raise_for_status()
+    # suspend through the API
+    _, r = pick(lambda r: kinds.get(r["kind"]).can_suspend
+                and r.get("desired_phase", "Running") == "Running", "suspend")
+    assert sim_server.api("POST", path(r) + "/suspend").status_code < 300
+    # PATCH through the API (an update of the image, as apply's own update sends it)
+    _, r = pick(lambda r: has_image(r) and kinds.get(r["kind"]).is_updatable("spec.image"),
+                "API patch")
+    patched = sim_server.api("PATCH", path(r), json={"spec": {"image": "patched/by-api:2"}})
+    assert patched.status_code < 300, patched.text
+    # resume through the API, of one the spec keeps suspended
+    stopped = [a for a, r in resources.items() if r.get("desired_phase") == "Stopped"
+               and a not in touched]
+    if stopped:
+        touched[stopped[0]] = "resume"
+        assert sim_server.api("POST", path(resources[stopped[0]]) + "/resume").status_code < 300
+    # delete through the API
+    _, r = pick(lambda r: True, "delete")
+    assert sim_server.api("DELETE", path(r)).status_code < 300
+    # forced phase through /_sim
+    _, r = pick(lambda r: kinds.get(r["kind"]).can_suspend
+                and r.get("desired_phase", "Running") == "Running", "forced phase")
+    sim_server.admin.post(f"/_sim/workloads/{r['workload_id']}/phase",
+                          json={"phase": "Stopped"}).raise_for_status()
+    _settle(sim_server)
+
+    sim_server.clear_requests()
+    auto = ws.plan_json("--refresh=auto")
+    auto_gets = _gets(sim_server)
+    full = ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
+    for addr, what in touched.items():
+        assert _actions(auto)[addr][0] != "no-op", (what, _actions(auto)[addr])
+    # Only what moved was read: the deleted one is gone from the list, not read.
+    assert auto_gets <= len(touched) - 1 + 2, auto_gets
+    assert "resume" in touched.values() or not any(
+        r.get("desired_phase") == "Stopped" for r in resources.values())
+
+
+def test_auto_finds_a_workload_deleted_and_created_again_outside(ws, sim_server):
+    resources = _fleet(ws, sim_server, 8)
+    addr, r = sorted(resources.items())[0]
+    path = f"{kinds.get(r['kind']).api_path}/{r['workload_id']}"
+    assert sim_server.api("DELETE", path).status_code < 300
+    _settle(sim_server)
+    body = dict(r["applied"])
+    made = sim_server.api("POST", kinds.get(r["kind"]).api_path, json=body)
+    assert made.status_code < 300, made.text
+    _settle(sim_server)
+    auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
+    assert _actions(auto)[addr][0] != "no-op"
+
+
+def test_auto_reads_nothing_when_nothing_changed_and_the_old_state_is_read(ws, sim_server):
+    resources = _fleet(ws, sim_server, 8)
+    sim_server.clear_requests()
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+    assert _gets(sim_server) == 0
+    # A state written before fingerprints (no `listed`): every workload is read, once.
+    doc = json.loads(ws.state_path.read_text())
+    for rec in doc["resources"].values():
+        rec.pop("listed", None)
+    ws.state_path.write_text(json.dumps(doc))
+    sim_server.clear_requests()
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+    assert _gets(sim_server) == len(resources)
+
+
+def _string_leaf(spec: dict, path: tuple = ()) -> tuple[tuple, str] | None:
+    """The first string value of `spec` outside lists (depth first), with its path."""
+    for key, value in sorted(spec.items()):
+        if isinstance(value, str) and key not in ("name", "kind"):
+            return path + (key,), value
+        if isinstance(value, dict):
+            found = _string_leaf(value, path + (key,))
+            if found:
+                return found
+    return None
+
+
+def test_auto_finds_a_drift_patch_of_every_kind(ws, sim_server):
+    resources = _fleet(ws, sim_server, 24)
+    one_of_each = {}
+    for addr, r in sorted(resources.items()):
+        one_of_each.setdefault(r["kind"], (addr, r))
+    assert len(one_of_each) >= 4, sorted(one_of_each)  # specgen's fleet holds most kinds
+    patched = []
+    for kind, (addr, r) in sorted(one_of_each.items()):
+        leaf = _string_leaf(r["applied"].get("spec", {}))
+        if leaf is None:
+            continue
+        path, value = leaf
+        patch: dict = {}
+        node = patch.setdefault("spec", {})
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value + "-drift"
+        sim_server.admin.patch(f"/_sim/workloads/{r['workload_id']}",
+                               json=patch).raise_for_status()
+        patched.append(addr)
+    assert len(patched) == len(one_of_each)
+    auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
+    for addr in patched:
+        assert _actions(auto)[addr][0] != "no-op", (addr, _actions(auto)[addr])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_changes_outside_are_planned_alike_by_auto_and_full(ws, sim_server, seed):
+    import random
+
+    rng = random.Random(seed)
+    resources = _fleet(ws, sim_server, 20)
+    chosen = rng.sample(sorted(resources), 8)
+    for addr in chosen:
+        r = resources[addr]
+        kind = kinds.get(r["kind"])
+        path = f"{kind.api_path}/{r['workload_id']}"
+        ops = ["delete", "phase"]
+        if kind.can_suspend:
+            ops += ["suspend", "resume"]
+        leaf = _string_leaf(r["applied"].get("spec", {}))
+        if leaf:
+            ops.append("drift")
+        op = rng.choice(ops)
+        if op == "delete":
+            sim_server.api("DELETE", path)
+        elif op == "phase":
+            sim_server.admin.post(f"/_sim/workloads/{r['workload_id']}/phase",
+                                  json={"phase": rng.choice(["Running", "Failed", "Stopped"])})
+        elif op in ("suspend", "resume"):
+            sim_server.api("POST", f"{path}/{op}")
+        else:
+            keys, value = leaf
+            patch: dict = {}
+            node = patch.setdefault("spec", {})
+            for key in keys[:-1]:
+                node = node.setdefault(key, {})
+            node[keys[-1]] = value + f"-{seed}"
+            sim_server.admin.patch(f"/_sim/workloads/{r['workload_id']}", json=patch)
+    _settle(sim_server)
+    auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
+    assert _actions(auto) == _actions(full)
