@@ -741,7 +741,8 @@ def _watch_publishers(board, listen: str, notify_urls, log):
               type=click.Path(file_okay=False), help="The specs folder to write into.")
 @click.option("--force", is_flag=True, help="Overwrite spec files that exist already.")
 @click.option("--include-secrets", is_flag=True,
-              help="Write the values of secret-looking environment variables (files mode 0600) "
+              help="Write the values of secret-looking environment variables and of paths the "
+                   "state marks sensitive (files mode 0600) "
                    "instead of a placeholder that validate refuses.")
 @click.option("--defaults", "factor_defaults", is_flag=True,
               help="Move what every spec of a folder shares into its _defaults.yaml.")
@@ -760,7 +761,7 @@ def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_sec
     options = operations.ExportOptions(
         projects=list(projects), kinds=_check_kinds(kinds_), names=list(names), force=force,
         include_secrets=include_secrets, defaults=factor_defaults, parallelism=cfg.parallelism)
-    result = operations.export(out_dir, _connect(cfg), options)
+    result = operations.export(out_dir, _connect(cfg), options, _store(cfg))
     from reconciler.render import commands
 
     _echo_out(commands.export_json(result) if fmt == "json"

@@ -47,11 +47,13 @@ def skip_reason(kind: str, body: dict) -> str | None:
 
 
 def spec_from_live(kind: str, body: dict, *, project_name: str | None = None,
-                   include_secrets: bool = False) -> dict:
+                   include_secrets: bool = False, sensitive: Iterable[str] = ()) -> dict:
     """The spec document of live workload `body` (a GET answer) of kind `kind`.
 
     With `project_name`, the document names its project (`project:`) instead of giving
-    `projectId`. `body` is not changed."""
+    `projectId`. `sensitive` are the paths the state marks sensitive (its record's
+    `lifecycle.sensitive`): their values are withheld as a secret-looking variable's are,
+    and the document lists them in `lifecycle.sensitive`. `body` is not changed."""
     k = kinds.get(kind)
     doc: dict[str, Any] = {"kind": k.name, "name": body.get("name")}
     if project_name:
@@ -67,7 +69,14 @@ def spec_from_live(kind: str, body: dict, *, project_name: str | None = None,
         if isinstance(value, dict) and not include_secrets:
             _withhold_secrets(value)
         doc[key] = value
-    return _pruned(doc) or {}
+    paths = sorted(set(sensitive))
+    if not include_secrets and paths:
+        for key in k.body_keys:
+            doc[key] = _withhold_paths(key, doc[key], paths)
+    doc = _pruned(doc) or {}
+    if paths:
+        doc["lifecycle"] = {"sensitive": paths}
+    return doc
 
 
 def withheld(doc: dict) -> list[str]:
@@ -118,6 +127,27 @@ def _withhold_secrets(value: Any) -> None:
     elif isinstance(value, list):
         for item in value:
             _withhold_secrets(item)
+
+
+def _withhold_paths(path: str, value: Any, sensitive: list[str]) -> Any:
+    """`value` (at dotted `path`) with each scalar at or under a `sensitive` path replaced
+    by the placeholder; a keyed list item keeps its key field (its name)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        key_field = "name" if "[" in path.rsplit(".", 1)[-1] else None
+        return {k: (v if k == key_field and kinds.under_any(path, sensitive)
+                    else _withhold_paths(f"{path}.{k}", v, sensitive))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        field = path.rsplit(".", 1)[-1]
+        out = []
+        for item in value:
+            key = kinds.item_key(field, item) if "[" not in field else None
+            out.append(_withhold_paths(f"{path}[{key}]" if key is not None else path, item,
+                                       sensitive))
+        return out
+    return masking.SECRET_PLACEHOLDER if kinds.under_any(path, sensitive) else value
 
 
 def _pruned(value: Any) -> Any:

@@ -142,12 +142,17 @@ def _load_document(doc: RawDocument | defaults.Layered,
     found: list[Problem] = []
     sensitive = _sensitive_paths(data)
     failed: set[tuple] = set()
+    withheld = _placeholders(data)
+    found.extend(problem(loc, "is a sensitive value that export did not write: supply "
+                         "the value itself (export --include-secrets)") for loc in withheld)
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
         validated = None
         secrets: list[str] | None = None
         for err in exc.errors(include_url=False):
+            if any(tuple(err["loc"])[:len(w)] == w for w in withheld):
+                continue  # said above
             failed.add(tuple(err["loc"]))
             err["input"] = masking.mask_at(_diff_path(data, err["loc"]), err.get("input"),
                                            sensitive)
@@ -252,6 +257,19 @@ def _value_at(data: Any, path: Path_) -> Any:
     for seg in path:
         data = data[seg]
     return data
+
+
+def _placeholders(data: Any, loc: tuple = ()) -> list[tuple]:
+    """Where `data` holds `export`'s placeholder for a withheld value, but an environment
+    variable's `value` (its model refuses that one, with its own words)."""
+    if data == masking.SECRET_PLACEHOLDER:
+        env_value = len(loc) >= 3 and loc[-1] == "value" and loc[-3] == "environmentVariables"
+        return [] if env_value else [loc]
+    if isinstance(data, dict):
+        return [w for k, v in data.items() for w in _placeholders(v, (*loc, k))]
+    if isinstance(data, list):
+        return [w for i, v in enumerate(data) for w in _placeholders(v, (*loc, i))]
+    return []
 
 
 def _sensitive_paths(data: dict) -> tuple[str, ...]:

@@ -45,10 +45,12 @@ class ExportResult:
     defaults_files: list[str]  # the _defaults.yaml files written (--defaults)
 
 
-def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> ExportResult:
+def export(out_dir: str, connect: ClientFactory, options: ExportOptions,
+           store=None) -> ExportResult:
     """Write one spec file per live workload, `<out_dir>/<project>/<kind>/<name>.yaml`
     (`export.spec_from_live`), and nothing when any of them exists already, unless
-    `options.force`. Reads the workloads list once, then GETs each workload; no API write."""
+    `options.force`. Reads the workloads list once, then GETs each workload; no API write.
+    `store` (the state, read only) gives the paths each workload's record marks sensitive."""
     from reconciler import export as exporting
 
     if not out_dir.strip():
@@ -57,12 +59,18 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions) -> Expo
     if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
         raise errors.ReconcileError(f"--out {out_dir}: not a folder (a file, or a link to "
                                     "none); nothing was written")
+    sensitive: dict[str, list[str]] = {}  # workload id -> the state's sensitive paths
+    if store is not None:
+        for record in store.read().resources.values():
+            if record.workload_id and record.sensitive:
+                sensitive[str(record.workload_id)] = list(record.sensitive)
     found, skipped = asyncio.run(_read_for_export(connect, options))
     docs: dict[str, dict] = {}
     ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
     for item, live, kind, project_name in found:
         doc = exporting.spec_from_live(kind.name, live, project_name=project_name,
-                                       include_secrets=options.include_secrets)
+                                       include_secrets=options.include_secrets,
+                                       sensitive=sensitive.get(str(item["id"]), ()))
         rel = exporting.relative_path(doc)
         docs[rel] = doc
         ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
