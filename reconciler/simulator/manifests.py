@@ -64,6 +64,8 @@ _PRIORITY_IDS = {"very-low": "1", "low": "2", "medium-low": "3", "medium": "4",
                  "medium-high": "5", "high": "6", "very-high": "7"}
 
 _TEXT = validator.text(validator.ANY)
+# The manifest: any object (`_check` leaves it to `registered`), shown as an empty `Obj`.
+_FREE = validator.Obj({})
 CREATE = validator.Obj({
     "metadata": validator.Obj({
         "name": validator.text(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", 1, 63),
@@ -72,11 +74,11 @@ CREATE = validator.Obj({
         "priority": _TEXT, "category": _TEXT,
         "preemptibility": validator.text(enum=("preemptible", "non-preemptible")),
     }, required=("name", "projectId", "clusterId"), nullable=False),
-    "manifest": None, "manifestBase64Encoded": _TEXT,
+    "manifest": _FREE, "manifestBase64Encoded": _TEXT,
 }, required=("metadata",))
 UPDATE = validator.Obj({
     "metadata": validator.Obj({"priority": _TEXT, "category": _TEXT}),
-    "manifest": None, "manifestBase64Encoded": _TEXT,
+    "manifest": _FREE, "manifestBase64Encoded": _TEXT,
 })
 
 
@@ -85,8 +87,7 @@ def _check(schema: validator.Obj, body) -> list[validator.Issue]:
     if not isinstance(body, dict):
         return [validator.Issue("body", "must be an object")]
     rest = {k: v for k, v in body.items() if k != "manifest"}
-    props = {k: v for k, v in schema.properties.items() if v is not None}
-    issues = validator.validate(validator.Obj(props, schema.required), rest)
+    issues = validator.validate(schema, rest)
     if "manifest" in body and not isinstance(body["manifest"], dict):
         issues.append(validator.Issue("manifest", "must be an object"))
     return issues
