@@ -491,6 +491,8 @@ def _check_path(text: str, model: type[models.Document]) -> str | None:
     t: Any = model
     for i, seg in enumerate(segments):
         t = _unwrap(t)
+        if typing.get_origin(t) is dict:
+            return None  # a free-form object (a Manifest's manifest): any path under it
         if seg is None:
             if typing.get_origin(t) is not list:
                 return f"{_dotted_text(segments[:i])} is not a list, got {_show(text)}"
