@@ -157,3 +157,17 @@ def test_unregistered_type_is_refused_and_a_duplicate_name_conflicts(sim_server)
     assert sim_server.api("POST", "/api/v2/workloads", json=good).status_code == 409
     types = sim_server.api("GET", "/api/v1/workload-types").json()["types"]
     assert {"PyTorchJob", "RayJob", "Deployment"} <= {t["name"] for t in types}
+
+
+def test_a_sensitive_env_value_inside_a_manifest_is_masked(ws, sim_server):
+    spec = DEPLOYMENT.replace("value: prod", "value: s3cr3t-one") + (
+        "lifecycle:\n  sensitive:\n"
+        "    - manifest.spec.template.spec.containers[app].env[MODE].value\n")
+    ws.write("web.yaml", spec)
+    assert ws.apply().exit_code == 0
+    ws.write("web.yaml", spec.replace("s3cr3t-one", "s3cr3t-two"))
+    for fmt in ("text", "json", "markdown"):
+        res = ws.plan("--format", fmt)
+        assert res.exit_code == 0, res.output
+        assert "env[MODE]" in res.output or "MODE" in res.output
+        assert "s3cr3t" not in res.output
