@@ -40,6 +40,7 @@ key) is an update: the PATCH sends that field's whole desired value.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +48,7 @@ from typing import Any
 import orjson
 
 from reconciler import kinds as kinds_mod
+from reconciler import manifests
 from reconciler import plans
 
 # Keys of the create body the API never echoes back: compared D against L only.
@@ -77,6 +79,8 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     `ignore` holds dotted paths (lifecycle.ignoreChanges): a change at or under one
     is dropped. Sorted by path.
     """
+    if kind.manifest_body:
+        desired, applied, live = _manifest_sides(desired, applied, live)
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
@@ -87,7 +91,27 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
         aligned = _walk(kind, *kind.with_defaults_aligned(desired, applied, live), ignore)
         out = [_as_written(kind, c, desired, applied if live is None else live)
                for c in aligned]
+    if kind.manifest_body and out:
+        manifest_type = manifests.type_of((desired or applied or live or {}).get("manifest"))
+        out = [dataclasses.replace(c, forces_replacement=True)
+               if not c.forces_replacement and manifests.forces_replacement(manifest_type, c.path)
+               else c for c in out]
     return out
+
+
+def _manifest_sides(*bodies: dict | None) -> list[dict | None]:
+    """The bodies of a Manifest with what only the server writes left out of each
+    manifest, and each quantity under `resources` that equals the desired one's (or, with
+    no desired, the applied one's) by value spelled as that one spells it: `1Gi` is
+    `1024Mi`."""
+    out = [None if b is None else {**b, "manifest": manifests.without_server_paths(
+        b.get("manifest"))} for b in bodies]
+    ref = next((b for b in out if b is not None), None)
+    if ref is None:
+        return out
+    return [b if b is None or b is ref else {
+        **b, "manifest": manifests.align_quantities(ref.get("manifest"), b.get("manifest"))}
+        for b in out]
 
 
 def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict | None,

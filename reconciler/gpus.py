@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler import kinds, phases, plans
+from reconciler import kinds, manifests, phases, plans
 from reconciler.quantities import parse_quantity
 
 
@@ -120,6 +120,14 @@ def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
             (workers, workers, _compute(spec.get("worker")))]
 
 
+def _manifest(body: Mapping[str, Any]) -> PodGroups:
+    # Each pod template of the manifest, by its type (`manifests.pod_templates`): its
+    # containers' nvidia.com/gpu limits (or requests), as a compute of whole devices.
+    templates, _ = manifests.pod_templates(body.get("manifest"))
+    return [(low, high, {"gpuDevicesRequest": manifests.pod_gpus(pod)})
+            for low, high, pod in templates]
+
+
 # The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
 # test checks that every kind's is here).
 RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
@@ -127,6 +135,7 @@ RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
     "autoscaled": _inference,
     "master-and-workers": _distributed_training,
     "leader-and-workers": _distributed_inference,
+    "manifest": _manifest,
 }
 
 

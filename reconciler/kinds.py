@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler import manifests
+
 # --- server values (CONTRACT.md §5) -------------------------------------------------
 
 # (the object holding the value, the value) -> True when the value is the server's.
@@ -187,6 +189,10 @@ class Kind:
     can_suspend: bool = False
     # Trainings run to completion (live phase Completed) and may be auto-deleted then.
     completes: bool = False
+    # The body holds a Kubernetes manifest (`manifest`, the Manifest kind): containers are
+    # its pod templates', lists keyed as strategic merge keys them, quantities compared by
+    # value, and what replaces decided by the manifest's type (`reconciler.manifests`).
+    manifest_body: bool = False
 
     @property
     def can_update(self) -> bool:
@@ -350,6 +356,8 @@ def missing_facts(kind: Kind) -> list[str]:
     if kind.update_method not in ("PATCH", "PUT"):
         out.append("update_method")
     roots = set(kind.body_keys)
+    if kind.manifest_body:
+        out = [f for f in out if f not in ("containers", "defaults")]
     for c in kind.containers:
         if c.split(".")[0] not in roots:
             out.append(f"containers ({c} is under no body key)")
@@ -457,6 +465,25 @@ INFERENCE = Kind(
 )
 
 
+# --- Manifest (Workloads V2, CONTRACT.md §12) -----------------------------------------
+
+MANIFEST = Kind(
+    name="Manifest",
+    api_path="/api/v2/workloads",
+    body_keys=("priority", "category", "preemptibility", "manifest"),
+    containers=(),  # a manifest's pod templates: `containers` reads them by type
+    defaults={},
+    list_types=frozenset({"manifest", "workloadv2", "v2workload"}),
+    gpu_rule="manifest",
+    # WorkloadV2MetadataUpdateParams: priority and category; the manifest whole (PUT). A
+    # change the manifest's type cannot take in place replaces (`manifests.FROZEN`).
+    updatable_paths=frozenset({"priority", "category", "manifest"}),
+    update_method="PUT",
+    completes=True,
+    manifest_body=True,
+)
+
+
 def under(path: str, prefix: str) -> bool:
     """True when dotted `path` is `prefix` or lies under it: `prefix.member` or
     `prefix[item key]` (the path syntax of `plans.FieldChange.path`)."""
@@ -470,6 +497,7 @@ def under_any(path: str, prefixes: Iterable[str]) -> bool:
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)}
+KINDS[MANIFEST.name] = MANIFEST
 
 
 def get(name: str) -> Kind:
@@ -493,8 +521,15 @@ def of_list_type(list_type: object) -> Kind | None:
 def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
     """(path, container) of every container `body` of `kind` holds, in `kind.containers`'
     order (a container absent from the body, e.g. a masterSpec left to the worker's, is
-    left out)."""
+    left out). A Manifest's are every container of every pod template, named
+    `manifest[<n>].<name>`."""
     out = []
+    if kind.manifest_body:
+        templates, _ = manifests.pod_templates((body or {}).get("manifest"))
+        for n, (_, _, pod) in enumerate(templates):
+            for c in manifests.containers(pod):
+                out.append((f"manifest[{n}].{c.get('name', '')}", c))
+        return out
     for path in kind.containers:
         node: Any = body
         for seg in path.split("."):
@@ -551,6 +586,8 @@ def item_key(field: str, item: dict) -> str | None:
     has no item identity (compare it as a whole value)."""
     if not isinstance(item, dict):
         return None
+    if field in manifests.NAME_KEYED or (field == "ports" and "containerPort" in item):
+        return manifests.item_key(field, item)
     if field in ("environmentVariables", "labels", "annotations", "imagePullSecrets"):
         return _s(item.get("name"))
     if field == "extendedResources":

@@ -42,7 +42,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from reconciler import __version__, masking
+from reconciler import __version__, manifests, masking
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
@@ -266,12 +266,18 @@ class RunaiClient:
         send it again". Without it, or when the lookup itself fails, the failure is
         raised with `ambiguous=True`.
         """
+        if kind.manifest_body:  # Workloads V2: {metadata, manifest} in, WorkloadV2 out
+            return manifests.from_response(await self._send(
+                "POST", kind.api_path, json=manifests.to_create_body(body), mode=_CREATE,
+                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
         return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
                                 on_ambiguous=on_ambiguous, sensitive=tuple(sensitive))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
-        """The live workload; raises errors.NotFound when it does not exist."""
-        return await self._send("GET", _item(kind, workload_id))
+        """The live workload; raises errors.NotFound when it does not exist. A Manifest's
+        is the engine's flat body of its WorkloadV2GetResponse (`manifests.from_response`)."""
+        answer = await self._send("GET", _item(kind, workload_id))
+        return manifests.from_response(answer) if kind.manifest_body else answer
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = ()) -> dict:
@@ -279,8 +285,18 @@ class RunaiClient:
         `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
+        if kind.manifest_body:
+            return manifests.from_response(await self._send(
+                kind.update_method, _item(kind, workload_id),
+                json=manifests.to_update_body(body), mode=_WRITE, sensitive=tuple(sensitive)))
         return await self._send(kind.update_method, _item(kind, workload_id), json=body,
                                 mode=_WRITE, sensitive=tuple(sensitive))
+
+    async def workload_types(self) -> list[dict]:
+        """`GET /api/v1/workload-types`: the registered workload types (`types`)."""
+        answer = await self._send("GET", "/api/v1/workload-types")
+        types = answer.get("types") if isinstance(answer, dict) else None
+        return [t for t in types or () if isinstance(t, dict)]
 
     async def delete(self, kind: Kind, workload_id: str) -> dict:
         """Ask for deletion; returns the HttpResponse body. A 404 after an earlier

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reconciler import kinds, masking
+from reconciler import kinds, manifests, masking
 from reconciler.desired import defaults, fields, models, sources
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
@@ -187,6 +187,14 @@ def _load_document(doc: RawDocument | defaults.Layered,
                 warnings.append(p)
     if validated is None or found:
         return None, found
+    if model.KIND.manifest_body:
+        manifest = data.get("manifest") or {}
+        pair = (manifest.get("apiVersion"), manifest.get("kind"))
+        if pair not in manifests.KNOWN_TYPES:
+            warnings.append(problem(("manifest", "kind"), (
+                f"{pair[1]} ({pair[0]}) is not one of the common workload types this tool "
+                "knows offline: the control plane must have it registered "
+                "(GET /api/v1/workload-types); its GPUs are counted once per pod template")))
 
     lc = validated.lifecycle or models.Lifecycle()
     body: dict[str, Any] = {"name": validated.name}
@@ -501,6 +509,8 @@ def _check_path(text: str, model: type[models.Document]) -> str | None:
     t: Any = model
     for i, seg in enumerate(segments):
         t = _unwrap(t)
+        if typing.get_origin(t) is dict:
+            return None  # a free-form object (a Manifest's manifest): any path under it
         if seg is None:
             if typing.get_origin(t) is not list:
                 return f"{_dotted_text(segments[:i])} is not a list, got {_show(text)}"

@@ -335,7 +335,31 @@ class InferenceDocument(_SingleContainer):
     spec: InferenceSpec | None = None
 
 
+# --- Manifest (Workloads V2) ------------------------------------------------------------
+
+class ManifestDocument(Document):
+    """A Kubernetes manifest of a registered workload type (CONTRACT.md §12): the
+    metadata of `WorkloadV2MetadataCreateParams` and the manifest, written as YAML and sent
+    as JSON."""
+    KIND: ClassVar[kinds.Kind] = kinds.MANIFEST
+
+    priority: Literal["very-low", "low", "medium-low", "medium", "medium-high", "high",
+                      "very-high"] | None = None
+    category: str | None = None
+    preemptibility: Preemptibility | None = None
+    manifest: dict[str, Any]
+
+    @field_validator("manifest")
+    @classmethod
+    def _manifest(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in ("apiVersion", "kind"):
+            if not isinstance(value.get(key), str) or not value[key]:
+                raise rule_error("is required (the manifest's workload type)", key)
+        return value
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
-                             DistributedTrainingDocument, DistributedInferenceDocument)
+                             DistributedTrainingDocument, DistributedInferenceDocument,
+                             ManifestDocument)
 }

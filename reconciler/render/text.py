@@ -109,7 +109,7 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     pad = " " * (3 - len(words.SYMBOLS[rc.action]))
     out = [
         "  " + paint(_BOLD, words.header(rc)),
-        f"{pad}{sym} {rc.kind} {rc.name} (project {rc.project_id}"
+        f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}project {rc.project_id}"
         + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
     changes = list(rc.changes)

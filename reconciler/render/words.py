@@ -274,3 +274,13 @@ def policy_preexisting(report) -> list[str]:
 def policy_notes(report) -> list[str]:
     """What a rule could not check, or let pass (`rule <name>: <note>`)."""
     return [f"rule {r.name}: {n}" for r in report.ordered() for n in r.notes]
+
+
+def manifest_type(rc) -> str:
+    """`PyTorchJob, ` for a Manifest change (its manifest's own kind, shown beside the
+    address), else ``."""
+    for body in (rc.after, rc.before):
+        manifest = body.get("manifest") if isinstance(body, dict) else None
+        if isinstance(manifest, dict) and isinstance(manifest.get("kind"), str):
+            return f"{manifest['kind']}, "
+    return ""

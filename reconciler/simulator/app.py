@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 
-from reconciler.simulator import admin, listing, projects, tokens, workloads
+from reconciler.simulator import admin, listing, manifests, projects, tokens, workloads
 from reconciler.simulator.errors import ApiError, api_error, http_error
 from reconciler.simulator.faults import Faults, FaultMiddleware, SimulatedConnectionDrop
 from reconciler.simulator.kinds import KINDS, Kind
@@ -112,7 +112,8 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
     project_api, project_admin = projects.routes(sim)
     # Order matters: a kind's path would otherwise be taken for a workload id.
     api_routes = [*tokens.routes(sim), *listed,
-                  *(route for kind in kinds for route in workloads.routes(sim, kind)),
+                  *(route for kind in kinds for route in (manifests.routes(sim, kind) if kind.custom
+                                                 else workloads.routes(sim, kind))),
                   *by_id, *project_api]
     app = Starlette(
         routes=api_routes + admin.routes(sim) + project_admin,

@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
-from reconciler.simulator import defaults, schema
+from reconciler.simulator import defaults, manifests, schema
 from reconciler.simulator.validator import Issue, Obj, at
 
 SUBMISSION_ERROR = "SubmissionErrorV2"
@@ -130,6 +130,8 @@ class Kind:
     # The dotted paths of the body's containers (each may hold `image` and `compute`):
     # a list item's `images` are theirs, its `podsRequestedResources` the first's compute.
     containers: tuple[str, ...] = ("spec",)
+    # Routes of their own instead of `workloads.routes` ("manifest": `manifests.routes`).
+    custom: str = ""
     body_keys: tuple[str, ...] = field(init=False)  # the create-body keys a record keeps
 
     def __post_init__(self) -> None:
@@ -197,7 +199,18 @@ INFERENCE = Kind(
     openapi="inferences.yml", request="InferenceCreationRequest", response="Inference1",
 )
 
-KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)
+# --- Workloads V2 (CONTRACT.md §12): routes, bodies and answers in `manifests` ---------
+
+MANIFEST = Kind(
+    type="manifest", path="/api/v2/workloads",
+    create=manifests.CREATE, fill=lambda body, rand: None, custom="manifest",
+    update=manifests.UPDATE, updatable=("metadata",), update_request="WorkloadV2UpdateRequest",
+    category="Train",
+    openapi="workloads-v2.yml", request="WorkloadV2CreateRequest", response="WorkloadV2",
+)
+
+KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
+                           MANIFEST)
 
 __all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
            "INFERENCE", "SUBMISSION_ERROR", "PLAIN_ERROR", "image_rules", "distributed_rules",

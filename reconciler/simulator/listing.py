@@ -132,7 +132,7 @@ def list_item(sim: Simulator, rec: Record) -> dict:
         "departmentId": b.get("departmentId", DEPARTMENT_ID),
         "namespace": f"runai-{project_name}", "createdAt": b["createdAt"],
         "phase": phase, "conditions": [], "k8sPhase": _k8s_phase(phase),
-        "category": spec.get("category") or kind.category,
+        "category": spec.get("category") or b.get("category") or kind.category,
         "preemptible": spec.get("preemptibility") == "preemptible",
     }
     containers = [c for c in (_at(b, path) for path in kind.containers) if isinstance(c, dict)]

@@ -56,6 +56,10 @@ MEM_20G = {"gpuRequestType": "memory", "gpuMemoryRequest": "20Gi"}
 
 # (id, kind, body, phases, expected)
 CASES = [
+    # Manifest: nvidia.com/gpu of each container x the replicas of its pod template.
+    ("M deployment", "Manifest", {"manifest": {"apiVersion": "apps/v1", "kind": "Deployment",
+     "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "a", "resources": {
+         "limits": {"nvidia.com/gpu": 2}}}]}}}}}, {}, Gpus(6, 6)),
     # Training: one pod.
     ("T whole devices", "Training", single({"gpuDevicesRequest": 2}), {}, Gpus(2, 2)),
     ("T no compute holds none", "Training", single(), {}, Gpus(0, 0)),

@@ -19,6 +19,10 @@ from reconciler.simulator.kinds import (DISTRIBUTED, DISTRIBUTED_INFERENCE, INFE
                                         TRAINING, WORKSPACE, Kind)
 from tests.simulator.conftest import CLUSTER, ROOT
 
+# The v1-shaped kinds; Manifest (its own routes, `simulator/manifests.py`) is checked by
+# tests/e2e/test_manifest_http.py.
+KINDS = tuple(k for k in KINDS if not k.custom)
+
 # A valid create body per kind (a kind added to the table needs one here) and, for kinds
 # with PATCH, a valid update body: GET shows each scalar it sends at its path after it.
 SAMPLES = {

@@ -1,0 +1,321 @@
+"""Kubernetes manifests of the `Manifest` kind (Workloads V2, CONTRACT.md §12): the pure
+facts and rules the engine applies to them.
+
+- `quantity`: a Kubernetes quantity ("1500m", "1Gi", "2e3") as an exact Fraction, and
+  `align_quantities`, which gives equal-valued quantities under `resources` one spelling,
+  so the diff compares them by value (`1Gi` = `1024Mi`).
+- `item_key`: the strategic-merge keys of Kubernetes lists (containers, initContainers,
+  env, volumes, volumeMounts by `name`; ports by `containerPort`).
+- `without_server_paths`: a manifest without what only the server writes (`status`,
+  `metadata.uid`, `resourceVersion`, `creationTimestamp`, `managedFields`, ...).
+- `KNOWN_TYPES`: the common workload types (offline `validate`), and `FROZEN`: per type,
+  the paths that cannot change in place (a change there replaces the workload).
+- `pod_templates`: every pod template of a manifest with its replica range, by type (GPU
+  accounting and policy rules).
+- `to_create_body`, `to_update_body`, `from_response`: the engine's flat body
+  (name, projectId, clusterId, priority, category, preemptibility, manifest) to and from
+  the API's `{metadata, manifest}` and `WorkloadV2GetResponse`.
+
+Callers: kinds (list keys, the replace rule), diff (quantities, server paths), gpus and
+policy (pod templates), desired (known types), api (the wire form), export.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+# --- quantities (k8s.io/apimachinery resource.Quantity grammar) ----------------------
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|"
+                       r"n|u|m|k|M|G|T|P|E)?)$")
+_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def quantity(value: Any) -> Fraction | None:
+    """The exact value of a Kubernetes quantity (a string or a number), None when `value`
+    is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return Fraction(value).limit_denominator(10**12)
+    if not isinstance(value, str):
+        return None
+    m = _QUANTITY.match(value.strip())
+    if not m:
+        return None
+    number = Fraction(m.group(1))
+    if m.group(2):
+        exponent = int(m.group(2)[1:])
+        return number * Fraction(10) ** exponent
+    suffix = m.group(3) or ""
+    if suffix in _BINARY:
+        return number * 1024 ** _BINARY[suffix]
+    return number * Fraction(10) ** _DECIMAL[suffix]
+
+
+def align_quantities(desired: Any, other: Any) -> Any:
+    """A copy of `other` in which each quantity under a `resources` object (limits,
+    requests) that equals `desired`'s at the same place by value is spelled as `desired`
+    spells it; the rest is as it was."""
+    return _align(desired, other, False)
+
+
+def _align(d: Any, o: Any, in_resources: bool) -> Any:
+    if isinstance(d, dict) and isinstance(o, dict):
+        return {k: (_align(d[k], v, in_resources or k == "resources") if k in d else v)
+                for k, v in o.items()}
+    if isinstance(d, list) and isinstance(o, list):
+        keyed = {item_key_any(i): i for i in d if item_key_any(i) is not None}
+        out = []
+        for n, item in enumerate(o):
+            k = item_key_any(item)
+            match = keyed.get(k) if k is not None else (d[n] if n < len(d) else None)
+            out.append(_align(match, item, in_resources) if match is not None else item)
+        return out
+    if in_resources and not isinstance(o, (dict, list)) and d != o:
+        qd, qo = quantity(d), quantity(o)
+        if qd is not None and qd == qo:
+            return d
+    return o
+
+
+# --- strategic merge keys -------------------------------------------------------------
+
+NAME_KEYED = frozenset({"containers", "initContainers", "ephemeralContainers", "env",
+                        "volumes", "volumeMounts", "volumeDevices", "imagePullSecrets",
+                        "workerGroupSpecs", "hostAliases"})
+
+
+def item_key(field: str, item: Mapping) -> str | None:
+    """A Kubernetes list item's strategic-merge key in the list named `field`, or None."""
+    if field in NAME_KEYED and item.get("name") is not None:
+        return str(item["name"])
+    if field in ("ports",) and item.get("containerPort") is not None:
+        return str(item["containerPort"])
+    if field == "workerGroupSpecs" and item.get("groupName") is not None:
+        return str(item["groupName"])
+    return None
+
+
+def item_key_any(item: Any) -> str | None:
+    """A list item's key by its own members (for walks that do not know the field)."""
+    if not isinstance(item, dict):
+        return None
+    for k in ("name", "groupName", "containerPort"):
+        if item.get(k) is not None:
+            return f"{k}={item[k]}"
+    return None
+
+
+# --- server-owned paths ---------------------------------------------------------------
+
+SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "managedFields",
+                   "generation", "selfLink", "deletionTimestamp")
+
+
+def without_server_paths(manifest: Any) -> Any:
+    """A copy of `manifest` without `status` and the metadata only the server writes."""
+    if not isinstance(manifest, dict):
+        return manifest
+    out = {k: v for k, v in manifest.items() if k != "status"}
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_METADATA}
+    return out
+
+
+# --- workload types -------------------------------------------------------------------
+
+# (apiVersion, kind) of the common workload types: what offline `validate` knows.
+KNOWN_TYPES: frozenset[tuple[str, str]] = frozenset({
+    ("kubeflow.org/v1", "PyTorchJob"), ("kubeflow.org/v2beta1", "MPIJob"),
+    ("kubeflow.org/v1", "MPIJob"), ("kubeflow.org/v1", "TFJob"),
+    ("kubeflow.org/v1", "XGBoostJob"), ("ray.io/v1", "RayJob"), ("ray.io/v1", "RayCluster"),
+    ("ray.io/v1", "RayService"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("serving.kserve.io/v1beta1", "InferenceService"), ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"), ("batch/v1", "Job"),
+    ("nvidia.com/v1alpha1", "DynamoGraphDeployment"),
+})
+
+# Per type, the manifest paths (dotted, under `manifest.`) that cannot change in place: a
+# change at or under one replaces the workload. A type not here updates in place.
+FROZEN: dict[str, tuple[str, ...]] = {
+    "Job": ("spec.template", "spec.selector", "spec.completionMode"),
+    "PyTorchJob": ("spec.pytorchReplicaSpecs",),
+    "TFJob": ("spec.tfReplicaSpecs",),
+    "XGBoostJob": ("spec.xgbReplicaSpecs",),
+    "MPIJob": ("spec.mpiReplicaSpecs",),
+    "RayJob": ("spec.rayClusterSpec", "spec.entrypoint"),
+    "StatefulSet": ("spec.selector", "spec.serviceName", "spec.volumeClaimTemplates"),
+    "Deployment": ("spec.selector",),
+}
+
+# Types that run to completion (left alone once finished, not re-created).
+COMPLETES = frozenset({"Job", "PyTorchJob", "RayJob", "TFJob", "XGBoostJob", "MPIJob"})
+
+
+def type_of(manifest: Any) -> str:
+    """The manifest's own kind ("" when none)."""
+    kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
+    return kind if isinstance(kind, str) else ""
+
+
+def forces_replacement(manifest_type: str, path: str) -> bool:
+    """Whether a change at body `path` ("manifest.spec.template.spec...") of a manifest of
+    `manifest_type` replaces the workload."""
+    if path in ("manifest.kind", "manifest.apiVersion", "manifest.metadata.name",
+                "manifest.metadata.namespace"):
+        return True
+    for frozen in FROZEN.get(manifest_type, ()):
+        full = "manifest." + frozen
+        if path == full or (path.startswith(full) and path[len(full)] in ".["):
+            return True
+    return False
+
+
+# --- pod templates --------------------------------------------------------------------
+
+def _obj(x: Any) -> Mapping:
+    return x if isinstance(x, Mapping) else {}
+
+
+def _int(x: Any, default: int) -> int:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else default
+
+
+def pod_templates(manifest: Any) -> tuple[list[tuple[int, int, Mapping]], bool]:
+    """([(fewest pods, most pods, pod spec)], whether the type is known) of a manifest:
+    the replicas of each pod template, by type (CONTRACT.md §12). An unknown type counts
+    each pod template it finds (`spec.template`) once."""
+    kind = type_of(manifest)
+    spec = _obj(_obj(manifest).get("spec"))
+    out: list[tuple[int, int, Mapping]] = []
+    replica_specs = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs",
+                     "XGBoostJob": "xgbReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
+    if kind in replica_specs:
+        for group in _obj(spec.get(replica_specs[kind])).values():
+            n = _int(_obj(group).get("replicas"), 1)
+            out.append((n, n, _pod(_obj(group).get("template"))))
+        return out, True
+    if kind in ("RayJob", "RayCluster", "RayService"):
+        cluster = spec if kind == "RayCluster" else _obj(
+            spec.get("rayClusterSpec") or spec.get("rayClusterConfig"))
+        out.append((1, 1, _pod(_obj(cluster.get("headGroupSpec")).get("template"))))
+        for group in cluster.get("workerGroupSpecs") or ():
+            g = _obj(group)
+            n = _int(g.get("replicas"), 1)
+            low, high = _int(g.get("minReplicas"), n), _int(g.get("maxReplicas"), n)
+            out.append((min(low, high), max(low, high), _pod(g.get("template"))))
+        return out, True
+    if kind == "LeaderWorkerSet":
+        replicas = _int(spec.get("replicas"), 1)
+        tmpl = _obj(spec.get("leaderWorkerTemplate"))
+        size = _int(tmpl.get("size"), 1)
+        worker = _pod(tmpl.get("workerTemplate"))
+        if tmpl.get("leaderTemplate"):
+            out.append((replicas, replicas, _pod(tmpl.get("leaderTemplate"))))
+            n = replicas * max(size - 1, 0)
+        else:
+            n = replicas * size
+        out.append((n, n, worker))
+        return out, True
+    if kind in ("Deployment", "StatefulSet"):
+        n = _int(spec.get("replicas"), 1)
+        return [(n, n, _pod(spec.get("template")))], True
+    if kind == "Job":
+        n = _int(spec.get("parallelism"), 1)
+        return [(n, n, _pod(spec.get("template")))], True
+    if kind == "InferenceService":
+        predictor = _obj(spec.get("predictor"))
+        low = _int(predictor.get("minReplicas"), 1)
+        high = _int(predictor.get("maxReplicas"), max(low, 1))
+        return [(low, high, predictor)], True
+    found = _find_templates(manifest)
+    return [(1, 1, t) for t in found], False
+
+
+def _pod(template: Any) -> Mapping:
+    return _obj(_obj(template).get("spec"))
+
+
+def _find_templates(node: Any) -> list[Mapping]:
+    out: list[Mapping] = []
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            if k == "template" and isinstance(v, Mapping) and isinstance(v.get("spec"), Mapping):
+                out.append(v["spec"])
+            else:
+                out.extend(_find_templates(v))
+    elif isinstance(node, list):
+        for v in node:
+            out.extend(_find_templates(v))
+    return out
+
+
+def containers(pod: Mapping) -> list[Mapping]:
+    """Every container of a pod spec (init containers included)."""
+    return [c for key in ("initContainers", "containers")
+            for c in (pod.get(key) or ()) if isinstance(c, Mapping)]
+
+
+def pod_gpus(pod: Mapping) -> float:
+    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed."""
+    total = Fraction(0)
+    for c in _obj(pod).get("containers") or ():
+        res = _obj(_obj(c).get("resources"))
+        value = _obj(res.get("limits")).get("nvidia.com/gpu")
+        if value is None:
+            value = _obj(res.get("requests")).get("nvidia.com/gpu")
+        q = quantity(value) if value is not None else None
+        if q is not None and q > 0:
+            total += q
+    return float(total)
+
+
+# --- the wire form --------------------------------------------------------------------
+
+META = ("name", "projectId", "clusterId", "priority", "category", "preemptibility")
+
+
+def to_create_body(body: Mapping) -> dict:
+    """The API's create body (`{metadata, manifest}`) of the engine's flat body."""
+    return {"metadata": {k: body[k] for k in META if body.get(k) is not None},
+            "manifest": copy.deepcopy(body.get("manifest") or {})}
+
+
+def to_update_body(body: Mapping) -> dict:
+    """The API's PUT body: `metadata` holds only priority and category."""
+    return {"metadata": {k: body[k] for k in ("priority", "category")
+                         if body.get(k) is not None},
+            "manifest": copy.deepcopy(body.get("manifest") or {})}
+
+
+def from_response(answer: Mapping) -> dict:
+    """The engine's flat body of a `WorkloadV2GetResponse` (or a bare `WorkloadV2`): the
+    user's manifest is `rawManifest`, without what only the server writes."""
+    workload = _obj(answer.get("workload")) if "workload" in answer else answer
+    meta = _obj(workload.get("metadata"))
+    out: dict = {k: meta[k] for k in META if meta.get(k) is not None}
+    if meta.get("id") is not None:
+        out["workloadId"] = meta["id"]
+    for key in ("createdAt", "updatedAt", "updatedBy", "projectName"):
+        if meta.get(key) is not None:
+            out[key] = meta[key]
+    out["desiredPhase"] = workload.get("desiredPhase")
+    out["manifest"] = without_server_paths(workload.get("rawManifest") or {})
+    sync = _obj(answer.get("syncInfo"))
+    if sync:
+        out["syncStatus"] = sync.get("status")
+        out["actualPhase"] = {"Synced": "Running", "Failed": "Failed", "Deleting": "Deleting",
+                              "Deleted": "Deleted"}.get(str(sync.get("status")), "Creating")
+        phase = _obj(_obj(workload.get("workloadManifest")).get("status")).get("phase")
+        if phase in ("Completed", "Succeeded"):
+            out["actualPhase"] = "Completed"
+    return out
