@@ -12,10 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.simulator import queries
-from reconciler.simulator.kinds import DISTRIBUTED_INFERENCE, KINDS, Kind
+from reconciler.simulator.kinds import DISTRIBUTED_INFERENCE, Kind
+from reconciler.simulator.kinds import KINDS as ALL_KINDS
 from reconciler.simulator.listing import FILTER, list_item
 from tests.simulator.conftest import CLUSTER
 from tests.simulator.test_kinds import PATCHES, SAMPLES
+
+# The flat kinds (one create body shape); a Manifest's listing is tested over HTTP in
+# tests/e2e/test_manifest_http.py and tests/e2e/test_refresh_auto.py.
+KINDS = tuple(k for k in ALL_KINDS if not k.custom)
 
 LIST = "/api/v1/workloads"
 
