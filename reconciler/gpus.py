@@ -8,7 +8,7 @@ them). Per pod (a `compute` object, CONTRACT.md §2, §5, §7):
   given means whole devices);
 - memory requests (`gpuRequestType: memory`, or a `gpuMemoryRequest` alone): their
   devices (1 when absent) as GPUs, and devices × `gpuMemoryRequest` apart as GPU memory.
-Pods per kind are `RULES`, one entry per kind: Training and Workspace 1; Inference 1, or
+Pods per kind are the rule its entry names (`kinds.Kind.gpu_rule`, one of `RULES`): Training and Workspace 1; Inference 1, or
 with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 when that is
 0); DistributedTraining `numWorkers` (1 when absent) workers with `spec.compute` plus one
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
@@ -143,14 +143,19 @@ def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
             (workers, workers, _compute(spec.get("worker")))]
 
 
-# One entry per kind of `kinds.KINDS` (a test checks that none is missing).
+# The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
+# test checks that every kind's is here).
 RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
-    kinds.TRAINING.name: _single,
-    kinds.WORKSPACE.name: _single,
-    kinds.INFERENCE.name: _inference,
-    kinds.DISTRIBUTED_TRAINING.name: _distributed_training,
-    kinds.DISTRIBUTED_INFERENCE.name: _distributed_inference,
+    "single": _single,
+    "autoscaled": _inference,
+    "master-and-workers": _distributed_training,
+    "leader-and-workers": _distributed_inference,
 }
+
+
+def rule(kind: str) -> Callable[[Mapping[str, Any]], PodGroups]:
+    """The counting rule of `kind` (its entry's `gpu_rule`)."""
+    return RULES[kinds.get(kind).gpu_rule]
 
 
 def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None = None,
@@ -166,7 +171,7 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     if phases.live_suspended(phase) or phases.live_gone(phase) or phases.live_completed(phase):
         return NONE
     total = NONE
-    for low, high, compute in RULES[kind](body):
+    for low, high, compute in rule(kind)(body):
         gpus, memory = per_pod(compute)
         total += Gpus(low * gpus, high * gpus, low * memory, high * memory)
     return total

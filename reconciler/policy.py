@@ -322,17 +322,10 @@ def _within_project_quota(rule, chosen, ctx, violated, notes) -> bool:
     return not totals or any(ctx.quotas.get(pid) is not None for pid in totals)
 
 
-def containers(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(path, container) of every container of a create body: spec, masterSpec, and a
-    distributed inference's spec.leader and spec.worker."""
-    spec = body.get("spec") or {}
-    out = [("spec", spec)] if "leader" not in spec else []
-    if isinstance(body.get("masterSpec"), dict):
-        out.append(("masterSpec", body["masterSpec"]))
-    for part in ("leader", "worker"):
-        if isinstance(spec.get(part), dict):
-            out.append((f"spec.{part}", spec[part]))
-    return out
+def containers(body: Mapping[str, Any], kind: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, container) of every container of a create body of `kind`: where its entry
+    says they sit (`kinds.Kind.containers`: spec, masterSpec, spec.leader, spec.worker)."""
+    return kinds.containers(kinds.get(kind), body)
 
 
 def _per_container(chosen, violated, problem) -> None:
@@ -343,7 +336,7 @@ def _per_container(chosen, violated, problem) -> None:
         def shown(path: str, value: str, rc: ResourceChange = rc) -> str:
             return masking.MASK if masking.is_masked(path, rc.sensitive) else _quote(value)
 
-        found = [p for p in (problem(path, c, shown) for path, c in containers(rc.after)) if p]
+        found = [p for p in (problem(path, c, shown) for path, c in containers(rc.after, rc.kind)) if p]
         if found:
             violated(rc.address, "; ".join(found))
 

@@ -18,7 +18,7 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from reconciler import gpus
+from reconciler import gpus, kinds
 from reconciler import plans
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import impact, words
@@ -26,6 +26,7 @@ from reconciler.render import impact, words
 FORMAT_VERSION = "1.6"
 APPLY_FORMAT_VERSION = "1.1"
 _SORTED = orjson.OPT_SORT_KEYS
+_MISSING = object()
 
 
 # Terraform's `change.actions` for each of our actions. A suspend or a resume is an update
@@ -126,9 +127,45 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     before = words.mask_body(rc.before, rc.sensitive)
     after = words.mask_body(rc.after, rc.sensitive)
     patch = None
-    if rc.action in (Action.UPDATE, Action.REPLACE):
+    if rc.action is Action.UPDATE and isinstance(before, dict) and rc.patch is not None:
+        patch = _update_patch(kinds.get(rc.kind), before, words.mask_body(rc.patch, rc.sensitive))
+    elif rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
     return {"actions": actions(rc.action), "before": before, "after": after, "patch": patch}
+
+
+def _update_patch(kind: kinds.Kind, before: dict, update: dict) -> list:
+    """The JSON Patch of what an update does to `before`: each updatable field that the
+    update body (`ResourceChange.patch`) holds, from its value in `before` to the sent one,
+    with the server's defaults inside it that the update leaves out kept
+    (`Kind.with_defaults_aligned`): no operation on a field apply does not send."""
+    was: dict = {}
+    sent: dict = {}
+    roots = kind.updatable_paths
+    for root in roots:
+        if any(other != root and kinds.under(root, other) for other in roots):
+            continue  # inside another updatable field, which is sent whole
+        parts = root.split(".")
+        value = _get(update, parts)
+        if value is not _MISSING:
+            _put(sent, parts, value)
+            old = _get(before, parts)
+            if old is not _MISSING:
+                _put(was, parts, old)
+    sent, was = kind.with_defaults_aligned(sent, was)
+    return jsonpatch.make_patch(*_unshared(was, sent)).patch
+
+
+def _get(body: Any, parts: list[str]) -> Any:
+    for p in parts:
+        body = body.get(p, _MISSING) if isinstance(body, dict) else _MISSING
+    return body
+
+
+def _put(body: dict, parts: list[str], value: Any) -> None:
+    for p in parts[:-1]:
+        body = body.setdefault(p, {})
+    body[parts[-1]] = value
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
