@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 import httpx
 
 from reconciler import __version__, masking
-from reconciler.api import errors, retries
+from reconciler.api import envelope, errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
 from reconciler.kinds import Kind
@@ -261,12 +261,13 @@ class RunaiClient:
         send it again". Without it, or when the lookup itself fails, the failure is
         raised with `ambiguous=True`.
         """
-        return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
-                                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive))
+        return envelope.flat(kind, await self._send(
+            "POST", kind.api_path, json=envelope.create_body(kind, body), mode=_CREATE,
+            on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload; raises errors.NotFound when it does not exist."""
-        return await self._send("GET", _item(kind, workload_id))
+        return envelope.flat(kind, await self._send("GET", _item(kind, workload_id)))
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = ()) -> dict:
@@ -274,8 +275,9 @@ class RunaiClient:
         `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        return await self._send(kind.update_method, _item(kind, workload_id), json=body,
-                                mode=_WRITE, sensitive=tuple(sensitive))
+        return envelope.flat(kind, await self._send(
+            kind.update_method, _item(kind, workload_id), json=body, mode=_WRITE,
+            sensitive=tuple(sensitive)))
 
     async def delete(self, kind: Kind, workload_id: str) -> dict:
         """Ask for deletion; returns the HttpResponse body. A 404 after an earlier
