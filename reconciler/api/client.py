@@ -239,6 +239,11 @@ class RunaiClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    def renew_budget(self) -> None:
+        """A fresh retry budget of `retry_budget_s` from now on: one per cycle of a
+        long-lived `watch`, whose one client outlives many commands' worth of requests."""
+        self._budget = retries.Budget(self._budget.seconds)
+
     @property
     def budget(self) -> retries.Budget:
         """The retry budget this client spends (give it to the command's next client)."""

@@ -1,7 +1,7 @@
 """The operations behind the commands, one module per family: `planning` (validate,
 plan, and what plan, apply and drift share), `applying` (apply a specs folder or a saved
 plan, show), `drifting`, `importing` (import), `exporting` (export), `specfiles` (writing
-spec files) and `states` (the state commands).
+spec files), `states` (the state commands) and `watching` (watch: the engine as a controller).
 
 Each takes plain inputs (a specs folder, a state store, a client factory, options) and
 returns plain results (a `PlanResult`, an `executor.ApplyResult`, a `drift.DriftReport`,
@@ -20,7 +20,7 @@ from reconciler.operations.importing import ImportResult, import_all, import_wor
 from reconciler.operations.planning import (
     PlanOptions,
     PlanResult,
-    check_policy,
+    finish,
     interrupted,
     load_policy,
     plan,
@@ -39,11 +39,13 @@ from reconciler.operations.states import (
     state_rm,
     state_show,
 )
+from reconciler.operations.watching import WatchOptions, watch
 
 __all__ = [
     "ExportOptions", "ExportResult", "Exported", "ImportResult", "Migrated", "PlanOptions",
-    "PlanResult", "apply", "apply_saved", "check_policy", "drift", "export", "force_unlock",
+    "PlanResult", "apply", "apply_saved", "drift", "export", "finish", "force_unlock",
     "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
     "policy_refusal", "refuse_denied", "show", "state_history",
     "state_list", "state_migrate", "state_restore", "state_rm", "state_show", "validate",
+    "WatchOptions", "watch",
 ]

@@ -18,12 +18,11 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from reconciler import gpus, kinds
-from reconciler import plans
-from reconciler.plans import Action, Plan, ResourceChange
+from reconciler import kinds, plans
+from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.6"
+FORMAT_VERSION = "1.7"
 APPLY_FORMAT_VERSION = "1.1"
 _SORTED = orjson.OPT_SORT_KEYS
 _MISSING = object()
@@ -58,22 +57,38 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "resource_drift": [d for d in map(_drift, changes) if d is not None],
         "summary": counts,
         "state": {"lineage": plan.lineage, "serial": plan.serial},
-        "gpu_impact": _gpu_impact(gpus.impact_of(plan)),
+        "gpu_impact": _gpu_impact(plan.impact),
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
     if plan.policy is not None:
-        from reconciler import policy  # its models take long to build: only with a policy
-
-        doc["policy"] = policy.report_document(plan.policy)
+        doc["policy"] = policy_document(plan.policy)
     return doc
+
+
+def policy_document(report: Report) -> dict[str, Any]:
+    """docs/plan-format.md, "policy": the verdict, then each rule, failures first."""
+    def violation(v) -> dict[str, Any]:
+        return {"address": v.address, "message": v.message, "unknown": v.unknown}
+
+    return {
+        "passed": report.passed,
+        "summary": report.summary(),
+        "files": list(report.files),
+        "rules": [{"name": r.name, "check": r.check, "limit": r.limit,
+                   "enforcement": r.enforcement, "scope": r.scope, "on_unknown": r.on_unknown,
+                   "source": r.source, "status": r.status,
+                   "violations": [violation(v) for v in r.violations],
+                   "preexisting": [violation(v) for v in r.preexisting],
+                   "notes": list(r.notes)} for r in report.ordered()],
+    }
 
 
 def render_plan(plan: Plan) -> str:
     return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
+def _gpu_impact(found: GpuImpact) -> dict[str, Any]:
     """docs/plan-format.md, "gpu_impact": the GPUs before and after apply of every changed
     workload (an action, or GPUs that move), every project's totals and quota."""
     before, after = impact.total(found.projects)
@@ -86,6 +101,7 @@ def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
         "projects": [{"project_id": p.project_id, "project_name": p.project_name,
                       "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
                       "quota": None if p.quota is None else impact.number(p.quota),
+                      "quota_unknown": p.unknown,
                       "over_quota": p.over_quota} for p in found.projects],
         "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
         "over_quota": [p.project_id for p in found.projects if p.over_quota],

@@ -191,13 +191,28 @@ class PostgresStore(_Store):
                 self._conn = self._connect()
             return self._conn
 
-    def _connect(self) -> psycopg.Connection:
+    def _connect_args(self) -> dict[str, object]:
         extra: dict[str, object] = {}
         params = conninfo_to_dict(self._url)
         if "connect_timeout" not in params and "PGCONNECT_TIMEOUT" not in os.environ:
             extra["connect_timeout"] = CONNECT_TIMEOUT
         if "application_name" not in params and "PGAPPNAME" not in os.environ:
             extra["application_name"] = "runai-reconcile"
+        return extra
+
+    def _connect_plain(self) -> psycopg.Connection:
+        """A database session of its own with this store's settings (keepalives), for
+        `election`'s controller lock; StateError (no password) when it cannot be had."""
+        with self._errors("connect"):
+            conn = psycopg.connect(self._url, autocommit=True, **self._connect_args())
+            settings = sql.SQL(", ").join(
+                sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
+                for k, v in SESSION_SETTINGS.items())
+            conn.execute(sql.SQL("SELECT {}").format(settings))
+        return conn
+
+    def _connect(self) -> psycopg.Connection:
+        extra = self._connect_args()
         with self._errors("connect"):
             conn = psycopg.connect(self._url, autocommit=True, **extra)
         weakref.finalize(self, conn.close)

@@ -75,6 +75,9 @@ class CycleSummary:
     actions: dict[str, int] = field(default_factory=dict)  # "<action>/<ok|failed|skipped>"
     drift_found: int = 0
     healed: int = 0
+    deferred: int = 0  # actions over --max-actions, left to the next cycle
+    requests: int = 0  # HTTP requests the cycle sent (token and retries included)
+    cpu_s: float = 0.0  # CPU seconds the watch process spent on the cycle
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Snapshot:
     cycles: tuple[CycleSummary, ...] = ()  # the most recent last, a bounded number
     last_success_at: float | None = None
     interval_s: float = 60.0
+    backoff_s: float = 0.0  # the wait before the next cycle after failed ones (0: none)
+    failed_in_row: int = 0  # cycles failed in a row (an API outage shows here)
 
     @property
     def ready(self) -> bool:

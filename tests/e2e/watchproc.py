@@ -1,0 +1,83 @@
+"""`runai-reconcile watch` as a subprocess, for the end-to-end tests of the watch loop:
+its JSON log lines (stderr) read back as events, and waits on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Watch:
+    def __init__(self, ws, *args: str, state: str | None = None, name: str = "watch",
+                 extra_env: dict | None = None, state_name: str | None = None,
+                 extra_args: tuple[str, ...] = ()):
+        self.log_path = ws.root / f"{name}.log"
+        env = {k: v for k, v in {**os.environ, **ws.env, **(extra_env or {})}.items()
+               if v is not None}
+        argv = [sys.executable, "-m", "reconciler.cli", "--state", state or str(ws.state_path),
+                *(("--state-name", state_name) if state_name else ()), *extra_args, "watch", str(ws.specs), "--log-format", "json", "--listen", "off", *args]
+        ws.root.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._log,
+                                     stdin=subprocess.DEVNULL, env=env, cwd=ws.root)
+
+    def events(self, event: str | None = None) -> list[dict]:
+        out = []
+        for line in Path(self.log_path).read_text().splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if event is None or doc.get("event") == event:
+                out.append(doc)
+        return out
+
+    def cycles(self) -> list[dict]:
+        return self.events("cycle")
+
+    def wait_for(self, predicate, timeout: float = 20.0, what: str = "an event"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = predicate()
+            if got:
+                return got
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"watch: no {what} within {timeout} s (exit {self.proc.poll()}):\n"
+                             + Path(self.log_path).read_text()[-4000:])
+
+    def wait_cycles(self, n: int, timeout: float = 30.0) -> list[dict]:
+        """Until `n` more cycles than now have ended (ok or failed)."""
+        start = len(self.cycles())
+        return self.wait_for(lambda: len(self.cycles()) >= start + n and self.cycles(),
+                             timeout, f"{n} cycles")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if not self._log.closed:
+            self._log.close()
