@@ -59,7 +59,11 @@ _STRING_IDS = frozenset({"projectId", "clusterId"})
 
 
 def body_keys(kind: kinds_mod.Kind) -> tuple[str, ...]:
-    """The top-level keys of `kind`'s create body that the diff compares."""
+    """The top-level keys of `kind`'s create body that the diff compares. An enveloped
+    kind's (a NIM service's) create body has no clusterId: the spec's only names the
+    cluster its `project:` is looked up in, and the project decides the cluster."""
+    if kind.envelope:
+        return tuple(k for k in META_KEYS if k != "clusterId") + tuple(kind.body_keys)
     return META_KEYS + tuple(kind.body_keys)
 
 

@@ -12,7 +12,9 @@ Pods per kind are the rule its entry names (`kinds.Kind.gpu_rule`, one of `RULES
 with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 when that is
 0); DistributedTraining `numWorkers` (1 when absent) workers with `spec.compute` plus one
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
-DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) × worker).
+DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) × worker);
+NIMService `replicas` (default 1), or with `autoscaling` minReplicas..maxReplicas
+(defaults 1 and minReplicas), × (1 + `multiNode.workers`) pods of `spec.compute`.
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
@@ -128,6 +130,20 @@ def _manifest(body: Mapping[str, Any]) -> PodGroups:
             for low, high, pod in templates]
 
 
+def _nim_service(body: Mapping[str, Any]) -> PodGroups:
+    # replicas (default 1), or autoscaling's minReplicas..maxReplicas (defaults 1 and
+    # minReplicas), each a leader and `multiNode.workers` (default 0) workers alike.
+    spec = _obj(body.get("spec"))
+    scaling = spec.get("autoscaling")
+    if scaling:
+        low = _num(_obj(scaling).get("minReplicas"), 1)
+        high = _num(_obj(scaling).get("maxReplicas"), low)
+    else:
+        low = high = _num(spec.get("replicas"), 1)
+    pods = 1 + _num(_obj(spec.get("multiNode")).get("workers"), 0)
+    return [(low * pods, high * pods, _compute(spec))]
+
+
 # The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
 # test checks that every kind's is here).
 RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
@@ -136,6 +152,7 @@ RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
     "master-and-workers": _distributed_training,
     "leader-and-workers": _distributed_inference,
     "manifest": _manifest,
+    "nim-replicas": _nim_service,
 }
 
 

@@ -186,6 +186,11 @@ class Kind:
     update_method: str = "PATCH"
     # Collection path whose `/{id}` is deleted, when not `api_path`.
     delete_path: str = ""
+    # The create body's and answer's shape: "" flat (name, projectId, clusterId beside the
+    # body keys: the v1 kinds), or "metadata" (the v2 NIM family: name and projectId in a
+    # `metadata` object, no clusterId sent; the answer's `metadata` holds id, clusterId and
+    # the times). `reconciler.api.envelope` translates; everything else sees flat bodies.
+    envelope: str = ""
     can_suspend: bool = False
     # Trainings run to completion (live phase Completed) and may be auto-deleted then.
     completes: bool = False
@@ -355,6 +360,8 @@ def missing_facts(kind: Kind) -> list[str]:
         out.append("delete_path")
     if kind.update_method not in ("PATCH", "PUT"):
         out.append("update_method")
+    if kind.envelope not in ("", "metadata"):
+        out.append("envelope")
     roots = set(kind.body_keys)
     if kind.manifest_body:
         out = [f for f in out if f not in ("containers", "defaults")]
@@ -484,6 +491,60 @@ MANIFEST = Kind(
 )
 
 
+# --- NIM services (CONTRACT.md §12, nim-services.yml) ---------------------------------
+
+
+def _max_replicas_nim(scaling: Mapping, value: Any) -> bool:
+    # "Defaults to minReplicas" (minReplicas: "Defaults to 1").
+    minimum = scaling.get("minReplicas")
+    return same(value, 1 if minimum is None else minimum)
+
+
+def _exposed_protocol(serving: Mapping, value: Any) -> bool:
+    # "If grpcPort is set, this defaults to grpc. Otherwise, it defaults to http."
+    return value == ("grpc" if serving.get("grpcPort") is not None else "http")
+
+
+NIM_SERVICE = Kind(
+    name="NIMService",
+    api_path="/api/v2/workloads/nim-services",
+    delete_path="/api/v2/workloads",
+    body_keys=("spec",),
+    containers=("spec",),
+    defaults={"": _BODY, "spec": (
+        ServerValue("imagePullPolicy", _image_pull_policy,
+                    means="Always for a :latest tag, else IfNotPresent"),
+        *(fixed(f"{key}[].exclude", False) for key in ("annotations", "imagePullSecrets")),
+        fixed("probes.readiness.handler.httpGet.path", "/"),
+        fixed("probes.readiness.handler.httpGet.scheme", "HTTP"),
+        *_workload_type("inference", "non-preemptible"),
+        fixed("replicas", 1),
+        fixed("autoscaling.minReplicas", 1),
+        ServerValue("autoscaling.maxReplicas", _max_replicas_nim, means="minReplicas"),
+        fixed("autoscaling.scaleWindowSeconds", 300),
+        fixed("servingPort.serviceType", "ClusterIP"),
+        fixed("servingPort.exposeExternally", True),
+        ServerValue("servingPort.exposedProtocol", _exposed_protocol,
+                    means="grpc when grpcPort is set, else http"),
+        generated("servingPort.exposedUrl"),
+        fixed("modelStore.pvc.existingPvc", False),
+        fixed("modelStore.pvc.readOnly", False),
+        generated("modelStore.pvc.claimName", _new_pvc_claim),
+        fixed("modelStore.pvc.claimInfo.accessModes.readWriteOnce", True),
+        fixed("modelStore.pvc.claimInfo.accessModes.readOnlyMany", False),
+        fixed("modelStore.pvc.claimInfo.accessModes.readWriteMany", False),
+        fixed("modelStore.pvc.claimInfo.volumeMode", "Filesystem"),
+    )},
+    # The simulator's `type` (CONTRACT.md §12: the real one is not documented).
+    list_types=frozenset({"nimservice", "nim"}),
+    gpu_rule="nim-replicas",
+    # NimServiceUpdateRequest is `{spec: NimServiceSpec}`, the whole spec: every spec field
+    # is updated in place, the spec sent whole. Name and project (metadata) are create-only.
+    updatable_paths=frozenset({"spec"}),
+    envelope="metadata",
+)
+
+
 def under(path: str, prefix: str) -> bool:
     """True when dotted `path` is `prefix` or lies under it: `prefix.member` or
     `prefix[item key]` (the path syntax of `plans.FieldChange.path`)."""
@@ -496,7 +557,8 @@ def under_any(path: str, prefixes: Iterable[str]) -> bool:
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
-    DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE)}
+    DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
+    NIM_SERVICE)}
 KINDS[MANIFEST.name] = MANIFEST
 
 

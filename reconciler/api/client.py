@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 import httpx
 
 from reconciler import __version__, manifests, masking
-from reconciler.api import errors, retries
+from reconciler.api import envelope, errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
 from reconciler.kinds import Kind
@@ -270,14 +270,16 @@ class RunaiClient:
             return manifests.from_response(await self._send(
                 "POST", kind.api_path, json=manifests.to_create_body(body), mode=_CREATE,
                 on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
-        return await self._send("POST", kind.api_path, json=body, mode=_CREATE,
-                                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive))
+        return envelope.flat(kind, await self._send(
+            "POST", kind.api_path, json=envelope.create_body(kind, body), mode=_CREATE,
+            on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload; raises errors.NotFound when it does not exist. A Manifest's
-        is the engine's flat body of its WorkloadV2GetResponse (`manifests.from_response`)."""
+        is the engine's flat body of its WorkloadV2GetResponse (`manifests.from_response`),
+        a NIM service's the flat body of its envelope (`envelope.flat`)."""
         answer = await self._send("GET", _item(kind, workload_id))
-        return manifests.from_response(answer) if kind.manifest_body else answer
+        return manifests.from_response(answer) if kind.manifest_body else envelope.flat(kind, answer)
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = ()) -> dict:
@@ -289,8 +291,9 @@ class RunaiClient:
             return manifests.from_response(await self._send(
                 kind.update_method, _item(kind, workload_id),
                 json=manifests.to_update_body(body), mode=_WRITE, sensitive=tuple(sensitive)))
-        return await self._send(kind.update_method, _item(kind, workload_id), json=body,
-                                mode=_WRITE, sensitive=tuple(sensitive))
+        return envelope.flat(kind, await self._send(
+            kind.update_method, _item(kind, workload_id), json=body, mode=_WRITE,
+            sensitive=tuple(sensitive)))
 
     async def workload_types(self) -> list[dict]:
         """`GET /api/v1/workload-types`: the registered workload types (`types`)."""

@@ -16,7 +16,9 @@ from pydantic import BeforeValidator, Field, StringConstraints, field_validator,
 
 from reconciler import kinds
 from reconciler.desired.fields import (
-    DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity,
+    DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
+    EnvironmentVariable, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
+    Toleration, ExposedUrl, InferenceSecurity,
     InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
     PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
     users_or_groups,
@@ -233,6 +235,129 @@ class InferenceSpec(WorkloadContainer):
     servingConfiguration: ServingConfiguration | None = None
 
 
+# --- NIMService (nim-services.yml: NimServiceSpec) ------------------------------------
+
+class NimCompute(Compute):
+    """`NimServiceSpec.compute`: `Compute` without extendedResources and largeShmRequest."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_here(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("extendedResources", "largeShmRequest"):
+                if key in data:
+                    raise rule_error("is not a field of a NIM service's compute", key)
+        return data
+
+
+class NimAutoscaling(Strict):
+    minReplicas: PosInt32 | None = None
+    maxReplicas: PosInt32 | None = None
+    metric: Annotated[str, StringConstraints(pattern=METRIC_RE)]
+    metricThreshold: Int32
+    scaleWindowSeconds: Annotated[int, Field(ge=60, le=3600)] | None = None
+
+    @model_validator(mode="after")
+    def _range(self):
+        # "maxReplicas ... Defaults to minReplicas. Must be no less than minReplicas."
+        if (self.minReplicas is not None and self.maxReplicas is not None
+                and self.maxReplicas < self.minReplicas):
+            raise rule_error(f"must not be less than minReplicas ({self.minReplicas})",
+                             "maxReplicas")
+        return self
+
+
+class NimCache(Strict):
+    name: NonEmpty
+    profile: NonEmpty | None = None
+
+
+class NimPvc(Strict):
+    """`NimServicePvcFields`."""
+    existingPvc: bool | None = None
+    claimName: Name63 | None = None
+    readOnly: bool | None = None
+    claimInfo: ClaimInfo | None = None
+
+    @model_validator(mode="after")
+    def _claim(self):
+        if self.existingPvc:
+            if self.claimInfo is not None:
+                raise rule_error("must not be given for an existing PVC (existingPvc: true)",
+                                 "claimInfo")
+            if self.claimName is None:
+                raise rule_error("is required for an existing PVC (existingPvc: true)",
+                                 "claimName")
+        elif self.claimInfo is None or self.claimInfo.size is None:
+            at = ("claimInfo", "size") if self.claimInfo is not None else ("claimInfo",)
+            raise rule_error("claimInfo.size is required when a new PVC is created "
+                             "(existingPvc is not true)", *at)
+        return self
+
+
+class NimModelStore(Strict):
+    nimCache: NimCache | None = None
+    pvc: NimPvc | None = None
+
+    @model_validator(mode="after")
+    def _one(self):
+        if self.nimCache is not None and self.pvc is not None:
+            raise rule_error("nimCache and pvc are mutually exclusive: the model is stored "
+                             "in one of them", "pvc")
+        if self.nimCache is None and self.pvc is None:
+            raise rule_error("needs nimCache or pvc")
+        return self
+
+
+class NimMultiNode(Strict):
+    workers: Annotated[int, Field(ge=1, le=1000)] | None = None
+
+
+class NimSecurity(Strict):
+    runAsUid: Int64 | None = None
+    runAsGid: Int64 | None = None
+
+
+class NimServingPort(Strict):
+    port: Port
+    grpcPort: Port | None = None
+    metricsPort: Port | None = None
+    serviceType: Literal["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"] | None = None
+    exposeExternally: bool | None = None
+    exposedUrl: str | None = None
+    exposedProtocol: Literal["http", "grpc"] | None = None
+
+
+class NimServiceSpec(Strict):
+    """`NimServiceSpec`: every key of it, with its ranges and enums; the "mandatory"
+    fields (image, autoscaling's metric and threshold, servingPort.port, a nimCache's
+    name) required."""
+    annotations: list[Annotation] | None = None
+    autoscaling: NimAutoscaling | None = None
+    category: str | None = None
+    compute: NimCompute | None = None
+    environmentVariables: list[EnvironmentVariable] | None = None
+    image: NonEmpty
+    imagePullPolicy: ImagePullPolicy | None = None
+    imagePullSecrets: list[ImagePullSecret] | None = None
+    labels: list[Label] | None = None
+    modelStore: NimModelStore | None = None
+    multiNode: NimMultiNode | None = None
+    ngcAuthSecret: Annotated[str, StringConstraints(pattern=DNS_LABEL_RE)] | None = None
+    nodePools: list[str] | None = None
+    preemptibility: Preemptibility | None = None
+    priorityClass: str | None = None
+    probes: Probes | None = None
+    replicas: Annotated[int, Field(ge=0, le=1000)] | None = None
+    security: NimSecurity | None = None
+    servingPort: NimServingPort | None = None
+    tolerations: list[Toleration] | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        return Container._unique_names(self)
+
+
 # --- documents -----------------------------------------------------------------------
 
 class Document(Strict):
@@ -358,8 +483,25 @@ class ManifestDocument(Document):
         return value
 
 
+class NIMServiceDocument(Document):
+    """A NIM service. Its create body has no clusterId (CONTRACT.md §12): `clusterId`
+    names the cluster in which `project:` is looked up, and is compared with the
+    cluster the answer names; the API client leaves it out of what it sends."""
+    KIND: ClassVar[kinds.Kind] = kinds.NIM_SERVICE
+
+    spec: NimServiceSpec
+
+    @field_validator("templateId")
+    @classmethod
+    def _no_template(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise rule_error("is not taken by a NIM service (its create body has no "
+                             "templateId)")
+        return value
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
                              DistributedTrainingDocument, DistributedInferenceDocument,
-                             ManifestDocument)
+                             ManifestDocument, NIMServiceDocument)
 }

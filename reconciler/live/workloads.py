@@ -96,7 +96,7 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-Scope = tuple[str, str]  # (project id, cluster id)
+Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
 
 
 async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
@@ -106,7 +106,7 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
     follow (`next`), or is full without saying and holds fewer items than expected, asks
     for its next pages, again all at once."""
     async def scope(project_id: str, cluster_id: str, count: int) -> list[dict]:
-        where = [f"projectId=={project_id}", f"clusterId=={cluster_id}"]
+        where = [f"projectId=={project_id}"] + ([f"clusterId=={cluster_id}"] if cluster_id else [])
         found: list[dict] = []
         offset, pages = 0, max(1, math.ceil(count / PAGE))
         while True:

@@ -189,3 +189,52 @@ def fill_distributed_inference(body: dict, rand: random.Random) -> None:
     for role in ("leader", "worker"):
         if isinstance(spec.get(role), dict):
             _container(spec[role], body["name"], rand, training=False)
+
+
+def fill_nim_service(body: dict, rand: random.Random) -> None:
+    """Fill the defaults of a NIM service body in place (nim-services.yml's "default" and
+    "Defaults to" texts): replicas 1, autoscaling's counts and window, the serving port's
+    service type, exposure and protocol, a new PVC's claim name and access modes."""
+    spec = _spec(body)
+    _put_all(spec, _SERVE)
+    _put(spec, "replicas", 1)
+    if spec.get("image"):
+        _put(spec, "imagePullPolicy", image_pull_policy(spec["image"]))
+    for key in ("annotations", "imagePullSecrets"):
+        for item in spec.get(key) or ():
+            if isinstance(item, dict):
+                _put(item, "exclude", False)
+    http_get = (((spec.get("probes") or {}).get("readiness") or {}).get("handler")
+                or {}).get("httpGet")
+    if isinstance(http_get, dict):
+        _put(http_get, "path", "/")
+        _put(http_get, "scheme", "HTTP")
+    scaling = spec.get("autoscaling")
+    if isinstance(scaling, dict):
+        _put(scaling, "minReplicas", 1)
+        _put(scaling, "maxReplicas", scaling["minReplicas"])
+        _put(scaling, "scaleWindowSeconds", 300)
+    serving = spec.get("servingPort")
+    if isinstance(serving, dict):
+        _put(serving, "serviceType", "ClusterIP")
+        _put(serving, "exposeExternally", True)
+        _put(serving, "exposedProtocol", "grpc" if serving.get("grpcPort") else "http")
+        if serving["exposeExternally"]:
+            _put(serving, "exposedUrl", _exposed_url(body))
+    pvc = (spec.get("modelStore") or {}).get("pvc")
+    if isinstance(pvc, dict):
+        _put(pvc, "existingPvc", False)
+        _put(pvc, "readOnly", False)
+        if not pvc["existingPvc"]:
+            suffix = "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789")
+                             for _ in range(5))
+            _put(pvc, "claimName", f"{body['name'][:50]}-nim-{suffix}")
+            info = pvc.get("claimInfo")
+            if isinstance(info, dict):
+                modes = info.get("accessModes")
+                if modes is None:
+                    modes = info["accessModes"] = {}
+                _put(modes, "readWriteOnce", True)
+                _put(modes, "readOnlyMany", False)
+                _put(modes, "readWriteMany", False)
+                _put(info, "volumeMode", "Filesystem")

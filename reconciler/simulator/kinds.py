@@ -132,6 +132,12 @@ class Kind:
     containers: tuple[str, ...] = ("spec",)
     # Routes of their own instead of `workloads.routes` ("manifest": `manifests.routes`).
     custom: str = ""
+    # The v2 NIM shape: the create body's name and projectId in `metadata` (no clusterId:
+    # the project's), answers `{metadata, desiredPhase, spec}` (`workloads.render`).
+    envelope: bool = False
+    # Where DELETE is when not under `path` (DELETE /api/v2/workloads/{id}).
+    delete_path: str = ""
+    gvk: tuple[str, str, str] = ("", "", "")  # an enveloped answer's metadata.gvk
     body_keys: tuple[str, ...] = field(init=False)  # the create-body keys a record keeps
 
     def __post_init__(self) -> None:
@@ -145,7 +151,7 @@ class Kind:
             except (KeyError, AttributeError):
                 raise ValueError(f"{self.type}: {path} is not in the PATCH body") from None
         object.__setattr__(self, "body_keys", tuple(
-            k for k in self.create.properties if k not in schema.META))
+            k for k in self.create.properties if k not in schema.META and k != "metadata"))
 
     @property
     def issues_in_errors(self) -> bool:
@@ -209,9 +215,46 @@ MANIFEST = Kind(
     openapi="workloads-v2.yml", request="WorkloadV2CreateRequest", response="WorkloadV2",
 )
 
+
+def nim_rules(body: dict) -> list[Issue]:
+    """The "mandatory" fields of a NIM spec (create and update: both send it whole)."""
+    spec = body.get("spec") or {}
+    issues = []
+    if not spec.get("image"):
+        issues.append(Issue("spec.image", "the image name is mandatory", "required"))
+    scaling = spec.get("autoscaling")
+    if isinstance(scaling, dict):
+        for key in ("metric", "metricThreshold"):
+            if scaling.get(key) is None:
+                issues.append(Issue(f"spec.autoscaling.{key}", "is mandatory", "required"))
+        low, high = scaling.get("minReplicas"), scaling.get("maxReplicas")
+        if low is not None and high is not None and high < low:
+            issues.append(Issue("spec.autoscaling.maxReplicas",
+                                "must be no less than minReplicas", "min"))
+    serving = spec.get("servingPort")
+    if isinstance(serving, dict) and serving.get("port") is None:
+        issues.append(Issue("spec.servingPort.port", "is mandatory", "required"))
+    cache = (spec.get("modelStore") or {}).get("nimCache")
+    if isinstance(cache, dict) and not cache.get("name"):
+        issues.append(Issue("spec.modelStore.nimCache.name", "is mandatory", "required"))
+    return issues
+
+
+NIM_SERVICE = Kind(
+    type="nim-service", path="/api/v2/workloads/nim-services",
+    create=schema.NIM_CREATE, rules=nim_rules, invalid=SUBMISSION_ERROR,
+    fill=defaults.fill_nim_service,
+    update=schema.NIM_UPDATE, updatable=("spec",), update_request="NimServiceUpdateRequest",
+    update_rules=nim_rules,
+    category="Deploy",
+    openapi="nim-services.yml", request="NimServiceCreateRequest", response="NimServiceResponse",
+    envelope=True, delete_path="/api/v2/workloads",
+    gvk=("apps.nvidia.com", "v1alpha1", "NIMService"),
+)
+
 KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
-                           MANIFEST)
+                           NIM_SERVICE, MANIFEST)
 
 __all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
-           "INFERENCE", "SUBMISSION_ERROR", "PLAIN_ERROR", "image_rules", "distributed_rules",
+           "INFERENCE", "NIM_SERVICE", "MANIFEST", "SUBMISSION_ERROR", "PLAIN_ERROR", "image_rules", "distributed_rules",
            "distributed_inference_rules", "inference_rules", "inference_update_rules"]

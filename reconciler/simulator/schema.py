@@ -285,6 +285,56 @@ DI_CREATE = Obj({**_META, "spec": DI_SPEC}, required=_REQUIRED_META, nullable=Fa
 
 DI_UPDATE = Obj({"spec": Obj({"replicas": _i(0, 1000)})}, nullable=False)
 
+# --- NIM services (nim-services.yml) --------------------------------------------------
 
-__all__ = ["META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
+_SCHEME_PORT = _i(1, 65535)
+NIM_SPEC = Obj({
+    "annotations": ANNOTATIONS,
+    "autoscaling": Obj({
+        "maxReplicas": _i(1), "metric": _s(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"),
+        "metricThreshold": _i(), "minReplicas": _i(1), "scaleWindowSeconds": _i(60, 3600),
+    }),
+    "category": _STR,
+    "compute": Obj({k: v for k, v in COMPUTE.properties.items()
+                    if k not in ("extendedResources", "largeShmRequest")}),
+    "environmentVariables": ENVIRONMENT_VARIABLES,
+    "image": _STR1,
+    "imagePullPolicy": _s(min_length=1, enum=("Always", "Never", "IfNotPresent")),
+    "imagePullSecrets": IMAGE_PULL_SECRETS,
+    "labels": LABELS,
+    "modelStore": Obj({
+        "nimCache": Obj({"name": _s(min_length=1), "profile": _s(min_length=1)}),
+        "pvc": Obj({
+            "existingPvc": _B, "claimName": _s(ANY, 1, 63), "readOnly": _B,
+            "claimInfo": _PVC.items.properties["claimInfo"],
+        }),
+    }),
+    "multiNode": Obj({"workers": _i(1, 1000)}),
+    "ngcAuthSecret": _s(DNS_LABEL),
+    "nodePools": _STRINGS,
+    "preemptibility": PREEMPTIBILITY,
+    "priorityClass": _STR,
+    "probes": PROBES,
+    "replicas": _i(0, 1000),
+    "security": Obj({"runAsGid": _i(), "runAsUid": _i()}),
+    "servingPort": Obj({
+        "serviceType": _s(enum=("ClusterIP", "NodePort", "LoadBalancer", "ExternalName")),
+        "port": _SCHEME_PORT, "grpcPort": _SCHEME_PORT, "metricsPort": _SCHEME_PORT,
+        "exposeExternally": _B, "exposedUrl": _STR, "exposedProtocol": _s(enum=("http", "grpc")),
+    }),
+    "tolerations": TOLERATIONS,
+})
+NIM_CREATE = Obj({
+    "metadata": Obj({
+        "name": _s(ANY, 1, nullable=False),
+        "useGivenNameAsPrefix": Scalar("boolean", nullable=False),
+        "projectId": _s(ANY, nullable=False),
+    }, required=("name", "projectId"), nullable=False),
+    "spec": NIM_SPEC,
+}, required=("metadata", "spec"), nullable=False)
+# NimServiceUpdateRequest: the whole spec.
+NIM_UPDATE = Obj({"spec": NIM_SPEC}, required=("spec",), nullable=False)
+
+
+__all__ = ["NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
            "WORKSPACE_CREATE", "INFERENCE_CREATE", "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]

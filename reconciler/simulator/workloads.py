@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from reconciler.simulator import validator
+from reconciler.simulator import projects, validator
 from reconciler.simulator.errors import ApiError, issues_message, read_json
 from reconciler.simulator.faults import committed
 from reconciler.simulator.kinds import Kind
@@ -67,10 +67,23 @@ def routes(sim: Simulator, kind: Kind) -> list[Route]:
     async def resume(request):
         return await suspend_resume(sim, kind, request, False)
 
+    async def delete_(request):
+        # `DELETE /api/v2/workloads/{id}` is every v2 workload's delete: a record of
+        # another kind there (a Manifest) is deleted by its own kind's route.
+        rec = sim.store.live.get(request.path_params["workloadId"])
+        other = sim.kinds.get(rec.kind) if rec is not None else None
+        if other is not None and other is not kind and other.custom == "manifest":
+            from reconciler.simulator import manifests
+            return await manifests.delete(sim, other, request)
+        return await delete(sim, kind, request)
+
     prefix = kind.path
-    methods = ["GET", "DELETE"] + (["PATCH"] if kind.update is not None else [])
+    methods = (["GET"] + ([] if kind.delete_path else ["DELETE"])
+               + (["PATCH"] if kind.update is not None else []))
     out = [Route(prefix, create_, methods=["POST"]),
            Route(prefix + "/{workloadId}", one, methods=methods)]
+    if kind.delete_path:
+        out.append(Route(kind.delete_path + "/{workloadId}", delete_, methods=["DELETE"]))
     if kind.suspends:
         out += [Route(prefix + "/{workloadId}/suspend", suspend, methods=["POST"]),
                 Route(prefix + "/{workloadId}/resume", resume, methods=["POST"])]
@@ -83,6 +96,8 @@ def routes(sim: Simulator, kind: Kind) -> list[Route]:
 def render(sim: Simulator, rec: Record, phase: str | None = None) -> dict:
     """The API body of `rec`. A copy of the top level only: nested values are the
     record's own, so the caller serialises it and never changes it."""
+    if sim.kinds[rec.kind].envelope:
+        return render_enveloped(sim, rec)
     body = dict(rec.body)
     body["actualPhase"] = phase or sim.store.phase(rec)
     if rec.deleted_at is None:
@@ -90,10 +105,39 @@ def render(sim: Simulator, rec: Record, phase: str | None = None) -> dict:
     return body
 
 
+def render_enveloped(sim: Simulator, rec: Record) -> dict:
+    """A v2 NIM answer (`NimServiceResponse`): `{metadata, desiredPhase, spec}`, the
+    metadata `WorkloadV2Metadata` (no phase: the v2 answers have none; the workloads list
+    has it)."""
+    b = rec.body
+    kind = sim.kinds[rec.kind]
+    spec = b.get("spec") or {}
+    project = sim.projects.by_id(str(b["projectId"]), b["clusterId"])
+    meta = {
+        "name": b["name"], "projectId": b["projectId"],
+        "priority": spec.get("priorityClass"), "category": spec.get("category") or kind.category,
+        "preemptibility": spec.get("preemptibility"),
+        "id": b["workloadId"],
+        "gvk": dict(zip(("group", "version", "kind"), kind.gvk)),
+        "projectName": project.name if project else f"project-{b['projectId']}",
+        "clusterId": b["clusterId"], "tenantId": 1001,
+        "departmentId": b.get("departmentId", DEPARTMENT_ID),
+        "departmentName": f"department-{b.get('departmentId', DEPARTMENT_ID)}",
+        "createdAt": b["createdAt"], "createdBy": b["createdBy"],
+        "updatedAt": iso(rec.updated), "updatedBy": b.get("updatedBy") or b["createdBy"],
+    }
+    if rec.deleted_at is not None or b["desiredPhase"] == "Deleted":
+        meta["deletedAt"] = iso(rec.deleted_at or rec.updated)
+        meta["deletedBy"] = b.get("updatedBy") or b["createdBy"]
+    return {"metadata": meta, "desiredPhase": b["desiredPhase"], "spec": spec}
+
+
 def respond(sim: Simulator, rec: Record, phase: str | None = None,
             status_code: int = 200) -> Response:
     """`render(rec, phase)` as a JSON response. The record's own part is serialised
     once per body (see `Record`) and the phase, which the clock moves, added to it."""
+    if sim.kinds[rec.kind].envelope:
+        return JSONResponse(render_enveloped(sim, rec), status_code=status_code)
     body = rec.body
     cached = rec.encoded
     if cached is None or cached[0] is not body:
@@ -122,6 +166,8 @@ async def create(sim: Simulator, kind: Kind, request: Request) -> Response:
     issues = validator.validate(kind.create, body) or kind.rules(body)
     if issues:
         raise ApiError(400, issues_message(issues), issues if listed else None)
+    if kind.envelope:
+        body = _unwrap(sim, body)
     requested = body["name"]
     name = requested
     if body.get("useGivenNameAsPrefix"):
@@ -149,18 +195,38 @@ async def create(sim: Simulator, kind: Kind, request: Request) -> Response:
     return committed(sim, respond(sim, rec, CREATE_PHASES[0], 202))
 
 
+def _unwrap(sim: Simulator, body: dict) -> dict:
+    """A v2 create body as the flat one the handlers keep: its metadata's keys beside its
+    spec, and the cluster of the project (a defined project's; else the cluster of another
+    workload of the project; else the default one)."""
+    flat = {**body["metadata"], **{k: v for k, v in body.items() if k != "metadata"}}
+    pid = str(flat["projectId"])
+    cluster = next((r.body["clusterId"] for r in sim.store.live.values()
+                    if str(r.body.get("projectId")) == pid and r.body.get("clusterId")),
+                   projects.DEFAULT_CLUSTER_ID)
+    project = sim.projects.defined.get(pid)
+    flat["clusterId"] = project.cluster_id if project else cluster
+    return flat
+
+
 async def get(sim: Simulator, kind: Kind, request: Request) -> Response:
     sim.auth(request)
     return respond(sim, sim.live(request.path_params["workloadId"], kind.type))
 
 
 async def delete(sim: Simulator, kind: Kind, request: Request) -> Response:
-    sim.auth(request)
+    claims = sim.auth(request)
     rec = sim.live(request.path_params["workloadId"], kind.type)
     if rec.body["desiredPhase"] != "Deleted":
-        rec.body = {**rec.body, "desiredPhase": "Deleted"}
+        rec.body = {**rec.body, "desiredPhase": "Deleted",
+                    **_updated_by(kind, claims)}
         sim.store.transition(rec, DELETE_PHASES)
         sim.store.save()
+    if kind.envelope:  # the generic v2 delete answers the WorkloadV2
+        answer = render_enveloped(sim, rec)
+        return committed(sim, JSONResponse({
+            "metadata": answer["metadata"], "desiredPhase": "Deleted",
+            "workloadManifest": {}, "rawManifest": {}}, status_code=202))
     return committed(sim, _accepted())
 
 
@@ -182,7 +248,7 @@ async def suspend_resume(sim: Simulator, kind: Kind, request: Request,
 
 
 async def patch(sim: Simulator, kind: Kind, request: Request) -> Response:
-    sim.auth(request)
+    claims = sim.auth(request)
     rec = sim.live(request.path_params["workloadId"], kind.type)
     body = await read_json(request)
     issues = validator.validate(kind.update, body) or kind.update_rules(body)
@@ -192,7 +258,8 @@ async def patch(sim: Simulator, kind: Kind, request: Request) -> Response:
         raise ApiError(409, f"Workload {rec.id} is being deleted")
     # The values sent, with the server's defaults filled in as on create: filled in a
     # scratch body holding only them, so the record's other values stay as they are.
-    scratch = {"name": rec.body["name"], "projectId": rec.body["projectId"]}
+    scratch = {"name": rec.body["name"], "projectId": rec.body["projectId"],
+               "clusterId": rec.body["clusterId"]}
     sent = []
     for path in kind.updatable:
         value = _get_path(body, path)
@@ -207,9 +274,15 @@ async def patch(sim: Simulator, kind: Kind, request: Request) -> Response:
         kind.fill(scratch, sim.rand)
         for path in sent:
             rec.body = _with_path(rec.body, path, _get_path(scratch, path))
+        rec.body = {**rec.body, **_updated_by(kind, claims)}
         sim.store.transition(rec, UPDATE_PHASES)
         sim.store.save()
     return committed(sim, respond(sim, rec, rec.phases[0] if changed else None, 202))
+
+
+def _updated_by(kind: Kind, claims: dict) -> dict:
+    # Kept for the v2 answers' metadata.updatedBy; the v1 bodies have no such field.
+    return {"updatedBy": str(claims.get("sub", ""))} if kind.envelope else {}
 
 
 def _get_path(body: dict, path: str) -> Any:

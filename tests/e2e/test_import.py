@@ -281,12 +281,14 @@ def test_import_all_filters_by_kind_and_by_project_id_or_name(ws, sim_server):
     assert res.exit_code == 0, res.output
     assert set(ws.state()["resources"]) == {"Workspace/7/jupyter-research",
                                             "Training/7/llama-8b-lora"}
-    # qwen-32b-serve names its project (project: project-7); the others give its id.
+    # qwen-32b-serve and llama-8b-nim name their project (project: project-7); the others
+    # give its id.
     res = ws.cli("import", "--all", "--project", "project-7", str(ws.specs))
     assert res.exit_code == 0, res.output
     assert set(ws.state()["resources"]) == {"Workspace/7/jupyter-research",
                                             "Training/7/llama-8b-lora",
-                                            "DistributedInference/7/qwen-32b-serve"}
+                                            "DistributedInference/7/qwen-32b-serve",
+                                            "NIMService/7/llama-8b-nim"}
     res = ws.cli("import", "--all", "--project", "7", str(ws.specs))
     assert res.exit_code == 0, res.output
     assert set(ws.state()["resources"]) == set(ids)

@@ -55,6 +55,10 @@ HALF = {"gpuRequestType": "portion", "gpuPortionRequest": 0.5}
 MEM_20G = {"gpuRequestType": "memory", "gpuMemoryRequest": "20Gi"}
 
 # (id, kind, body, phases, expected)
+def nim(**spec):
+    return {"spec": {"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3", **spec}}
+
+
 CASES = [
     # Manifest: nvidia.com/gpu of each container x the replicas of its pod template.
     ("M deployment", "Manifest", {"manifest": {"apiVersion": "apps/v1", "kind": "Deployment",
@@ -135,6 +139,27 @@ CASES = [
     ("DI memory leader, whole workers: 3 x (1 + 2)", "DistributedInference",
      di({"gpuRequestType": "memory", "gpuMemoryRequest": "40Gi"}, {"gpuDevicesRequest": 1},
         workers=2, replicas=3), {}, Gpus(9, 9, 120 * GI, 120 * GI)),
+    # NIMService: replicas (or autoscaling min..max) x (1 + multiNode.workers) pods.
+    ("NIM default one replica", "NIMService", nim(compute={"gpuDevicesRequest": 2}),
+     {}, Gpus(2, 2)),
+    ("NIM 3 replicas x 2", "NIMService", nim(replicas=3, compute={"gpuDevicesRequest": 2}),
+     {}, Gpus(6, 6)),
+    ("NIM zero replicas", "NIMService", nim(replicas=0, compute={"gpuDevicesRequest": 2}),
+     {}, Gpus(0, 0)),
+    ("NIM autoscaling 2..5 x 1", "NIMService",
+     nim(compute={"gpuDevicesRequest": 1},
+         autoscaling={"minReplicas": 2, "maxReplicas": 5, "metric": "m", "metricThreshold": 1}),
+     {}, Gpus(2, 5)),
+    ("NIM autoscaling max defaults to min", "NIMService",
+     nim(compute={"gpuDevicesRequest": 1},
+         autoscaling={"minReplicas": 3, "metric": "m", "metricThreshold": 1}), {}, Gpus(3, 3)),
+    ("NIM multi-node: 2 replicas x (1 + 3) x 8", "NIMService",
+     nim(replicas=2, multiNode={"workers": 3}, compute={"gpuDevicesRequest": 8}),
+     {}, Gpus(64, 64)),
+    ("NIM multi-node autoscaled: 1..2 x (1 + 1) x 4", "NIMService",
+     nim(multiNode={"workers": 1}, compute={"gpuDevicesRequest": 4},
+         autoscaling={"minReplicas": 1, "maxReplicas": 2, "metric": "m", "metricThreshold": 1}),
+     {}, Gpus(8, 16)),
 ]
 
 

@@ -188,7 +188,8 @@ def test_a_patch_keeps_the_prior_value_of_an_ignored_path_inside_the_field_it_se
 SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
        "DistributedInference": sim_kinds.DISTRIBUTED_INFERENCE,
        "Training": sim_kinds.TRAINING, "Workspace": sim_kinds.WORKSPACE,
-       "Inference": sim_kinds.INFERENCE, "Manifest": sim_kinds.MANIFEST}
+       "Inference": sim_kinds.INFERENCE, "Manifest": sim_kinds.MANIFEST,
+       "NIMService": sim_kinds.NIM_SERVICE}
 
 
 def _problems(kind: kinds.Kind) -> list[str]:
@@ -205,7 +206,24 @@ def test_every_entry_holds_every_fact(name):
     assert _problems(kind) == []
     # Its list type as the simulator spells it names it, and its paths are the simulator's.
     assert kinds.of_list_type(SIM[name].type) is kind
-    assert kind.api_path == SIM[name].path == kind.delete_collection
+    assert kind.api_path == SIM[name].path
+    assert kind.delete_collection == (SIM[name].delete_path or SIM[name].path)
+
+
+def test_the_nim_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir):
+    kind, sim = kinds.NIM_SERVICE, sim_kinds.NIM_SERVICE
+    api = yaml.safe_load((shared_api_dir / "nim-services.yml").read_text())
+    assert kind.api_path in api["paths"]
+    item = api["paths"][f"{kind.api_path}/{{WorkloadV2Id}}"]
+    # PATCH of `{spec}` (the whole spec), no delete there, no suspend anywhere.
+    assert set(item) == {"get", "patch"} and not kind.can_suspend and not sim.suspends
+    update = api["components"]["schemas"]["NimServiceUpdateRequest"]
+    assert set(update["properties"]) == {"spec"} and kind.updatable_paths == {"spec"}
+    assert kind.updatable_paths == frozenset(sim.updatable)
+    assert kind.body_keys == sim.body_keys == ("spec",)
+    # The create metadata has no clusterId: the client sends none.
+    meta = api["components"]["schemas"]["NIMServiceMetadataCreateParams"]["properties"]
+    assert "clusterId" not in meta and kind.envelope == "metadata"
 
 
 @pytest.mark.parametrize("fact,value", [
@@ -213,7 +231,7 @@ def test_every_entry_holds_every_fact(name):
     ("containers", ("spec", "leaderSpec")), ("defaults", {}), ("defaults", {"": ()}),
     ("list_types", frozenset()), ("list_types", frozenset({"Training"})), ("gpu_rule", ""),
     ("gpu_rule", "no-such-rule"), ("update_method", "POST"), ("delete_path", "workloads"),
-    ("updatable_paths", frozenset({"metadata.priority"})),
+    ("updatable_paths", frozenset({"metadata.priority"})), ("envelope", "v3"),
 ])
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
 def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):

@@ -16,6 +16,7 @@ from reconciler.plans import Action
 from .builders import CLUSTER, desired, live_of, rstate, state_of
 
 T, W, I, D, DI = "Training", "Workspace", "Inference", "DistributedTraining", "DistributedInference"
+N = "NIMService"
 ALL = (T, W, I, D, DI)
 TWD = (T, W, D)
 
@@ -27,9 +28,10 @@ BASE: dict[str, dict[str, Any]] = {
         "masterSpec": {"image": "repo/app:1.0"}, "masterSpecSameAsWorker": False},
     DI: {"spec": {"workers": 1, "servingPort": {"port": 8000},
                   "leader": {"image": "repo/app:1.0"}, "worker": {"image": "repo/app:1.0"}}},
+    N: {"spec": {"image": "repo/app:1.0"}},
 }
 CONTAINERS = {T: ("spec",), W: ("spec",), I: ("spec",), D: ("spec", "masterSpec"),
-              DI: ("spec.leader", "spec.worker")}
+              DI: ("spec.leader", "spec.worker"), N: ("spec",)}
 
 
 def _storage(kind: str, item: dict, extra: dict) -> tuple[dict, dict]:
@@ -109,6 +111,34 @@ CASES: list[tuple[tuple[str, ...], str, dict, dict]] = [
     ((DI,), "spec", {"servingPort": {"port": 8000, "protocol": "http", "exposeExternally": True,
                                      "authorizationType": "public"}},
      {"servingPort": {"port": 8000}}),
+    # NIM services (nim-services.yml's "default" and "Defaults to" texts).
+    ((N,), "spec", {"image": "repo/app:latest", "imagePullPolicy": "Always"},
+     {"image": "repo/app:latest"}),
+    ((N,), "spec", {"imagePullPolicy": "IfNotPresent"}, {}),
+    *(((N,), "spec", {key: [{**item, "exclude": False}]}, {key: [item]})
+      for key, item in (("annotations", {"name": "a", "value": "1"}),
+                        ("imagePullSecrets", {"name": "ngc"}))),
+    ((N,), "spec",
+     {"probes": {"readiness": {"handler": {"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}}}}},
+     {"probes": {"readiness": {"handler": {"httpGet": {"port": 80}}}}}),
+    ((N,), "spec", {"priorityClass": "inference", "preemptibility": "non-preemptible",
+                    "replicas": 1}, {}),
+    ((N,), "spec", {"autoscaling": {"minReplicas": 1, "maxReplicas": 1, "scaleWindowSeconds": 300,
+                                    "metric": "m", "metricThreshold": 5}},
+     {"autoscaling": {"metric": "m", "metricThreshold": 5}}),
+    ((N,), "spec", {"autoscaling": {"minReplicas": 3, "maxReplicas": 3, "metric": "m",
+                                    "metricThreshold": 5}},
+     {"autoscaling": {"minReplicas": 3, "metric": "m", "metricThreshold": 5}}),
+    ((N,), "spec", {"servingPort": {"port": 8000, "serviceType": "ClusterIP",
+                                    "exposeExternally": True, "exposedProtocol": "http"}},
+     {"servingPort": {"port": 8000}}),
+    ((N,), "spec", {"servingPort": {"port": 8000, "grpcPort": 8001, "exposedProtocol": "grpc"}},
+     {"servingPort": {"port": 8000, "grpcPort": 8001}}),
+    ((N,), "spec", {"modelStore": {"pvc": {"claimInfo": {
+        "size": "50Gi", "volumeMode": "Filesystem", "accessModes": {
+            "readWriteOnce": True, "readOnlyMany": False, "readWriteMany": False}},
+        "existingPvc": False, "readOnly": False}}},
+     {"modelStore": {"pvc": {"claimInfo": {"size": "50Gi"}}}}),
 ]
 
 
@@ -180,6 +210,10 @@ CONTROLS = [
     (T, "spec", {"image": "repo/app:1.0", "imagePullPolicy": "Always"}, Action.REPLACE),
     (T, "spec", {"image": "repo/app:latest", "imagePullPolicy": "IfNotPresent"}, Action.REPLACE),
     (T, "spec", {"backoffLimit": 3}, Action.REPLACE),
+    # A NIM service's spec is updated whole: dropping a value is an update, not a replace.
+    (N, "spec", {"replicas": 2}, Action.UPDATE),
+    (N, "spec", {"servingPort": {"port": 8000, "grpcPort": 8001, "exposedProtocol": "http"}},
+     Action.UPDATE),
     (I, "spec", {"autoscaling": {"minReplicas": 1, "maxReplicas": 2}}, Action.UPDATE),
     (I, "spec", {"autoscaling": {"minReplicas": 2, "metricThresholdPercentage": 80}},
      Action.UPDATE),

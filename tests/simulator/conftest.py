@@ -156,7 +156,8 @@ def any_sim(request):
 
 # --- OpenAPI validation ------------------------------------------------------------
 
-API_FILES = (*dict.fromkeys(k.openapi for k in KINDS), "workloads.yml", "tokens.yml")
+API_FILES = (*dict.fromkeys(k.openapi for k in KINDS), "workloads.yml", "workloads-v2.yml",
+             "tokens.yml")
 
 
 @pytest.fixture(scope="session")

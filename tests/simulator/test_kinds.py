@@ -34,10 +34,18 @@ SAMPLES = {
                            "ports": [{"container": 8888, "serviceType": "ClusterIP"}]}},
     "inference": {"spec": {"image": "vllm/vllm-openai:v0.6",
                            "servingPort": {"container": 8000}}},
+    "nim-service": {"spec": {"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
+                             "ngcAuthSecret": "ngc-api", "servingPort": {"port": 8000},
+                             "modelStore": {"nimCache": {"name": "llama-8b-cache"}},
+                             "compute": {"gpuDevicesRequest": 1}}},
 }
 PATCHES = {"distributed-inference": {"spec": {"replicas": 3}},
            "inference": {"spec": {"image": "vllm/vllm-openai:v0.7",
-                                  "autoscaling": {"minReplicas": 2}}}}
+                                  "autoscaling": {"minReplicas": 2}}},
+           # NimServiceUpdateRequest: the whole spec.
+           "nim-service": {"spec": {"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.4",
+                                    "replicas": 2, "servingPort": {"port": 8000},
+                                    "modelStore": {"nimCache": {"name": "llama-8b-cache"}}}}}
 
 # Test-only entries: copies of the two kinds under other paths, types and a category.
 COPY = dataclasses.replace(DISTRIBUTED, type="test-copy", path="/api/v1/workloads/test-copies",
@@ -47,9 +55,15 @@ SERVING_COPY = dataclasses.replace(DISTRIBUTED_INFERENCE, type="test-serving",
 _COPIED = {COPY.type: DISTRIBUTED.type, SERVING_COPY.type: DISTRIBUTED_INFERENCE.type}
 
 
-def _body(kind: Kind, name: str) -> dict:
+def _body(kind: Kind, name: str, project: str = "7") -> dict:
     sample = SAMPLES[_COPIED.get(kind.type, kind.type)]
-    return {"name": name, "projectId": "7", "clusterId": CLUSTER, **sample}
+    if kind.envelope:  # v2: metadata without clusterId
+        return {"metadata": {"name": name, "projectId": project}, **sample}
+    return {"name": name, "projectId": project, "clusterId": CLUSTER, **sample}
+
+
+def _id(kind: Kind, answer: dict) -> str:
+    return answer["metadata"]["id"] if kind.envelope else answer["workloadId"]
 
 
 def test_every_kind_in_the_table_has_a_sample_and_its_own_type_and_path():
@@ -71,7 +85,7 @@ def _lifecycle(sim, conforms, kind: Kind, name: str) -> str:
     r = sim.post(kind.path, json=_body(kind, name))
     assert r.status_code == 202, r.text
     conforms(kind.openapi, kind.response, r.json())
-    wid = r.json()["workloadId"]
+    wid = _id(kind, r.json())
     got = sim.get(f"{kind.path}/{wid}")
     assert got.status_code == 200
     conforms(kind.openapi, kind.response, got.json())
@@ -102,9 +116,14 @@ def _lifecycle(sim, conforms, kind: Kind, name: str) -> str:
         else:
             assert r.status_code in (404, 405)
 
-    r = sim.delete(f"{kind.path}/{wid}")
+    if kind.delete_path:
+        assert sim.delete(f"{kind.path}/{wid}").status_code == 405
+    r = sim.delete(f"{kind.delete_path or kind.path}/{wid}")
     assert r.status_code == 202
-    conforms(kind.openapi, "HttpResponse", r.json())
+    if kind.delete_path:  # the generic v2 delete answers the WorkloadV2
+        conforms("workloads-v2.yml", "WorkloadV2", r.json())
+    else:
+        conforms(kind.openapi, "HttpResponse", r.json())
     assert sim.get(f"{kind.path}/{wid}").status_code == 404
     return wid
 
@@ -165,7 +184,7 @@ def test_names_are_unique_per_project_across_every_kind(sim, conforms):
             conforms(kind.openapi, "Error", r.json())
             assert f"n-{taken.type}" in r.json()["message"]
     for kind in KINDS:
-        r = sim.post(kind.path, json={**_body(kind, f"n-{kind.type}"), "projectId": "8"})
+        r = sim.post(kind.path, json=_body(kind, f"n-{kind.type}", "8"))
         assert r.status_code == 202
 
 
