@@ -359,6 +359,8 @@ def _bar(p: st.ProjectStatus) -> dict[str, Any]:
         said = f"planned {_number(p.gpus_planned - p.quota)} over quota"
     return {"p": p, "held": 100 * p.gpus_held / top, "planned": 100 * p.gpus_planned / top,
             "quota": None if p.quota is None else 100 * p.quota / top, "over": over,
+            "held_over": p.quota is not None and p.gpus_held > p.quota,
+            "planned_over": p.quota is not None and p.gpus_planned > p.quota,
             "over_text": said}
 
 
