@@ -6,14 +6,14 @@ be recorded under (kind, project id, name); `record` is the state record written
 the workload id, its phase, and as the last applied body what a person would have
 written (`export.spec_from_live`), not the raw live body. A raw body would make every
 server default and generated value a path that L has and D lacks, read by the three-way
-diff as "the user removed it": a perpetual change. `match_listed` pairs the specs of
-`import --all` with the workload list's items by project and name.
+diff as "the user removed it": a perpetual change. (Finding the workloads `import --all`
+adopts is `reconciler.live.workloads`', shared with the plan.)
 Callers: `operations.import_workload` and `operations.import_all`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler import export, kinds, phases
@@ -67,20 +67,6 @@ def record(kind: kinds.Kind, live: Mapping[str, Any], *,
         rec.sensitive = list(desired.lifecycle.sensitive)
         rec.project_name = desired.project_name
     return rec
-
-
-def match_listed(wanted: Iterable[DesiredWorkload],
-                 items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """address -> workload id, for each of `wanted` whose project and name a list item of
-    `GET /api/v1/workloads` has (names are unique per project across kinds)."""
-    by_key = {(d.project_id, d.name): d.address for d in wanted}
-    found: dict[str, str] = {}
-    for item in items:
-        address = by_key.get((_str(item.get("projectId")), item.get("name")))
-        workload_id = item.get("id") or item.get("workloadId")
-        if address is not None and workload_id:
-            found[address] = str(workload_id)
-    return found
 
 
 def _str(v: Any) -> str:

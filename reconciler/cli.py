@@ -11,6 +11,7 @@ exit code: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -123,42 +124,141 @@ def _finite(ctx, param, value):
     return value
 
 
+# --- global options -----------------------------------------------------------------
+# Declared once, here: the group takes each before the command (`runai-reconcile --no-color
+# plan`), and every command and sub-group takes it after (`runai-reconcile plan
+# --no-color`, as a Terraform user types it). Given in both places, the one after the
+# command wins. A new global option is one `_global(...)` line; `_configure` hands its
+# value to the `Config` field of its name.
+
+_GLOBALS: list[tuple[tuple[str, ...], dict]] = []
+
+
+def _global(*decls: str, **attrs) -> None:
+    _GLOBALS.append((decls, attrs))
+
+
+_global("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
+_global("--sim", is_flag=True,
+        help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
+_global("--state", "state_path", default=DEFAULT_STATE, show_default=True,
+        envvar="RUNAI_RECONCILE_STATE", type=click.Path(dir_okay=False),
+        help="State file, or a postgresql:// URL (default: $RUNAI_RECONCILE_STATE).")
+_global("--state-name", default="default", show_default=True,
+        help="Which named state in a PostgreSQL --state.")
+_global("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
+        type=click.IntRange(1, 256), help="API requests in flight at once.")
+_global("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
+_global("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
+_global("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
+_global("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
+        help="Seconds to wait for the state lock.")
+_global("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
+        type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
+        help="Seconds the command keeps retrying an API that fails or does not answer, "
+             "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
+
+
+def _global_options(f):
+    """The group's own: the global options as declared, defaults and variables included."""
+    for decls, attrs in reversed(_GLOBALS):
+        f = click.option(*decls, **attrs)(f)
+    return f
+
+
+def _late_options(command: click.Command) -> list[click.Option]:
+    """The global options a command takes after its name: no default, no variable (those
+    were the group's to apply), hidden from its --help (the group's lists them). One that
+    the command declares itself (a flag of the same spelling) stays the command's."""
+    taken = {o for p in command.params for o in getattr(p, "opts", ())}
+    taken |= {p.name for p in command.params}
+    out = []
+    for decls, attrs in _GLOBALS:
+        late = click.Option(decls, **{k: v for k, v in attrs.items()
+                                      if k not in ("default", "envvar", "show_default")},
+                            hidden=True)
+        if late.name not in taken and not taken & set(late.opts):
+            out.append(late)
+    return out
+
+
+class _TakesGlobals:
+    """A command (or sub-group) that also takes the global options after its name; given
+    there, they replace the group's values in the `Config` before the command runs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._late = _late_options(self)
+        self.params.extend(self._late)
+        if self._late and not self.epilog:
+            self.epilog = ("The global options (see runai-reconcile --help) may be given "
+                           "here too; given before the command as well, this one wins.")
+
+    def invoke(self, ctx: click.Context):
+        given = {}
+        for opt in self._late:
+            value = ctx.params.pop(opt.name, None)
+            if ctx.get_parameter_source(opt.name) is click.core.ParameterSource.COMMANDLINE:
+                given[opt.name] = value
+        if given:
+            root = ctx.find_root()
+            root.meta[_GIVEN].update(given)
+            _configure(root)
+        return super().invoke(ctx)
+
+
+class _Command(_TakesGlobals, click.Command):
+    pass
+
+
+class _SubGroup(_TakesGlobals, click.Group):
+    command_class = _Command
+    group_class = type  # its own sub-groups are of its class
+
+
+_Group.command_class = _Command
+_Group.group_class = _SubGroup
+_GIVEN = "runai-reconcile.globals"
+_OURS = "runai-reconcile.logging"
+
+
+def _configure(root: click.Context) -> None:
+    """The `Config` (kept as the one object every command's `pass_config` finds) and the
+    log level from the global options' values, wherever they were given."""
+    values = dict(root.meta[_GIVEN])
+    no_color, verbose = values.pop("no_color"), values.pop("verbose")
+    names = {f.name for f in dataclasses.fields(Config)}
+    cfg = root.obj if isinstance(root.obj, Config) else Config()
+    for name, value in values.items():
+        if name in names:
+            setattr(cfg, name, value)
+    cfg.color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
+    root.obj = cfg
+    level = logging.INFO if verbose else logging.WARNING
+    handlers = list(logging.getLogger().handlers)
+    logging.basicConfig(level=level, format="%(levelname)s: %(message)s")
+    if handlers != logging.getLogger().handlers:
+        root.meta[_OURS] = True  # the handler is ours: a late -v may lower its level
+    elif root.meta.get(_OURS):
+        logging.getLogger().setLevel(level)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runai-reconcile")
-@click.option("--url", envvar="RUNAI_URL", help="Control-plane URL (default: $RUNAI_URL).")
-@click.option("--sim", is_flag=True,
-              help=f"Use the embedded simulator instead of a control plane; its data persists under {SIM_DIR}/.")
-@click.option("--state", "state_path", default=DEFAULT_STATE, show_default=True,
-              envvar="RUNAI_RECONCILE_STATE", type=click.Path(dir_okay=False),
-              help="State file, or a postgresql:// URL (default: $RUNAI_RECONCILE_STATE).")
-@click.option("--state-name", default="default", show_default=True,
-              help="Which named state in a PostgreSQL --state.")
-@click.option("--parallelism", default=DEFAULT_PARALLELISM, show_default=True,
-              type=click.IntRange(1, 256), help="API requests in flight at once.")
-@click.option("--no-color", is_flag=True, help="No ANSI colour (also: NO_COLOR set).")
-@click.option("--insecure", is_flag=True, help="Do not verify the control plane's TLS certificate.")
-@click.option("-v", "--verbose", is_flag=True, help="Log retries and API requests to stderr.")
-@click.option("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds to wait for the state lock.")
-@click.option("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
-              type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
-              help="Seconds the command keeps retrying an API that fails or does not answer, "
-                   "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
+@_global_options
 @click.pass_context
-def main(ctx: click.Context, url, sim, state_path, state_name, parallelism, no_color, insecure,
-         verbose, lock_timeout, timeout) -> None:
+def main(ctx: click.Context, **global_values) -> None:
     """Terraform-style plan/apply for NVIDIA Run:ai workloads.
 
     Credentials come from the environment: RUNAI_URL, and RUNAI_TOKEN or
     RUNAI_CLIENT_ID + RUNAI_CLIENT_SECRET.
+
+    The options below may also follow the command (`runai-reconcile plan --no-color`);
+    given in both places, the one after the command wins.
     """
-    color = not no_color and "NO_COLOR" not in os.environ and sys.stdout.isatty()
-    ctx.obj = Config(url=url, sim=sim, state_path=state_path, state_name=state_name,
-                     parallelism=parallelism,
-                     color=color, insecure=insecure, lock_timeout=lock_timeout, timeout=timeout)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # the client logs each request itself (-v)
+    ctx.meta[_GIVEN] = global_values
+    _configure(ctx)
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread

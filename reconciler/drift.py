@@ -69,12 +69,15 @@ class DriftReport:
     def has_drift(self) -> bool:
         return bool(self.drifted)
 
-    def gpus_moved(self) -> tuple[float, float]:
-        """(GPUs taken, GPUs freed) by drift, summed over the drifted workloads at their
-        most pods: what live holds beyond what was applied, and short of it."""
-        deltas = [item.gpus_live.high - item.gpus_state.high for item in self.drifted]
-        return (gpus.tidy(sum(d for d in deltas if d > 0)),
-                gpus.tidy(-sum(d for d in deltas if d < 0)))
+    def gpus_moved(self) -> tuple[gpus.Gpus, gpus.Gpus]:
+        """(GPUs taken, GPUs freed) by drift, summed over the drifted workloads at each end
+        (`low`: the fewest pods, `high`: the most): what live holds beyond what was
+        applied, and short of it. `1..6 -> 2..12` took 1 at the fewest pods, 6 at the most."""
+        deltas = [gpus.difference(item.gpus_state, item.gpus_live) for item in self.drifted]
+
+        def total(sign: int, end: int) -> float:
+            return gpus.tidy(sum(sign * d[end] for d in deltas if sign * d[end] > 0))
+        return (gpus.Gpus(total(1, 0), total(1, 1)), gpus.Gpus(total(-1, 0), total(-1, 1)))
 
     def pending_changes(self) -> list[plans.ResourceChange]:
         """The specs' changes to apply: actions, and lifecycle flags only the state records."""

@@ -15,7 +15,7 @@ master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
 DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) × worker).
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
-plan's totals per project.
+plan's totals per project, `difference` what one amount holds beyond another at each end.
 
 A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
 quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas and
@@ -57,6 +57,13 @@ class Gpus:
 
 
 NONE = Gpus()
+
+
+def difference(before: Gpus, after: Gpus) -> tuple[float, float]:
+    """What `after` holds beyond `before` (negative: short of it) at each end, the fewest
+    pods and the most: `90..100 -> 106..111` is (16, 11). Two numbers, not a range: the
+    ends move apart, so the change at the fewest pods may well be the larger."""
+    return tidy(after.low - before.low), tidy(after.high - before.high)
 
 
 def tidy(x: float) -> float:

@@ -21,13 +21,6 @@ class Action(str, enum.Enum):
     RESUME = "resume"
     NOOP = "no-op"
 
-    @property
-    def json_actions(self) -> list[str]:
-        """terraform-show-json style `change.actions`."""
-        if self is Action.REPLACE:
-            return ["delete", "create"]
-        return [self.value]
-
 
 # action_reason values
 REASON_NEW = "new"                            # in specs, never created

@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from pydantic_core import PydanticCustomError
 
 from reconciler import masking
+from reconciler.desired.types import DNS_LABEL_MAX, DNS_LABEL_RE
 from reconciler.quantities import parse_quantity
 
 QUANTITY_RE = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
 UUID_RE = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 DIGITS_RE = r"^[0-9]+$"
 DEFAULT_MODE_RE = r"^0[0-7]{3}$"

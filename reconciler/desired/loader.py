@@ -3,7 +3,9 @@
 Reads the files (`sources`), merges each document over its folder defaults (`defaults`),
 picks its model by `kind` (`models.MODELS`), validates it, checks the `lifecycle` paths
 against the model, refuses (or warns of, in `DesiredWorkload.warnings`) numbers and
-booleans written in a YAML 1.1 form, and refuses duplicate addresses and names. Every
+booleans written in a YAML 1.1 form (and a `projectId` number written other than as plain
+digits), does not count a document with a duplicate key as a valid workload, and refuses
+duplicate addresses and names. Every
 problem in every file is collected and raised at once as one `SpecError`, each line
 naming the file the value came from, the YAML line, the field path and the bad value
 (as written).
@@ -97,7 +99,7 @@ def load_share(files: list[sources.Found]) -> tuple[list[DesiredWorkload], list[
                 layered = doc if lower is None else defaults.Layered(doc, lower)
                 workload, doc_problems = _load_document(layered)
                 found.extend(doc_problems)
-                if workload is not None:
+                if workload is not None and not doc.flawed:  # a duplicate key: not valid
                     workloads.append(workload)
             found.sort(key=lambda p: (p.specs != (), p.line is None, p.line or 0))
             problems.extend(found)
@@ -159,6 +161,12 @@ def _load_document(doc: RawDocument | defaults.Layered,
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
     found.extend(problem(p, m) for p, m in _project_problems(data))
+    pid = data.get("projectId")
+    if type(pid) is int and doc.surprising and ("projectId",) not in failed:
+        unquoted = _unquoted_project_id(pid, doc.written(("projectId",)))
+        if unquoted is not None:
+            failed.add(("projectId",))  # its YAML 1.1 form, if any, is said here
+            found.append(problem(("projectId",), unquoted))
     warnings: list[Problem] = []
     if doc.surprising:
         for path, text, form in _yaml11_forms(doc, data):
@@ -185,9 +193,15 @@ def _load_document(doc: RawDocument | defaults.Layered,
     for key in model.KIND.body_keys:
         if key in data:
             body[key] = data[key]
+    project_at = None  # a folder default's `project:` (lines are worked out only then)
+    if validated.project is not None and isinstance(doc, defaults.Layered):
+        origin, sub = doc.resolve(("project",))
+        if origin.file != doc.file:
+            project_at = (origin.file, origin.line_of(sub))
     return DesiredWorkload(
         kind=model.KIND.name, name=validated.name, project_id=validated.projectId or "",
-        project_name=validated.project, cluster_id=validated.clusterId, body=body,
+        project_name=validated.project, project_at=project_at,
+        cluster_id=validated.clusterId, body=body,
         desired_phase=validated.desiredPhase or "Running",
         lifecycle=Lifecycle(prevent_destroy=bool(lc.preventDestroy),
                             ignore_changes=tuple(lc.ignoreChanges or ()),
@@ -289,6 +303,18 @@ def _diff_path(data: Any, loc: tuple) -> str:
             field = str(seg)
             out += f".{seg}" if out else field
     return out
+
+
+def _unquoted_project_id(value: Any, written: str | None) -> str | None:
+    """`projectId: 7`, unquoted, is the project "7" (docs/spec-values.md);
+    any other way to write a number (`0x7`, `7_0`, `+7`, `1:30`) is refused with the
+    quoting hint: YAML reads it as another text than the one written."""
+    if not isinstance(value, int) or isinstance(value, bool) or written is None:
+        return None
+    if written == str(value) or (written.isdigit() and written.startswith("0")):
+        return None  # plain digits; a leading zero is refused as an octal number already
+    return (f"must be a project id, a string of digits, got {written} (YAML reads it as "
+            f"the number {value}; quote the id meant, e.g. \"{value}\")")
 
 
 def _project_problems(data: dict) -> list[tuple[Path_, str]]:

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, field_validator,
 
 from reconciler import kinds
 from reconciler.desired.fields import (
-    DIGITS_RE, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity,
+    DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Container, ExposedUrl, InferenceSecurity,
     InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
     PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
     users_or_groups,
@@ -31,9 +31,9 @@ def _int_to_str(value: Any) -> Any:
 
 
 ProjectId = Annotated[str, BeforeValidator(_int_to_str), StringConstraints(pattern=DIGITS_RE)]
-WorkloadName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
+WorkloadName = Annotated[str, StringConstraints(min_length=1, max_length=DNS_LABEL_MAX, pattern=DNS_LABEL_RE)]
 # A Run:ai project's name (its namespace is runai-<name>): only the form, not existence.
-ProjectName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_RE)]
+ProjectName = Annotated[str, StringConstraints(min_length=1, max_length=DNS_LABEL_MAX, pattern=DNS_LABEL_RE)]
 
 # Keys of a document that are never sent to the API.
 CONTROL_KEYS = ("kind", "desiredPhase", "lifecycle", "useGivenNameAsPrefix", "project")

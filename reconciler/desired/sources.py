@@ -83,7 +83,7 @@ class RawDocument:
     (`yaml11_form`)."""
 
     __slots__ = ("file", "data", "line", "clean", "surprising", "_lines", "_texts",
-                 "_find_lines")
+                 "_find_lines", "flawed")
 
     def __init__(self, file: str, data: Any, lines: dict[Path_, int] | None = None,
                  line: int | None = None, *, clean: bool = False, surprising: bool = False,
@@ -97,6 +97,9 @@ class RawDocument:
         self._lines = lines
         self._texts = texts
         self._find_lines = find_lines
+        # A problem of the file lies in this document (a duplicate key): it is reported
+        # with the file's problems, and the document is no valid workload.
+        self.flawed = False
 
     @property
     def lines(self) -> dict[Path_, int]:
@@ -226,7 +229,7 @@ class _Loader(_BaseLoader):
     tagged collection went to the constructor (either way `count` and `depth`, how many
     nodes the build visited and how deep, fall short of the document's real size),
     `nulls` whether it made a None, and `surprising` whether a scalar has a YAML 1.1
-    form (`yaml11_form`)."""
+    form (`yaml11_form`) or is an integer written otherwise than as plain digits."""
 
     # Resolving a plain scalar's tag runs a few regular expressions; the same few
     # thousand keys and values recur in every spec, so remember the answers.
@@ -275,8 +278,9 @@ class _Loader(_BaseLoader):
                     if value.lower() not in _PLAIN_BOOLS:
                         self.surprising = True
                     return bools[value.lower()]
-                if yaml11_form(tag, value) is not None:
-                    self.surprising = True
+                if yaml11_form(tag, value) is not None or (tag == _INT_TAG
+                                                           and not value.isdigit()):
+                    self.surprising = True  # (`0x7`, `-5`: for projectId's check)
                 if tag == _NULL_TAG:
                     self.nulls = True
                     return None
@@ -438,6 +442,7 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
             if node is None:
                 continue
             data = loader.construct_document(node)
+            flawed = bool(loader.duplicates)
             for key, line in loader.duplicates:
                 problems.append(Problem(display, line, key, "duplicate key"))
             loader.duplicates.clear()
@@ -452,6 +457,7 @@ def _yaml_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
                                     clean=plain and not loader.nulls,
                                     surprising=loader.surprising,
                                     find_lines=finder.lines_for(ordinal)))
+            docs[-1].flawed = flawed
     except _TooLong as exc:
         line = exc.problem_mark.line + 1
         problems.append(Problem(display, line, _path_at_line(node, line) if node else "",
@@ -590,4 +596,14 @@ def _json_documents(text: str, display: str) -> tuple[list[RawDocument], list[Pr
         first = firsts[i] if i < len(firsts) else None
         out.append(RawDocument(display, doc, table, first,
                                texts=texts[i] if i < len(texts) else {}))
+    # Which documents hold a duplicate key: by its line where YAML gave the lines (each
+    # document runs to the next one's first line), else every document of the file.
+    starts = [d.line for d in out]
+    for p in problems:
+        if p.line is None or None in starts:
+            for d in out:
+                d.flawed = True
+            break
+        at = [i for i, start in enumerate(starts) if start <= p.line]
+        out[at[-1] if at else 0].flawed = True
     return out, problems

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+# What a spec's name and `project:` must be: a DNS-1123 label (the models check it with
+# these, and `is_dns_label` for the names read from the API that a spec may give).
+DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+DNS_LABEL_MAX = 63
+
+
+def is_dns_label(text: str) -> bool:
+    """Whether `text` may be a spec's name or `project:` (the models' rule)."""
+    return len(text) <= DNS_LABEL_MAX and re.fullmatch(DNS_LABEL_RE, text) is not None
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,9 @@ class DesiredWorkload:
     source: str = ""  # file path as given by the user
     line: int | None = None  # line of the document's first key
     project_name: str | None = None  # the spec's `project:`, or a name learnt for its id
+    # (file, line) of a `project:` that a folder's `_defaults.yaml` gave, where an error
+    # about the name points; None when the spec itself says it (or says projectId)
+    project_at: tuple[str, int | None] | None = field(default=None, compare=False)
     # what the loader warns of in this spec (or the folder defaults it takes), as
     # "file:line: field: message"; not part of the workload's identity or its state
     warnings: tuple[str, ...] = field(default=(), compare=False)

@@ -25,7 +25,6 @@ from reconciler.operations.planning import (
     load_policy,
     plan,
     policy_refusal,
-    read_projects,
     refuse_denied,
     validate,
 )
@@ -45,6 +44,6 @@ __all__ = [
     "ExportOptions", "ExportResult", "Exported", "ImportResult", "Migrated", "PlanOptions",
     "PlanResult", "apply", "apply_saved", "check_policy", "drift", "export", "force_unlock",
     "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
-    "policy_refusal", "read_projects", "refuse_denied", "show", "state_history",
+    "policy_refusal", "refuse_denied", "show", "state_history",
     "state_list", "state_migrate", "state_restore", "state_rm", "state_show", "validate",
 ]

@@ -40,12 +40,13 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, pr
 
         async def run() -> tuple[dict, list]:
             from reconciler import refresh
+            from reconciler.live import projects
 
             async with connect() as client:
                 resolved: list[DesiredWorkload] = []
 
                 async def specs_in() -> list[DesiredWorkload]:
-                    resolved.extend(await refresh.resolve_projects(client, await specs.wait()))
+                    resolved.extend(await projects.resolve_projects(client, await specs.wait()))
                     return resolved
 
                 live = await refresh.read_live(client, specs_in(), state,

@@ -1,8 +1,8 @@
 """Export: one spec file per live workload (`export`), read from the API and written all
 or nothing (`specfiles.write_all`); what a spec holds is `reconciler.export`'s (pure).
 
-Callers: `reconciler.cli` (through `reconciler.operations`); `importing` looks a
-workload up by id with `get_any`.
+The reads are `reconciler.live`'s (the lists, the `--project` lookups, the bounded GETs).
+Caller: `reconciler.cli`, through `reconciler.operations`.
 """
 
 from __future__ import annotations
@@ -118,11 +118,12 @@ def _refuse_foreign_defaults(out_dir: str, intended: dict[str, dict], docs: dict
     """Refuse when a `_defaults.yaml` in `out_dir` that this export does not write (the
     user's, or a stale one of an earlier export) would merge into an exported spec what
     the live workload does not have: its next plan would show a change. `intended` are
-    the specs as exported, `docs` as written beside the new defaults `shared`."""
-    import pathlib
+    the specs as exported, `docs` as written beside the new defaults `shared`.
 
-    import yaml
-
+    Each is read as `validate` and `plan` read it (`desired.defaults.read`: a duplicate
+    key or a runaway alias refused, numbers and booleans as YAML 1.2 reads them, `8:` a
+    key "8"), not as a bare YAML 1.1 load would; one the loader refuses is refused here
+    too, with its file and line, before anything is written."""
     from reconciler import export as exporting
     from reconciler.desired import defaults as folder_defaults
 
@@ -134,10 +135,7 @@ def _refuse_foreign_defaults(out_dir: str, intended: dict[str, dict], docs: dict
         for n in range(len(folders) + 1):
             name = "/".join([*folders[:n], exporting.DEFAULTS_FILE])
             if name not in shared and name not in on_disk:
-                try:
-                    on_disk[name] = yaml.safe_load(pathlib.Path(out_dir, name).read_text())
-                except (OSError, UnicodeDecodeError, yaml.YAMLError):
-                    on_disk[name] = None  # none, or broken: validate says so
+                on_disk[name] = _read_defaults(os.path.join(out_dir, name))
             layer = shared.get(name, on_disk.get(name))
             if isinstance(layer, dict):
                 merged = folder_defaults.merge(layer, merged, {})
@@ -156,6 +154,24 @@ def _refuse_foreign_defaults(out_dir: str, intended: dict[str, dict], docs: dict
                 "into another folder")
 
 
+def _read_defaults(path: str) -> dict | None:
+    """The fields of the `_defaults.yaml` at `path` as the spec loader reads them, None
+    when there is none; `errors.ReconcileError` with its problems when it is broken."""
+    import pathlib
+
+    from reconciler.desired import defaults as folder_defaults
+
+    if not os.path.isfile(path):
+        return None
+    doc, problems = folder_defaults.read(pathlib.Path(path), path)
+    if problems:
+        raise errors.ReconcileError(
+            "; ".join(map(str, problems)) + "; nothing was written: mend it (validate reads "
+            "it into every spec below its folder), move it away, or export into another "
+            "folder")
+    return doc.data if doc is not None and isinstance(doc.data, dict) else None
+
+
 async def _read_for_export(connect: ClientFactory, options: ExportOptions):
     """([(list item, live body, kind, project name or None)], skipped counts): the live
     workloads that `options` select, read with at most `parallelism` GETs in flight."""
@@ -163,15 +179,15 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
 
     from reconciler import export as exporting
     from reconciler import kinds as kinds_mod
+    from reconciler.live import projects as live_projects
+    from reconciler.live import reads, workloads
 
     wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or set(kinds_mod.KINDS.values())
     skipped = {"deleted": 0, "completed": 0}
     async with connect() as client:
-        listed, deleted = await asyncio.gather(client.iter_workloads(),
-                                               client.iter_workloads(deleted=True))
-        items = [i for i in listed if isinstance(i, dict) and i.get("id") and i.get("name")]
-        projects = await _export_projects(client, items, options.projects)
-        names = _project_names(items)
+        items, deleted = await workloads.list_all(client)
+        projects = await live_projects.select_projects(client, options.projects, items)
+        names = live_projects.names_by_id(items)
 
         def selected(item: dict) -> tuple[bool, Any]:
             """Whether the filters keep `item`, and its kind when the list says it."""
@@ -183,20 +199,15 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
 
         # The deleted ones are only counted (their kind, when the list does not say it,
         # taken as selected), each once: one may move to the deleted list between the reads.
-        gone = {str(i.get("id")) for i in deleted if isinstance(i, dict) and selected(i)[0]}
+        gone = {str(i.get("id")) for i in deleted if selected(i)[0]}
         chosen = []
         for item in items:
             keep, kind = selected(item)
             if keep:
                 chosen.append((item, [kind] if kind else sorted(wanted_kinds,
                                                                 key=lambda k: k.name)))
-        sem = asyncio.Semaphore(max(1, options.parallelism))
-
-        async def read(item, candidates):
-            async with sem:
-                return await get_any(client, item["id"], candidates)
-
-        answers = await asyncio.gather(*(read(item, c) for item, c in chosen))
+        reader = reads.Reader(client, options.parallelism)
+        answers = await asyncio.gather(*(reader.get_any(item["id"], c) for item, c in chosen))
     found = []
     for (item, _), answer in zip(chosen, answers):
         reason = "deleted" if answer is None else exporting.skip_reason(answer[0].name, answer[1])
@@ -214,66 +225,6 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
         found.append((item, live, kind, names.get(str(live.get("projectId")))))
     skipped["deleted"] = len(gone)
     return found, skipped
-
-
-async def get_any(client, workload_id: str, candidates):
-    """(kind, live body) of the workload, trying each candidate kind's endpoint in turn;
-    None when none has it (another error than a 404 is raised)."""
-    from reconciler.api import errors as api_errors
-
-    for kind in candidates:
-        try:
-            return kind, await client.get(kind, workload_id)
-        except api_errors.NotFound:
-            continue
-    return None
-
-
-async def _export_projects(client, items: list[dict], wanted: Sequence[str]) -> set[str] | None:
-    """The project ids `--project` values (ids or names) select; None for all. A value that
-    names no project is an error (with the closest known names)."""
-    import difflib
-
-    from reconciler.api import errors as api_errors
-
-    if not wanted:
-        return None
-    ids: set[str] = set()
-    for value in wanted:
-        if not value.strip():  # a name filter of nothing is the API's 400
-            raise errors.ReconcileError("--project: an empty value; give a project's id or name")
-        hit = {str(i.get("projectId")) for i in items
-               if value in (str(i.get("projectId")), i.get("projectName"))}
-        if not hit and value.isdigit():
-            try:
-                await client.get_project(value)
-                hit = {value}
-            except api_errors.NotFound:
-                pass
-        elif not hit:
-            clusters = sorted({str(i["clusterId"]) for i in items if i.get("clusterId")})
-            for answer in await asyncio.gather(*(client.find_projects(value, c)
-                                                 for c in clusters)):
-                hit |= {str(p["id"]) for p in answer if p.get("id") is not None}
-        if not hit:
-            known = sorted({str(i["projectName"]) for i in items if i.get("projectName")})
-            close = difflib.get_close_matches(value, known, n=3)
-            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-            raise errors.ReconcileError(f"--project {value}: no such project{hint}")
-        ids |= hit
-    return ids
-
-
-def _project_names(items: list[dict]) -> dict[str, str]:
-    """Project id -> name, for the names that are valid in a spec and name one project."""
-    import re
-
-    ids_of: dict[str, set[str]] = {}
-    for i in items:
-        name = i.get("projectName")
-        if isinstance(name, str) and re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
-            ids_of.setdefault(name, set()).add(str(i.get("projectId")))
-    return {next(iter(ids)): name for name, ids in ids_of.items() if len(ids) == 1}
 
 
 def _safe_file_name(name: str) -> bool:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
-from reconciler.operations.exporting import get_any
 from reconciler.operations.planning import ClientFactory, loading, validate
 from reconciler.operations.states import refuse_pending
 from reconciler.state.model import State
@@ -58,8 +57,10 @@ def import_workload(store, connect: ClientFactory, address: str,
         _refuse_known(state, address, workload_id)
 
         async def run() -> tuple[kinds.Kind, dict]:
+            from reconciler.live.reads import Reader
+
             async with connect() as client:
-                return await _live_by_id(client, kinds.get(kind_name), workload_id)
+                return await _live_by_id(Reader(client, 1), kinds.get(kind_name), workload_id)
 
         found_kind, live = asyncio.run(run())
         problems = adoption.mismatches(address, found_kind.name, live)
@@ -125,13 +126,13 @@ def _refuse_known(state: State, address: str, workload_id: str) -> None:
                 "written")
 
 
-async def _live_by_id(client, kind, workload_id: str):
+async def _live_by_id(reader, kind, workload_id: str):
     """(its kind, the GET body) of the workload `workload_id`: asked of `kind` first, and
     when that kind does not know it, of the others (the id may be another kind's)."""
     from reconciler import kinds
 
-    found = await get_any(client, workload_id,
-                           [kind, *(k for k in kinds.KINDS.values() if k is not kind)])
+    found = await reader.get_any(workload_id,
+                                 [kind, *(k for k in kinds.KINDS.values() if k is not kind)])
     if found is None:
         raise errors.ReconcileError(f"no workload with id {workload_id} (no kind knows it); "
                                     "nothing was written")
@@ -143,10 +144,12 @@ def import_all(specs_dir: str, store, connect: ClientFactory, *,
                parallelism: int = 64) -> ImportResult:
     """Record every live workload that a spec of `specs_dir` names and the state does not
     hold, without any API write, in one state write; `projects` (ids or names) and
-    `kind_names` limit the specs considered. The live workloads are found with one
-    workload list (pages of 500) and read with one GET each."""
-    from reconciler import adoption, kinds, phases, refresh
-    from reconciler.api import errors as api_errors
+    `kind_names` limit the specs considered. The live workloads are found as the plan
+    finds them (`live.workloads.find_by_name`: one workload list per project, pages of
+    500) and read with one GET each."""
+    from reconciler import adoption, kinds, phases
+    from reconciler.live import reads, workloads
+    from reconciler.live.projects import resolve_projects
 
     with loading(specs_dir) as specs, store.lock("import"):
         state, pending = store.read_with_pending()
@@ -154,26 +157,17 @@ def import_all(specs_dir: str, store, connect: ClientFactory, *,
 
         async def run():
             async with connect() as client:
-                desired = await refresh.resolve_projects(client, await specs.wait())
+                desired = await resolve_projects(client, await specs.wait())
                 chosen = _chosen(desired, projects, kind_names)
                 wanted = [d for d in chosen if d.address not in state.resources]
                 if not wanted:
                     return chosen, wanted, {}
-                ids = sorted({d.project_id for d in wanted})
-                listed = await client.iter_workloads(
-                    filter_by=[f"projectId=={ids[0]}"] if len(ids) == 1 else None)
-                found = adoption.match_listed(wanted, listed)
-                sem = asyncio.Semaphore(max(1, parallelism))
-
-                async def get(d: DesiredWorkload):
-                    async with sem:
-                        try:
-                            return await client.get(kinds.get(d.kind), found[d.address])
-                        except api_errors.NotFound:
-                            return None  # another kind holds the name, or it is gone
-
+                found = await workloads.find_by_name(client, wanted)
+                reader = reads.Reader(client, parallelism)
                 listed_wanted = [d for d in wanted if d.address in found]
-                bodies = await asyncio.gather(*map(get, listed_wanted))
+                # None: another kind holds the name, or it is gone.
+                bodies = await asyncio.gather(*(reader.get(kinds.get(d.kind), found[d.address])
+                                                for d in listed_wanted))
                 return chosen, wanted, {d.address: b for d, b in zip(listed_wanted, bodies)}
 
         chosen, wanted, live = asyncio.run(run())
@@ -202,12 +196,15 @@ def _chosen(desired: Sequence[DesiredWorkload], projects: Sequence[str],
             kind_names: Sequence[str]) -> list[DesiredWorkload]:
     """The specs of the projects (ids or names) and kinds asked for; a project that no
     spec names is an error (a typo must not read as "nothing to import")."""
+    from reconciler.live.projects import names_project
+
     unknown = [p for p in projects
-               if not any(p in (d.project_id, d.project_name) for d in desired)]
+               if not any(names_project(p, d.project_id, d.project_name) for d in desired)]
     if unknown:
         raise errors.ReconcileError(
             "--project " + ", ".join(unknown) + ": no spec names this project (by id or "
             "name); nothing was written")
     return [d for d in desired
-            if (not projects or d.project_id in projects or d.project_name in projects)
+            if (not projects or any(names_project(p, d.project_id, d.project_name)
+                                    for p in projects))
             and (not kind_names or d.kind in kind_names)]

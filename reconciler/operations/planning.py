@@ -1,6 +1,8 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
 plan's projects, and the policy checks (`load_policy`, `check_policy`, `refuse_denied`).
+Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
+when a client is (`--no-refresh` starts without the HTTP client).
 
 Callers: `reconciler.cli` (through `reconciler.operations`), and the package's
 `applying` and `drifting`.
@@ -129,6 +131,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
     it, then those only the specs name. Without a client, none is read."""
     early = None
     if client is not None:
+        from reconciler.live.projects import read_projects  # the HTTP client's errors
+
         early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
             if not options.targets or a in options.targets}))
@@ -165,10 +169,11 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     live: dict[str, dict | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
+        from reconciler.live import projects
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            desired = await refresh.resolve_projects(client, await specs.wait())
+            desired = await projects.resolve_projects(client, await specs.wait())
             return desired
 
         # While the specs load on the other core: the token and the transport's set-up.
@@ -190,59 +195,16 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     return the_plan, live, desired
 
 
-async def read_projects(client, project_ids) -> dict[str, dict]:
-    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
-    at once. A project not found, or not readable with these credentials (403), is `{}`
-    (its quota and name unknown): the plan does not fail for it; so is one whose read
-    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
-    refusal (a 400) is an error."""
-    from reconciler.api import errors as api_errors
-
-    async def one(project_id: str) -> dict:
-        try:
-            body = await client.get_project(project_id)
-        except api_errors.NotFound:
-            return {}
-        except api_errors.Unauthorized as exc:
-            if exc.status == 403:
-                return {}
-            raise
-        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
-            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
-            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
-            if isinstance(exc, api_errors.PermanentError) and not (
-                    exc.status is not None and 200 <= exc.status < 300):
-                raise
-            _unread_quota(project_id, str(exc))
-            return {}
-        problem = gpus.read_quota(body)[1]
-        if problem:
-            _unread_quota(project_id, problem)
-        return body if isinstance(body, dict) else {}
-
-    ids = sorted(project_ids)
-    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
-
-
-def _unread_quota(project_id: str, why: str) -> None:
-    """A quota the API did not give in a readable form: the plan goes on without it."""
-    import logging
-
-    logging.getLogger("reconciler.operations").warning(
-        "project %s's GPU quota could not be read (%s); it is unknown in this plan",
-        project_id, why)
-
-
 async def resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
     """The specs, with the API asked only when some name their project (`project:`):
     even without a refresh, a name's id comes from the API."""
     desired = list(await specs.wait())
     if all(d.resolved for d in desired):
         return desired
-    from reconciler import refresh
+    from reconciler.live import projects
 
     async with connect() as client:
-        return await refresh.resolve_projects(client, desired)
+        return await projects.resolve_projects(client, desired)
 
 
 # --- policy -------------------------------------------------------------------------

@@ -15,7 +15,11 @@ def write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
     """Write every file, or none when one exists and not `force`: each goes to a sibling
     temporary file first, and only when all of them are written are they renamed into
     place, with SIGINT and SIGTERM held off, so that an interrupt or a failure (a folder
-    that is a file, a full disk) leaves no file behind nor any folder made for one."""
+    that is a file, a full disk) leaves no file behind nor any folder made for one.
+
+    Durable as the state is (`state.store`): each file is fsync'd before its rename, and
+    each folder that gained an entry after them, so that a crash after the command said
+    "written" cannot leave empty or missing files."""
     import pathlib
     import signal
     import tempfile
@@ -45,6 +49,8 @@ def write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
                 written.append((tmp, target))
                 with os.fdopen(fd, "wb") as f:
                     f.write(text.encode())
+                    f.flush()
+                    os.fsync(f.fileno())
                 os.chmod(tmp, mode)
             except OSError as exc:
                 raise errors.ReconcileError(f"cannot write {path}: {exc.strerror or exc}; "
@@ -56,6 +62,7 @@ def write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
             done = True
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        _sync_folders({t.parent for _, t in written} | {d.parent for d in made})
     finally:
         if not done:
             for tmp, _ in written:
@@ -64,3 +71,15 @@ def write_all(files: dict[str, str], *, force: bool, mode: int) -> None:
             for folder in reversed(made):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+
+
+def _sync_folders(folders) -> None:
+    """fsync each folder (its new entries), deepest first. The files are in place by
+    then: a folder that cannot be synced (a file system without it) is left as it is."""
+    for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)

@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 from reconciler.render import impact, words
+from reconciler.render import json as json_render
 
-FORMAT_VERSION = "1.2"
+FORMAT_VERSION = "1.3"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -69,16 +70,21 @@ def render_text(report) -> str:
 
 
 def gpus_moved(report) -> str | None:
-    """`drift took 8 and freed 4 (live against the state)`, None when it moved none."""
+    """`drift took 8 and freed 4 (live against the state)`, None when it moved none; at each
+    end when they differ: `drift took (min 1, max 6) and freed 0 ...`."""
     taken, freed = report.gpus_moved()
-    if not taken and not freed:
+    if not (taken.low or taken.high or freed.low or freed.high):
         return None
-    return (f"drift took {impact.number(taken)} and freed {impact.number(freed)} "
-            "(live against the state)")
+
+    def said(g) -> str:
+        out = impact.ends(g.low, g.high)
+        return out if g.low == g.high else f"({out})"
+    return f"drift took {said(taken)} and freed {said(freed)} (live against the state)"
 
 
 def report_document(report) -> dict[str, Any]:
     pending = sorted(report.pending_changes(), key=lambda rc: rc.address)
+    taken, freed = report.gpus_moved()
     return {
         "format_version": FORMAT_VERSION,
         "has_drift": report.has_drift,
@@ -94,8 +100,8 @@ def report_document(report) -> dict[str, Any]:
                      "live": impact.gpus_doc(item.gpus_live)},
         } for item in report.drifted],
         "pending_changes": [{
-            "address": rc.address, "kind": rc.kind, "actions": rc.action.json_actions,
-            "action_reason": rc.reason, "state_changes": rc.state_changes,
+            "address": rc.address, "kind": rc.kind, "action": rc.action.value,
+            "actions": json_render.actions(rc.action), "action_reason": rc.reason, "state_changes": rc.state_changes,
             "changed_paths": [{"path": c.path,
                                "before": words.mask_at(c.path, c.before, rc.sensitive),
                                "after": words.mask_at(c.path, c.after, rc.sensitive)}
@@ -108,8 +114,10 @@ def report_document(report) -> dict[str, Any]:
         "pending_error": report.pending_error,
         "summary": {"drifted": len(report.drifted), "pending": len(pending),
                     "interrupted": len(report.interrupted),
-                    "gpus_taken": impact.number(report.gpus_moved()[0]),
-                    "gpus_freed": impact.number(report.gpus_moved()[1])},
+                    "gpus_taken": impact.number(taken.high),
+                    "gpus_freed": impact.number(freed.high),
+                    "gpus_taken_min": impact.number(taken.low),
+                    "gpus_freed_min": impact.number(freed.low)},
         "state": {"lineage": report.lineage, "serial": report.serial},
     }
 

@@ -51,12 +51,21 @@ def amount(g: Gpus) -> str:
     return out
 
 
+def _signed(x: float) -> str:
+    return f"+{_n(x)}" if x > 0 else _n(x)
+
+
+def ends(low: float, high: float, fmt=_n) -> str:
+    """A number that may differ at the fewest pods and the most: `16`, or `min 16, max 11`.
+    Never `16..11`: a difference of two ranges is not a range (docs/plan-format.md)."""
+    return fmt(low) if low == high else f"min {fmt(low)}, max {fmt(high)}"
+
+
 def change(before: Gpus, after: Gpus) -> str:
-    """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; `+0..+4` for a range."""
-    def signed(x: float) -> str:
-        return f"+{_n(x)}" if x > 0 else _n(x)
+    """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; at each end when they
+    differ: `90..100 -> 106..111` is `min +16, max +11` (as `gpus.difference`)."""
     low, high = gpus.tidy(after.low - before.low), gpus.tidy(after.high - before.high)
-    return _span(low, high, signed)
+    return ends(low, high, _signed)
 
 
 def moves(before: Gpus, after: Gpus, arrow: str = "->") -> str:

@@ -3,7 +3,9 @@
 The format is documented field by field in docs/plan-format.md; `FORMAT_VERSION`
 follows its promise (fields are only added within 1.x; removing or changing the
 meaning of one bumps the major). Every address of the plan appears in
-`resource_changes`, no-ops included. Callers: the CLI's `--format json` of
+`resource_changes`, no-ops included. `change.actions` speaks only Terraform's vocabulary
+(`TERRAFORM_ACTIONS`), so tools written for `terraform show -json` read it; our own
+action (suspend, resume, replace) is `action` beside it. Callers: the CLI's `--format json` of
 `plan` and `show`; and of `apply`, whose one document (`apply_document`, its own
 `APPLY_FORMAT_VERSION`, "Apply result" in the same page) holds the plan and the result.
 """
@@ -17,12 +19,32 @@ import jsonpatch
 import orjson
 
 from reconciler import gpus
+from reconciler import plans
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.5"
-APPLY_FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.6"
+APPLY_FORMAT_VERSION = "1.1"
 _SORTED = orjson.OPT_SORT_KEYS
+
+
+# Terraform's `change.actions` for each of our actions. A suspend or a resume is an update
+# of the workload's `desiredPhase` (its `changed_paths` say so); Terraform has no verb for
+# either, and a tool written for it reads an unknown verb as nothing it knows to show.
+TERRAFORM_ACTIONS: dict[Action, tuple[str, ...]] = {
+    Action.CREATE: ("create",),
+    Action.UPDATE: ("update",),
+    Action.REPLACE: ("delete", "create"),
+    Action.DELETE: ("delete",),
+    Action.SUSPEND: ("update",),
+    Action.RESUME: ("update",),
+    Action.NOOP: ("no-op",),
+}
+
+
+def actions(action: Action) -> list[str]:
+    """`change.actions` (and drift's and apply's `actions`) for `action`."""
+    return list(TERRAFORM_ACTIONS[action])
 
 
 def plan_document(plan: Plan) -> dict[str, Any]:
@@ -80,6 +102,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "name": rc.name,
         "project_id": rc.project_id,
         "workload_id": rc.workload_id,
+        "action": rc.action.value,
         "change": _change(rc),
         "action_reason": rc.reason,
         "replace_paths": rc.replace_paths,
@@ -105,7 +128,7 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     patch = None
     if rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
-    return {"actions": rc.action.json_actions, "before": before, "after": after, "patch": patch}
+    return {"actions": actions(rc.action), "before": before, "after": after, "patch": patch}
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:
@@ -135,7 +158,11 @@ def _drift(rc: ResourceChange) -> dict[str, Any] | None:
     paths = words.drifted_paths(rc)
     if not paths and not rc.is_drift:
         return None
-    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths}
+    # Terraform's words for what happened outside, so that a tool that reads every
+    # `resource_drift[].change.actions` of a Terraform plan reads ours.
+    outside = ["delete"] if rc.reason == plans.REASON_DELETED_OUTSIDE else ["update"]
+    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths,
+            "change": {"actions": outside}}
 
 
 # --- apply result -------------------------------------------------------------------
@@ -157,7 +184,7 @@ def apply_document(result) -> dict[str, Any]:
         outcomes.append({
             "address": rc.address, "kind": rc.kind, "name": rc.name,
             "project_id": rc.project_id, "action": rc.action.value,
-            "actions": rc.action.json_actions, "adopted": rc.adopted,
+            "actions": actions(rc.action), "adopted": rc.adopted,
             "outcome": status,
             "error": o.message if o is not None and status == "failed" else None,
             "detail": o.message if o is not None and status == "unknown" else None,

@@ -214,8 +214,11 @@ class Store:
             if self.kinds is not None and unknown:
                 raise ValueError(f"unknown workload kind(s) {', '.join(map(repr, unknown))}")
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            why = str(exc)
+            if "int_max_str_digits" in why:  # not Python's advice: the file's fault
+                why = "an integer is too long"
             raise SimulatorDataError(
-                f"cannot read simulator data {self.data_path}: {exc}") from exc
+                f"cannot read simulator data {self.data_path}: {why}") from exc
         self.live = {r.id: r for r in live}
         self.deleted = {r.id: r for r in deleted}
         self.projects = projects

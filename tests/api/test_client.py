@@ -535,7 +535,7 @@ def _project(pid: str, *deserved) -> dict:
 
 async def test_the_quotas_of_a_plan_s_projects_one_get_each_and_unreadable_ones_unknown(
         make_client):
-    from reconciler import operations
+    from reconciler.live import projects
 
     answers = {"7": json_response(200, _project("7", 8, 4)),
                "12": json_response(200, _project("12", 16)),
@@ -548,16 +548,16 @@ async def test_the_quotas_of_a_plan_s_projects_one_get_each_and_unreadable_ones_
         return answers[request.url.path.rsplit("/", 1)[1]]
 
     async with make_client(handler) as client:
-        read = await operations.read_projects(client, {"7", "12", "404", "403"})
+        read = await projects.read_projects(client, {"7", "12", "404", "403"})
     assert {p: gpus.quota(body) for p, body in read.items()} == {
         "7": 12, "12": 16, "404": None, "403": None}
     assert sorted(seen) == sorted(("GET", f"/api/v1/org-unit/projects/{p}") for p in answers)
 
 
 async def test_a_quota_read_the_api_fails_on_is_an_error_not_a_silent_unknown(make_client):
-    from reconciler import operations
+    from reconciler.live import projects
 
     h = scripted(json_response(400, {"code": 400, "message": "bad project id"}))
     async with make_client(h) as client:
         with pytest.raises(errors.BadRequest, match="bad project id"):
-            await operations.read_projects(client, {"7"})
+            await projects.read_projects(client, {"7"})

@@ -314,3 +314,22 @@ def test_a_defaults_file_that_agrees_with_the_exported_specs_is_kept(ws, sim_ser
     res = ws.cli("export", "--out", str(ws.specs))
     assert res.exit_code == 0, res.output
     assert ws.plan_json()["summary"]["adopt"] == 1
+
+
+def test_a_defaults_file_the_loader_refuses_is_refused_by_export_with_its_line(ws, sim_server):
+    # A duplicate key: a bare YAML load kept the last value and the export went on,
+    # writing specs that validate then refused for the file it had read.
+    _workspace(sim_server, "one")
+    cluster = EXAMPLES["Workspace"][0]["clusterId"]
+    ws.write("_defaults.yaml", f"clusterId: {cluster}\nclusterId: {cluster}\n")
+    before = _files(ws.specs)
+    res = ws.cli("export", "--out", str(ws.specs))
+    assert res.exit_code == 1
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"Error: {ws.specs / '_defaults.yaml'}:2: "), res.output
+    assert "duplicate" in lines[0] and "nothing was written" in lines[0]
+    assert "Traceback" not in res.output
+    assert _files(ws.specs) == before
+    ws.write("_defaults.yaml", f"clusterId: {cluster}\n")  # mended: the export goes on
+    assert ws.cli("export", "--out", str(ws.specs)).exit_code == 0

@@ -258,7 +258,7 @@ def test_desired_stopped_is_a_suspend_then_no_change(ws, sim, kind):
     live = _setup(ws, sim)
     ws.write(file, text.replace("spec:\n", "desiredPhase: Stopped\nspec:\n", 1))
     rc = changes_by_address(ws.plan_json())[f"{kind}/7/{name}"]
-    assert rc["change"]["actions"] == ["suspend"]
+    assert (rc["change"]["actions"], rc["action"]) == (["update"], "suspend")
     sim.clear_requests()
     assert ws.apply().exit_code == 0
     assert [(w["method"], w["path"]) for w in sim.writes()] == [
@@ -272,7 +272,8 @@ def test_out_of_band_suspend_is_drift_resumed(ws, sim, kind):
     wid = _setup(ws, sim)[name]["id"]
     assert sim.api("POST", f"/api/v1/workloads/{path}/{wid}/suspend").status_code == 202
     doc = ws.plan_json()
-    assert changes_by_address(doc)[f"{kind}/7/{name}"]["change"]["actions"] == ["resume"]
+    rc = changes_by_address(doc)[f"{kind}/7/{name}"]
+    assert (rc["change"]["actions"], rc["action"]) == (["update"], "resume")
     assert f"{kind}/7/{name}" in {d["address"] for d in doc["resource_drift"]}
     sim.clear_requests()
     assert ws.apply().exit_code == 0

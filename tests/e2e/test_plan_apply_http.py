@@ -149,7 +149,8 @@ def test_desired_stopped_suspends_then_no_change(ws, sim_server):
     _setup(ws, sim_server)
     ws.write("train.yaml", TRAINING.replace("spec:\n", "desiredPhase: Stopped\nspec:\n", 1))
     doc = ws.plan_json()
-    assert changes_by_address(doc)["DistributedTraining/7/bert-ddp"]["change"]["actions"] == ["suspend"]
+    rc = changes_by_address(doc)["DistributedTraining/7/bert-ddp"]
+    assert (rc["change"]["actions"], rc["action"]) == (["update"], "suspend")
     sim_server.clear_requests()
     assert ws.apply().exit_code == 0
     assert [w["path"].rsplit("/", 1)[-1] for w in sim_server.writes()] == ["suspend"]
@@ -162,7 +163,7 @@ def test_suspend_out_of_band_plans_a_resume_reported_as_drift(ws, sim_server):
     assert sim_server.api("POST", f"/api/v1/workloads/distributed/{wid}/suspend").status_code == 202
     doc = ws.plan_json()
     rc = changes_by_address(doc)["DistributedTraining/7/bert-ddp"]
-    assert rc["change"]["actions"] == ["resume"]
+    assert (rc["change"]["actions"], rc["action"]) == (["update"], "resume")
     assert "DistributedTraining/7/bert-ddp" in {d["address"] for d in doc["resource_drift"]}
     assert "drift" in ws.plan().output
     assert ws.apply().exit_code == 0

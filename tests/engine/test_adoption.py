@@ -1,5 +1,6 @@
 """`adoption`, the pure half of `import`: the checks of a live workload against an
-address, the state record it writes, and the pairing of `--all`'s specs with list items.
+address, the state record it writes; and the pairing of specs with list items by project
+and name (`live.workloads.match_listed`, which the plan and `import --all` share).
 
 The record's promise, checked for every example spec (all five kinds): after an import,
 the three-way diff of the spec against the record and the live body (the simulator's
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import adoption, diff, kinds
+from reconciler.live import workloads
 from reconciler.desired.loader import load_specs
 from reconciler.simulator import kinds as sim_kinds
 
@@ -108,4 +110,4 @@ def test_match_listed_pairs_specs_by_project_and_name():
              {"name": "jupyter-research", "projectId": "8", "id": "b"},  # another project
              {"name": "unrelated", "projectId": "7", "id": "c"},
              {"name": "jupyter-research", "projectId": "7"}]  # no id: unusable
-    assert adoption.match_listed(wanted, items) == {"Training/7/llama-8b-lora": "a"}
+    assert workloads.match_listed(wanted, items) == {"Training/7/llama-8b-lora": "a"}

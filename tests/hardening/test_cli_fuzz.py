@@ -1,5 +1,6 @@
 """Issue 11 item 2, beyond the known cases: whatever the flags, the environment and the
-files in the folder, the CLI ends with exit 0, 1 or 2 and prints no traceback."""
+files in the folder, the CLI ends with exit 0, 1 or 2 and prints no traceback. The global
+flags go before the command or, as a Terraform user types them, after it (issue 20)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ COMMANDS = [["validate"], ["plan"], ["plan", "--format", "json"], ["plan", "--ou
             ["state", "list"], ["state", "show"], ["force-unlock", "x"], ["sim", "--help"]]
 FLAGS = [[], ["--sim"], ["--url", "http://h:99999"], ["--url", "http://[::1"], ["--url", "x"],
          ["--state", "st.json"], ["--state", "postgresql://"], ["--parallelism", "0"],
-         ["--lock-timeout", "-1"], ["-v"], ["--no-color"], ["--bogus"]]
+         ["--lock-timeout", "-1"], ["-v"], ["--no-color"], ["--bogus"], ["--state-name", "x"],
+         ["--insecure"], ["--parallelism", "3"]]
 ENV = st.fixed_dictionaries({}, optional={
     "RUNAI_URL": st.sampled_from(["http://", "https://:0", "ftp://x", ""]),
     "RUNAI_TOKEN": st.sampled_from(["t", ""]),
@@ -42,24 +44,31 @@ FILES = st.dictionaries(st.sampled_from(["specs/a.yaml", "specs/b.json", "p.json
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(flags=st.lists(st.sampled_from(FLAGS), max_size=2), command=st.sampled_from(COMMANDS),
-       env=ENV, files=FILES, with_examples=st.booleans())
+       env=ENV, files=FILES, with_examples=st.booleans(), late=st.booleans())
 # What the search found once (a plan file, a state file with an integer too long for
 # Python; a corrupt --sim data file): kept as examples so that each run tries them.
 @example(flags=[], command=["apply", "p.json"], env={}, files={"p.json": "9" * 5000},
-         with_examples=True)
+         with_examples=True, late=False)
 @example(flags=[["--state", "st.json"]], command=["plan"], env={},
-         files={"st.json": "9" * 5000}, with_examples=True)
+         files={"st.json": "9" * 5000}, with_examples=True, late=False)
 @example(flags=[["--sim"]], command=["plan"], env={}, files={".runai-sim/data.json": ""},
-         with_examples=False)
+         with_examples=False, late=False)
+@example(flags=[["--sim"]], command=["plan"], env={},
+         files={".runai-sim/data.json": "9" * 5000}, with_examples=False, late=False)
+@example(flags=[["--state", "st.json"], ["--sim"]], command=["state", "list"], env={},
+         files={"st.json": "9" * 5000}, with_examples=True, late=True)
+@example(flags=[["--parallelism", "0"], ["--bogus"]], command=["plan", "--format", "json"],
+         env={}, files={}, with_examples=False, late=True)
 def test_no_input_gives_a_traceback(tmp_path_factory, flags, command, env, files,
-                                    with_examples):
+                                    with_examples, late):
     cwd = tmp_path_factory.mktemp("fuzz")
     if with_examples:
         shutil.copytree(ROOT / "specs", cwd / "specs")
     for name, text in files.items():
         (cwd / name).parent.mkdir(parents=True, exist_ok=True)
         (cwd / name).write_text(text)
-    args = [a for f in flags for a in f] + command
+    given = [a for f in flags for a in f]
+    args = command + given if late else given + command
     with contextlib.chdir(cwd):
         res = CliRunner().invoke(main, args, env={**_clean_env(), **env}, input="")
     _no_traceback(res, args, env, files)
@@ -131,17 +140,17 @@ NEW_ENV = st.fixed_dictionaries({}, optional={
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sim=st.booleans(), command=NEW_COMMANDS, env=NEW_ENV, files=NEW_FILES,
-       with_examples=st.booleans(), applied=st.booleans())
+       with_examples=st.booleans(), applied=st.booleans(), sim_after=st.booleans())
 # What the search found once (an empty WORKLOAD_ID reached the client: a ValueError).
 @example(sim=True, command=("import", [["DistributedTraining/7/bert-ddp"], [""]]), env={},
-         files={}, with_examples=False, applied=False)
+         files={}, with_examples=False, applied=False, sim_after=False)
 @example(sim=True, command=("import", [["Training/7/x"], ["9" * 5000]]), env={}, files={},
-         with_examples=True, applied=False)
+         with_examples=True, applied=False, sim_after=False)
 @example(sim=True, command=("plan", [["--policy", "pol.yaml"]]), env={},
          files={"pol.yaml": "rules:\n  - {name: r, maxGpusPerWorkload: nan}\n"},
-         with_examples=True, applied=False)
+         with_examples=True, applied=False, sim_after=False)
 def test_the_new_commands_give_no_traceback(tmp_path_factory, sim, command, env, files,
-                                            with_examples, applied):
+                                            with_examples, applied, sim_after):
     cwd = tmp_path_factory.mktemp("fuzz-new")
     if with_examples:
         shutil.copytree(ROOT / "specs", cwd / "specs")
@@ -152,6 +161,9 @@ def test_the_new_commands_give_no_traceback(tmp_path_factory, sim, command, env,
             (cwd / name).parent.mkdir(parents=True, exist_ok=True)
             (cwd / name).write_text(text)
         name, flags = command
-        args = (["--sim"] if sim else []) + [name] + [a for f in flags for a in f]
+        if sim and sim_after:  # --sim after the command, among its own flags
+            flags = [*flags[:len(flags) // 2], ["--sim"], *flags[len(flags) // 2:]]
+        rest = [a for f in flags for a in f]
+        args = (["--sim"] if sim and not sim_after else []) + [name] + rest
         res = CliRunner().invoke(main, args, env={**_clean_env(), **env}, input="")
     _no_traceback(res, args, env, files)

@@ -18,7 +18,7 @@ from . import examples
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
 GOLDEN = pathlib.Path(__file__).parent / "golden"
-PATCHED = (["update"], ["delete", "create"])
+PATCHED = ("update", "replace")  # our `action`: a suspend's `["update"]` has no patch
 
 
 def test_render_is_the_document_sorted_and_indented():
@@ -32,17 +32,22 @@ def test_every_address_appears_once_noops_included(example):
     _, plan = example
     doc = json_render.plan_document(plan)
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.5"
+    assert doc["format_version"] == "1.6"
     assert doc["has_changes"] == plan.has_changes
 
 
 def test_actions_follow_terraform():
-    expected = {"create": ["create"], "update": ["update"], "replace": ["delete", "create"],
-                "delete": ["delete"], "suspend": ["suspend"], "resume_phase_drift": ["resume"],
-                "no_changes": ["no-op"]}
-    for name, actions in expected.items():
-        doc = json_render.plan_document(examples.PLANS[name]())
-        assert doc["resource_changes"][0]["change"]["actions"] == actions, name
+    """`change.actions` in Terraform's words (a suspend or resume is an update of
+    desiredPhase); our own action in `action` beside it."""
+    expected = {"create": (["create"], "create"), "update": (["update"], "update"),
+                "replace": (["delete", "create"], "replace"), "delete": (["delete"], "delete"),
+                "suspend": (["update"], "suspend"), "resume_phase_drift": (["update"], "resume"),
+                "no_changes": (["no-op"], "no-op")}
+    for name, (actions, ours) in expected.items():
+        rc = json_render.plan_document(examples.PLANS[name]())["resource_changes"][0]
+        assert (rc["change"]["actions"], rc["action"]) == (actions, ours), name
+    suspend = json_render.plan_document(examples.PLANS["suspend"]())["resource_changes"][0]
+    assert [c["path"] for c in suspend["changed_paths"]] == ["desiredPhase"]
 
 
 def test_replace_names_its_paths_and_keeps_before_and_after():
@@ -70,7 +75,7 @@ def _json_equal(a, b) -> bool:
 def test_change_patch_turns_before_into_after_in_every_golden_plan(golden):
     for rc in json.loads(golden.read_text(encoding="utf-8"))["resource_changes"]:
         change = rc["change"]
-        if change["actions"] not in PATCHED:
+        if rc["action"] not in PATCHED:
             assert change["patch"] is None, rc["address"]
             continue
         got = jsonpatch.apply_patch(change["before"], change["patch"])
@@ -81,7 +86,7 @@ def test_change_patch_turns_before_into_after_in_every_golden_plan(golden):
 def test_golden_plans_hold_updates_and_replaces_with_patches():
     ops = [op for g in GOLDEN.glob("*.json")
            for rc in json.loads(g.read_text(encoding="utf-8"))["resource_changes"]
-           if rc["change"]["actions"] in PATCHED for op in rc["change"]["patch"]]
+           if rc["action"] in PATCHED for op in rc["change"]["patch"]]
     assert {op["op"] for op in ops} >= {"replace", "add"}, ops
 
 
@@ -134,11 +139,12 @@ def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
     drift = json_render.plan_document(plan)["resource_drift"]
     assert drift == [
         {"address": "DistributedInference/7/llama-70b-serve", "kind": "DistributedInference",
-         "action_reason": "drift", "paths": ["spec.replicas"]},
+         "action_reason": "drift", "paths": ["spec.replicas"], "change": {"actions": ["update"]}},
         {"address": "DistributedTraining/7/resnet-mpi", "kind": "DistributedTraining",
-         "action_reason": "phase_drift", "paths": ["desiredPhase"]},
+         "action_reason": "phase_drift", "paths": ["desiredPhase"],
+         "change": {"actions": ["update"]}},
         {"address": "DistributedTraining/7/zz-recreated", "kind": "DistributedTraining",
-         "action_reason": "deleted_outside", "paths": []},
+         "action_reason": "deleted_outside", "paths": [], "change": {"actions": ["delete"]}},
     ]
 
 

@@ -88,7 +88,8 @@ def test_spec_changes_are_pending_not_drift(ws, sim_server, applied):
         "DistributedInference/7/llama-serve": ["update"],
         "DistributedTraining/7/new-job": ["create"]}
     assert doc["summary"] == {"drifted": 0, "pending": 2, "interrupted": 0,
-                              "gpus_taken": 0, "gpus_freed": 0}
+                              "gpus_taken": 0, "gpus_freed": 0, "gpus_taken_min": 0,
+                              "gpus_freed_min": 0}
     assert sim_server.writes() == []
 
 

@@ -1,0 +1,157 @@
+"""Projects read from the API: their GPU quotas and names (`read_projects`), and a
+project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
+and `export --project` (`select_projects`); whether a `--project` value names a project
+(`names_project`, `import --all`'s too).
+
+Callers: `operations.planning` (quotas, the specs' names), `operations.drifting`,
+`operations.importing` and `operations.exporting`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import logging
+from collections.abc import Iterable, Sequence
+
+from reconciler import errors, gpus
+from reconciler.api import errors as api_errors
+from reconciler.desired.sources import Problem, problem_lines
+from reconciler.desired.types import DesiredWorkload, duplicate_addresses, is_dns_label
+from reconciler.errors import SpecError
+
+log = logging.getLogger("reconciler.live")
+
+
+async def read_projects(client, project_ids: Iterable[str]) -> dict[str, dict]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
+    at once. A project not found, or not readable with these credentials (403), is `{}`
+    (its quota and name unknown): the plan does not fail for it; so is one whose read
+    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
+    refusal (a 400) is an error."""
+
+    async def one(project_id: str) -> dict:
+        try:
+            body = await client.get_project(project_id)
+        except api_errors.NotFound:
+            return {}
+        except api_errors.Unauthorized as exc:
+            if exc.status == 403:
+                return {}
+            raise
+        except (api_errors.RetryableError, api_errors.PermanentError) as exc:
+            # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
+            # JSON: unknown. What the API refuses of the request itself (a 400) is an error.
+            if isinstance(exc, api_errors.PermanentError) and not (
+                    exc.status is not None and 200 <= exc.status < 300):
+                raise
+            _unread_quota(project_id, str(exc))
+            return {}
+        problem = gpus.read_quota(body)[1]
+        if problem:
+            _unread_quota(project_id, problem)
+        return body if isinstance(body, dict) else {}
+
+    ids = sorted(project_ids)
+    return dict(zip(ids, await asyncio.gather(*map(one, ids))))
+
+
+def _unread_quota(project_id: str, why: str) -> None:
+    """A quota the API did not give in a readable form: the plan goes on without it."""
+    log.warning("project %s's GPU quota could not be read (%s); it is unknown in this plan",
+                project_id, why)
+
+
+async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[DesiredWorkload]:
+    """`desired` with each `project:` name replaced by its project's id (the address
+    always holds the id), looking each distinct (name, cluster) up once.
+
+    Raises SpecError naming the spec file (or the `_defaults.yaml` that gave the name,
+    once, with the specs it is a default for) and the project for every name that does not
+    match exactly one project in its cluster, and for two specs that turn out to have
+    one address (`project: team-a` and `projectId` of team-a)."""
+    desired = list(desired)
+    wanted = sorted({(d.project_name, d.cluster_id) for d in desired if not d.resolved})
+    if not wanted:
+        return desired
+    answers = await asyncio.gather(*(client.find_projects(n, c) for n, c in wanted))
+    matches = dict(zip(wanted, answers))
+    unresolved: list[Problem] = []
+    out: list[DesiredWorkload] = []
+    for d in desired:
+        if d.resolved:
+            out.append(d)
+            continue
+        found = matches[(d.project_name, d.cluster_id)]
+        if len(found) == 1 and found[0].get("id"):
+            out.append(d.with_project_id(str(found[0]["id"])))
+            continue
+        why = ("no project of that name" if not found else
+               f"{len(found)} projects of that name (ids "
+               + ", ".join(sorted(str(p.get("id")) for p in found))
+               + "): give projectId instead")
+        message = f"{d.project_name!r} does not resolve in cluster {d.cluster_id}: {why}"
+        file, line = d.project_at or (d.source, d.line)
+        unresolved.append(Problem(file, line, "project", message,
+                                  (d.source,) if d.project_at else ()))
+    problems = problem_lines(unresolved)
+    if not problems:
+        problems = [f"{_where(source, line)}: {message}" for source, line, message
+                    in duplicate_addresses([(d.address, d.source, d.line) for d in out])]
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def _where(source: str, line: int | None) -> str:
+    return source if line is None else f"{source}:{line}"
+
+
+async def select_projects(client, wanted: Sequence[str], items: list[dict]) -> set[str] | None:
+    """The project ids that `--project` values (ids or names) select; None for all.
+    `items` (the workload list) answers first; a value they do not know is asked of the
+    API: an id with its project's GET, a name with a projects lookup in each cluster the
+    list holds. A value that names no project is an error (with the closest known names)."""
+    if not wanted:
+        return None
+    ids: set[str] = set()
+    for value in wanted:
+        if not value.strip():  # a name filter of nothing is the API's 400
+            raise errors.ReconcileError("--project: an empty value; give a project's id or name")
+        hit = {str(i.get("projectId")) for i in items
+               if names_project(value, str(i.get("projectId")), i.get("projectName"))}
+        if not hit and value.isdigit():
+            try:
+                await client.get_project(value)
+                hit = {value}
+            except api_errors.NotFound:
+                pass
+        elif not hit:
+            clusters = sorted({str(i["clusterId"]) for i in items if i.get("clusterId")})
+            for answer in await asyncio.gather(*(client.find_projects(value, c)
+                                                 for c in clusters)):
+                hit |= {str(p["id"]) for p in answer if p.get("id") is not None}
+        if not hit:
+            known = sorted({str(i["projectName"]) for i in items if i.get("projectName")})
+            close = difflib.get_close_matches(value, known, n=3)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise errors.ReconcileError(f"--project {value}: no such project{hint}")
+        ids |= hit
+    return ids
+
+
+def names_project(value: str, project_id: str, project_name: str | None) -> bool:
+    """Whether a `--project` value (an id or a name) names the project `project_id`
+    (named `project_name`, when known)."""
+    return value == project_id or (project_name is not None and value == project_name)
+
+
+def names_by_id(items: Iterable[dict]) -> dict[str, str]:
+    """Project id -> name, from the workload list, for the names that a spec may give
+    (`is_dns_label`, the spec loader's rule) and that name one project."""
+    ids_of: dict[str, set[str]] = {}
+    for i in items:
+        name = i.get("projectName")
+        if isinstance(name, str) and is_dns_label(name):
+            ids_of.setdefault(name, set()).add(str(i.get("projectId")))
+    return {next(iter(ids)): name for name, ids in ids_of.items() if len(ids) == 1}
