@@ -206,7 +206,7 @@ def _workload_text(word: str, words: list[str], p: st.WorkloadStatus,
     also = [said[w] for w in words if w != word]
     head = f"{c.address} {said[word]}" + (f" and {' and '.join(also)}" if also else "")
     why = c.error if word in (HEAL_FAILED, APPLY_FAILED) and c.error else c.reason
-    tail = f"{p.sync}/{p.health} -> {c.sync}/{c.health}, {snapshot.mode} mode"
+    tail = f"{p.sync}/{p.health} → {c.sync}/{c.health}, {snapshot.mode} mode"
     return f"{head}: {why} ({tail})" if why else f"{head} ({tail})"
 
 
