@@ -12,7 +12,6 @@ exit code: 0 success (with --detailed-exitcode: and nothing to do), 1 error, 2 c
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import signal
@@ -104,18 +103,9 @@ class _Group(click.Group):
                 click.echo(f"{head}; nothing was written to the API and the state was not "
                            "touched.", err=True)
             sys.exit(1)
-        except errors.ReconcileError as exc:
+        except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
-        except _api_error_types() as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(1)
-
-
-def _api_error_types() -> tuple[type[BaseException], ...]:
-    from reconciler.api import errors as api_errors
-
-    return (api_errors.ApiError, api_errors.ConfigError)
 
 
 def _finite(ctx, param, value):
@@ -667,28 +657,10 @@ def export_cmd(cfg: Config, projects, kinds_, names, out_dir, force, include_sec
         projects=list(projects), kinds=_check_kinds(kinds_), names=list(names), force=force,
         include_secrets=include_secrets, defaults=factor_defaults, parallelism=cfg.parallelism)
     result = operations.export(out_dir, _connect(cfg), options)
-    if fmt == "json":
-        click.echo(json.dumps({
-            "exported": [{"address": e.address, "file": e.path, "workloadId": e.workload_id,
-                          "secrets": e.secrets} for e in result.exported],
-            "defaultsFiles": result.defaults_files, "skipped": result.skipped}, indent=2))
-        return
-    n = len(result.exported)
-    click.echo(f"Exported {n} workload{'s' if n != 1 else ''} to {out_dir}/ (no API write).")
-    for e in result.exported:
-        click.echo(f"  {e.path}  {e.address}")
-    for path in result.defaults_files:
-        click.echo(f"  {path}  (the fields its folder's specs share)")
-    skipped = [f"{count} {why}" for why, count in result.skipped.items() if count]
-    if skipped:
-        click.echo(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
-    needing = [e for e in result.exported if e.secrets]
-    if needing:
-        click.echo(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a placeholder "
-                   "instead of a secret's value; validate refuses it until you supply a "
-                   "Kubernetes secret reference (secret: {name: ..., key: ...}) or the value:")
-        for e in needing:
-            click.echo(f"  {e.path}: {', '.join(e.secrets)}")
+    from reconciler.render import commands
+
+    _echo_out(commands.export_json(result) if fmt == "json"
+              else commands.export_text(result, out_dir))
 
 
 def _check_kinds(values: tuple[str, ...]) -> list[str]:
@@ -739,12 +711,11 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
             raise click.UsageError("--project and --kind go with --all")
         if len(args) != 2:
             raise click.UsageError("expected ADDR WORKLOAD_ID (or --all [DIR])")
+        from reconciler.render import commands
+
         store = _store(cfg)
         result = operations.import_workload(store, _connect(cfg), *args)
-        (address, workload_id), = result.adopted
-        click.echo(f"Adopted {address} (workload {workload_id}) into {store.where}, serial "
-                   f"{result.serial}, with no API write. `runai-reconcile plan` shows where "
-                   "its spec differs from it.")
+        _echo_out(commands.imported_one(result, store.where))
         for text in result.warnings:
             click.echo(f"Warning: {text}", err=True)
         return
@@ -758,17 +729,9 @@ def import_(cfg: Config, args: tuple[str, ...], all_: bool, projects, kind_names
     result = operations.import_all(directory, store, _connect(cfg),
                                    projects=projects, kind_names=kind_names,
                                    parallelism=cfg.parallelism)
-    for address, workload_id in result.adopted:
-        click.echo(f"Adopted {address} (workload {workload_id})")
-    for address in result.not_found:
-        click.echo(f"Not found live: {address}")
-    for address, why in result.skipped:
-        click.echo(f"Not adopted: {address}: {why}")
-    n = len(result.adopted)
-    head = (f"Adopted {n} workload{'s' if n != 1 else ''} into {store.where} (serial "
-            f"{result.serial})" if n else f"Nothing adopted; {store.where} is unchanged")
-    click.echo(f"{head}: {len(result.not_found)} not found live, {len(result.skipped)} not "
-               f"adopted, {result.known} in the state already. No API write was made.")
+    from reconciler.render import commands
+
+    _echo_out(commands.imported_all(result, store.where))
 
 
 # --- state --------------------------------------------------------------------------
@@ -783,13 +746,13 @@ def state_group() -> None:
 @pass_config
 def state_list(cfg: Config) -> None:
     """List the addresses the state tracks (with the project's name when known)."""
-    from reconciler.render import words
+    from reconciler.render import commands
 
     store = _store(cfg)
     rows = operations.state_list(store)
-    for addr, project_name in rows:
-        click.echo(addr + words.project_name_note(project_name))
-    if not rows:  # exit 0 all the same, as `terraform state list` on an empty state
+    if rows:
+        _echo_out(commands.state_list(rows))
+    else:  # exit 0 all the same, as `terraform state list` on an empty state
         _say(f"No state at {store.where}: nothing has been applied with it yet."
              if operations.never_written(store) else
              f"The state at {store.where} tracks no workloads.")
@@ -802,13 +765,10 @@ def state_list(cfg: Config) -> None:
 @pass_config
 def state_show(cfg: Config, address: str, show_sensitive: bool) -> None:
     """Show one address's record as JSON (sensitive values masked)."""
-    from reconciler.render import words
+    from reconciler.render import commands
 
-    res = operations.state_show(_store(cfg), address)
-    doc = dict(res.to_json())
-    if not show_sensitive:
-        doc["applied"] = words.mask_body(res.applied, tuple(res.sensitive))
-    click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    record = operations.state_show(_store(cfg), address)
+    _echo_out(commands.state_show(record, show_sensitive=show_sensitive))
 
 
 @state_group.command("rm")
@@ -829,32 +789,12 @@ def state_history(cfg: Config, fmt: str) -> None:
 
     A PostgreSQL state keeps every version; a state file keeps one previous version (its
     .backup), so its history is the state and that one."""
+    from reconciler.render import commands
+
     store = _store(cfg)
     versions = operations.state_history(store)
-    every = store.keeps_every_version
-    if fmt == "json":
-        click.echo(json.dumps({"state": store.where, "keeps": "every version" if every
-                               else "one previous version",
-                               "versions": [v.to_json() for v in versions]}, indent=2))
-        return
-    if not versions:
-        click.echo(f"No versions: nothing was written to {store.where} yet.")
-        return
-    # A column no version has a value for (a state file records no author or operation)
-    # is left out, and said below; a single value not recorded says so.
-    columns = [("SERIAL", lambda v: str(v.serial)), ("WHEN", lambda v: v.written_at),
-               ("WHO", lambda v: v.written_by), ("OPERATION", lambda v: v.operation),
-               ("WORKLOADS", lambda v: str(v.workloads))]
-    columns = [(head, get) for head, get in columns if any(get(v) for v in versions)]
-    rows = [[head for head, _ in columns]] + [
-        [get(v) or "not recorded" for _, get in columns] for v in versions]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(columns) - 1)]
-    for r in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
-    if not every:
-        click.echo("\nA state file keeps one previous version (its .backup; when that version "
-                   "was written is not recorded), and records neither who wrote a version nor "
-                   "with which command; a PostgreSQL --state keeps every version, with both.")
+    render = commands.state_history_json if fmt == "json" else commands.state_history_text
+    _echo_out(render(versions, store.where, store.keeps_every_version))
 
 
 @state_group.command("restore")

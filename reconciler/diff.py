@@ -12,6 +12,15 @@ body (name, projectId, clusterId, templateId and the kind's `body_keys`):
 - D absent, L present: the user removed it (after None).
 - No L at all (first run, lost state): D is compared with R on the paths D sets only.
 
+Server defaults (the kind entry's `defaults`, CONTRACT.md §5, conditional ones such as
+`imagePullPolicy` by the image's tag included): where D spells or L records a default and
+each of D, L and R holds the server's value there or nothing, the default is filled into
+the others before the walk (`Kind.with_defaults_aligned`), so spelling it is leaving it
+out, in either direction: a spec that drops `backoffLimit: 6`, or adds
+`security.uidGidSource: fromTheImage` that live lacks, plans nothing. A value other than
+the default, on any side, is compared as written. Generated values (a new PVC's claim
+name) are not defaults: spelling one chooses it.
+
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
 compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
 has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
@@ -71,7 +80,33 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
-    return _walk(kind, desired, applied, live, ignore)
+    out = _walk(kind, desired, applied, live, ignore)
+    if out and kind.touches_defaults(c.path for c in out):
+        # A change at or above a default: compare again with the defaults aligned (rare:
+        # the walk alone serves every other change).
+        aligned = _walk(kind, *kind.with_defaults_aligned(desired, applied, live), ignore)
+        out = [_as_written(kind, c, desired, applied if live is None else live)
+               for c in aligned]
+    return out
+
+
+def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict | None,
+                present: dict | None) -> plans.FieldChange:
+    """`change` (found with the defaults aligned) with its values as the bodies hold them:
+    after from `desired`, before from `present` (live, or the state without refresh)."""
+    segs = _segments(change.path)
+    if segs[0][0] in META_KEYS:
+        return change  # no defaults there; ids compared as strings
+    after = _get(desired, segs) if desired is not None else _MISSING
+    after = None if after is _MISSING else _clean(after)
+    before = change.before
+    if present is not None and segs[0][0] not in WRITE_ONLY_KEYS:
+        found = _get(present, segs)
+        before = None if found is _MISSING else _clean(found)
+    return plans.FieldChange(
+        path=change.path, before=before, after=after, drift=change.drift,
+        forces_replacement=not kind.is_updatable(change.path) or (
+            after is None and change.path in kind.updatable_paths))
 
 
 def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,

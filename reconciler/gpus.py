@@ -8,7 +8,7 @@ them). Per pod (a `compute` object, CONTRACT.md §2, §5, §7):
   given means whole devices);
 - memory requests (`gpuRequestType: memory`, or a `gpuMemoryRequest` alone): their
   devices (1 when absent) as GPUs, and devices × `gpuMemoryRequest` apart as GPU memory.
-Pods per kind are `RULES`, one entry per kind: Training and Workspace 1; Inference 1, or
+Pods per kind are the rule its entry names (`kinds.Kind.gpu_rule`, one of `RULES`): Training and Workspace 1; Inference 1, or
 with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 when that is
 0); DistributedTraining `numWorkers` (1 when absent) workers with `spec.compute` plus one
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
@@ -17,46 +17,28 @@ A suspended, deleting or completed (a training run to its end) workload holds no
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
 
-A plan's GPU impact (`GpuImpact`, made by `impact` from the plan and the projects' GPU
-quotas) is read with `impact_of(plan)`: made from the plan's changes and the quotas and
-names `operations` put on it (`Plan.gpu_quotas`, `Plan.project_names`, kept in a saved
-plan) on first use, and kept
-on the plan (`Plan.gpu_impact`) for the next reader.
-Callers: the renderers and policy rules (`impact_of`), `operations` (`quota` of the
-projects it reads), `drift` (`held`).
+A plan's GPU impact (`plans.GpuImpact`, made by `impact` from the plan and the projects'
+GPU quotas; `impact_of(plan)` with the quotas, names and failed reads `operations` put on
+it, kept in a saved plan) is made once, when the planning operation finishes the plan,
+and carried on it (`Plan.gpu_impact`): the renderers and the policy rules read it there.
+Callers: the planning operation (`impact_of`, `quota` of the projects it reads),
+`drift` (`held`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import kinds, phases, plans
 from reconciler.quantities import parse_quantity
 
 
-@dataclass(frozen=True)
-class Gpus:
-    """GPUs held (whole devices, or fractions with portion requests) and GPU memory in
-    bytes (memory-type requests), at the fewest pods (`low`) and the most (`high`): the
-    two ends differ only for an autoscaled Inference."""
-    low: float = 0
-    high: float = 0
-    memory_low: float = 0
-    memory_high: float = 0
-
-    def __add__(self, other: Gpus) -> Gpus:
-        return Gpus(tidy(self.low + other.low), tidy(self.high + other.high),
-                    self.memory_low + other.memory_low, self.memory_high + other.memory_high)
-
-    @property
-    def is_range(self) -> bool:
-        return self.low != self.high or self.memory_low != self.memory_high
-
-
-NONE = Gpus()
+# The data the accounting fills in lives in `plans` (a finished plan carries it); named
+# here too for this module's callers.
+Gpus, NONE, tidy = plans.Gpus, plans.NO_GPUS, plans.tidy
+WorkloadGpus, ProjectImpact, GpuImpact = plans.WorkloadGpus, plans.ProjectImpact, plans.GpuImpact
 
 
 def difference(before: Gpus, after: Gpus) -> tuple[float, float]:
@@ -64,11 +46,6 @@ def difference(before: Gpus, after: Gpus) -> tuple[float, float]:
     pods and the most: `90..100 -> 106..111` is (16, 11). Two numbers, not a range: the
     ends move apart, so the change at the fewest pods may well be the larger."""
     return tidy(after.low - before.low), tidy(after.high - before.high)
-
-
-def tidy(x: float) -> float:
-    # Sums of portions such as 0.1 + 0.2 carry binary noise; GPUs are never finer than 1e-9.
-    return round(x, 9)
 
 
 def _obj(x: Any) -> Mapping[str, Any]:
@@ -143,14 +120,19 @@ def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
             (workers, workers, _compute(spec.get("worker")))]
 
 
-# One entry per kind of `kinds.KINDS` (a test checks that none is missing).
+# The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
+# test checks that every kind's is here).
 RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
-    kinds.TRAINING.name: _single,
-    kinds.WORKSPACE.name: _single,
-    kinds.INFERENCE.name: _inference,
-    kinds.DISTRIBUTED_TRAINING.name: _distributed_training,
-    kinds.DISTRIBUTED_INFERENCE.name: _distributed_inference,
+    "single": _single,
+    "autoscaled": _inference,
+    "master-and-workers": _distributed_training,
+    "leader-and-workers": _distributed_inference,
 }
+
+
+def rule(kind: str) -> Callable[[Mapping[str, Any]], PodGroups]:
+    """The counting rule of `kind` (its entry's `gpu_rule`)."""
+    return RULES[kinds.get(kind).gpu_rule]
 
 
 def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None = None,
@@ -166,7 +148,7 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     if phases.live_suspended(phase) or phases.live_gone(phase) or phases.live_completed(phase):
         return NONE
     total = NONE
-    for low, high, compute in RULES[kind](body):
+    for low, high, compute in rule(kind)(body):
         gpus, memory = per_pod(compute)
         total += Gpus(low * gpus, high * gpus, low * memory, high * memory)
     return total
@@ -203,75 +185,13 @@ def by_project(plan: plans.Plan) -> list[ProjectImpact]:
 # --- a plan's GPU impact ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class WorkloadGpus:
-    """One workload of the plan: the GPUs it holds before apply (live, or the state's
-    body with --no-refresh) and after it (its spec; `NONE` once deleted or suspended)."""
-    address: str
-    kind: str
-    name: str
-    project_id: str
-    project_name: str | None
-    action: plans.Action
-    before: Gpus
-    after: Gpus
-
-    @property
-    def moves(self) -> bool:
-        """Apply changes what it holds."""
-        return self.before != self.after
-
-
-@dataclass(frozen=True)
-class ProjectImpact:
-    """One project of the plan: the total GPUs of its workloads that the specs and the
-    state know (not the project's other workloads), before and after apply, and its GPU
-    quota (the `gpu.deserved` of its node-pool resources; None when unknown: not read with
-    --no-refresh, the project not found or not readable)."""
-    project_id: str
-    project_name: str | None
-    before: Gpus
-    after: Gpus
-    quota: float | None = None
-
-    @property
-    def moves(self) -> bool:
-        return self.before != self.after
-
-    @property
-    def over_quota(self) -> bool:
-        """The planned total exceeds the quota: at its most pods (an autoscaled Inference
-        at maxReplicas), so a plan that may exceed it is flagged."""
-        return self.quota is not None and self.after.high > self.quota
-
-
-@dataclass(frozen=True)
-class GpuImpact:
-    """A plan's GPU impact. `workloads`: every workload of the plan, no-ops included,
-    sorted by address (what each holds after apply is what per-workload rules check);
-    `projects`: one per project of the plan, by project id (digits: "9" before "12").
-    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh)."""
-    workloads: list[WorkloadGpus] = field(default_factory=list)
-    projects: list[ProjectImpact] = field(default_factory=list)
-    quotas_read: bool = False
-
-    @property
-    def moves(self) -> bool:
-        """Some workload's GPUs change with apply."""
-        return any(w.moves for w in self.workloads)
-
-    def project(self, project_id: str) -> ProjectImpact | None:
-        return next((p for p in self.projects if p.project_id == project_id), None)
-
-    def workload(self, address: str) -> WorkloadGpus | None:
-        return next((w for w in self.workloads if w.address == address), None)
-
-
 def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
-           names: Mapping[str, str] | None = None) -> GpuImpact:
+           names: Mapping[str, str] | None = None,
+           unknown: Mapping[str, str] | None = None) -> GpuImpact:
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
     absent: unknown), None when they were not read; `names` to the names the same reads
-    gave (for projects neither the specs nor the state name)."""
+    gave (for projects neither the specs nor the state name); `unknown` to why a quota
+    read gave none."""
     workloads = []
     for change in sorted(plan.changes, key=lambda c: c.address):
         before, after = change_gpus(change)
@@ -287,8 +207,9 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     for pid, entry in totals.items():  # a targeted plan's other workloads, unchanged
         other = Gpus(*(plan.gpu_elsewhere or {}).get(pid, ()))
         entry[1], entry[2] = entry[1] + other, entry[2] + other
-    known, read_names = quotas or {}, names or {}
-    projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid))
+    known, read_names, why = quotas or {}, names or {}, unknown or {}
+    projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid),
+                              why.get(pid) if known.get(pid) is None else None)
                 for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
     return GpuImpact(workloads, projects, quotas_read=quotas is not None)
 
@@ -311,11 +232,9 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
-    """The impact of `plan` with its `gpu_quotas` and `project_names`: made on first use (a
-    plan the renderers show without any change needs none) and kept in `plan.gpu_impact`."""
-    if not isinstance(plan.gpu_impact, GpuImpact):
-        plan.gpu_impact = impact(plan, plan.gpu_quotas, plan.project_names)
-    return plan.gpu_impact
+    """The impact of `plan` with what its reads put on it (`gpu_quotas`, `project_names`,
+    `quota_unknown`): what finishing a plan sets as `plan.gpu_impact`."""
+    return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown)
 
 
 def quota(project: Mapping[str, Any]) -> float | None:
@@ -355,3 +274,14 @@ def read_quota(project: Any) -> tuple[float | None, str | None]:
     if not finite:
         return None, "resources[].gpu.deserved is not a finite number"
     return total, None
+
+
+def unlimited(project: Any) -> bool:
+    """A project body whose GPU quota is a negative `deserved` (no limit), which `quota`
+    reads as None like a body that gives none."""
+    resources = project.get("resources") if isinstance(project, Mapping) else None
+    return isinstance(resources, list) and any(
+        isinstance(r, Mapping) and isinstance(r.get("gpu"), Mapping)
+        and isinstance(r["gpu"].get("deserved"), (int, float))
+        and not isinstance(r["gpu"].get("deserved"), bool) and r["gpu"]["deserved"] < 0
+        for r in resources)

@@ -3,7 +3,7 @@
 Kept apart from the `plans` model, like opentofu's `plans/planfile`: this module owns the
 encoding only. A saved plan holds everything `apply` needs without the spec files:
 
-    {"format": "runai-reconcile-plan", "version": 1, "plan_id": "<uuid>",
+    {"format": "runai-reconcile-plan", "version": 2, "plan_id": "<uuid>",
      "created_at": "<UTC ISO 8601>", "runai_reconcile_version": "0.1.0",
      "state": {"lineage": ..., "serial": ...,      # the state the plan was made against
                "digest": "sha256:..."},            # ... its records and open journal intents
@@ -12,15 +12,21 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "desired": [<DesiredWorkload>, ...],          # phase and lifecycle flags for the state
      "live": {"<address>": "sha256:..." | "absent"},  # what each live read found
      "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
+     "quota_unknown": {"<project id>": "..."},    # why a quota read gave none
      "project_names": {"<project id>": "team-a"},  # the names those reads gave
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...},                              # the policy results, with --policy
      "specs_folder": {"git": "specs", ...},       # the folder it was made from (not --target)
      "digest": "sha256:..."}                       # of every other field: a hand edit shows
 
-The plan's GPU impact is made again from the changes, `gpu_quotas` and `project_names`
-(`gpus.impact_of`),
-so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read the workloads it acts on and refuse
+One pydantic model of the document (`_Document`) decodes it: a field of the wrong type is
+a damaged file, refused with its path, before the digest is compared. Files of another
+version are refused with a message saying which (version 1, before the policy's scope and
+`onUnknown`, and before `quota_unknown`: make the plan again).
+The plan's GPU impact is made again from the changes, `gpu_quotas`, `quota_unknown` and
+`project_names` when the operation that read the file finishes the plan, so `show`
+renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
+the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
@@ -36,26 +42,28 @@ Callers: `operations` (`plan --out`, `show`, `apply FILE`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from pydantic import AllowInfNan, Field, TypeAdapter, ValidationError
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from reconciler import __version__, diff, kinds, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError
-from reconciler.plans import FieldChange, Plan, ResourceChange
+from reconciler.plans import Plan, Report, ResourceChange, RuleResult, Violation
 from reconciler.state import journal
 from reconciler.state.model import State
 
 FORMAT = "runai-reconcile-plan"
-VERSION = 1
+VERSION = 2
 ABSENT = "absent"
 
 
@@ -161,36 +169,134 @@ def live_problems(saved: SavedPlan, live_now: Mapping[str, dict | None]) -> list
     return out
 
 
-# --- encoding ---------------------------------------------------------------------------
+# --- the document -----------------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    # Strict: a value of another JSON type is a damaged file, not one to convert.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _StateDoc(_Model):
+    lineage: str | None
+    serial: int | None
+    digest: str | None = None
+
+
+class _Options(_Model):
+    targets: list[str]
+    replace: list[str]
+    destroy: bool
+    refresh: bool
+
+
+class _ViolationDoc(_Model):
+    address: str
+    message: str
+    unknown: bool = False
+
+
+class _RuleDoc(_Model):
+    name: str
+    check: str
+    limit: Any
+    description: str
+    enforcement: Literal["deny", "warn"]
+    scope: Literal["changed", "all"]
+    on_unknown: Literal["fail", "warn"]
+    source: str
+    status: Literal["passed", "failed", "warned", "unchecked"]
+    violations: list[_ViolationDoc]
+    preexisting: list[_ViolationDoc]
+    notes: list[str]
+
+
+class _PolicyDoc(_Model):
+    passed: bool
+    summary: str
+    files: list[str]
+    rules: list[_RuleDoc]
+
+    @classmethod
+    def of(cls, report: Report) -> _PolicyDoc:
+        def violations(found: tuple[Violation, ...]) -> list[_ViolationDoc]:
+            return [_ViolationDoc(address=v.address, message=v.message, unknown=v.unknown)
+                    for v in found]
+        return cls(passed=report.passed, summary=report.summary(), files=list(report.files),
+                   rules=[_RuleDoc(name=r.name, check=r.check, limit=r.limit,
+                                   description=r.description, enforcement=r.enforcement,
+                                   scope=r.scope, on_unknown=r.on_unknown, source=r.source,
+                                   status=r.status, violations=violations(r.violations),
+                                   preexisting=violations(r.preexisting), notes=list(r.notes))
+                          for r in report.ordered()])
+
+    def report(self) -> Report:
+        """The report (its verdict and summary worked out again from the rules)."""
+        def violations(found: list[_ViolationDoc]) -> tuple[Violation, ...]:
+            return tuple(Violation(v.address, v.message, v.unknown) for v in found)
+        return Report(files=tuple(self.files), rules=tuple(
+            RuleResult(name=r.name, check=r.check, limit=r.limit, enforcement=r.enforcement,
+                       source=r.source, violations=violations(r.violations),
+                       notes=tuple(r.notes), checked=r.status != "unchecked",
+                       preexisting=violations(r.preexisting), scope=r.scope,
+                       on_unknown=r.on_unknown, description=r.description)
+            for r in self.rules))
+
+
+_Finite = Annotated[float, Strict(), AllowInfNan(False)]
+_Str = Annotated[str, Strict()]
+
+
+class _Document(_Model):
+    """A saved plan, field by field (docs/plan-format.md, "Saved plans"). Its own fields
+    are strict; the changes and desired workloads are the engine's dataclasses, checked
+    against their annotations (an action's name becomes the `Action`)."""
+    model_config = ConfigDict(extra="forbid", strict=False)
+    format: Literal["runai-reconcile-plan"]
+    version: Literal[2]
+    plan_id: _Str
+    created_at: _Str
+    runai_reconcile_version: _Str
+    state: _StateDoc
+    options: _Options
+    changes: list[ResourceChange]
+    desired: list[DesiredWorkload]
+    live: dict[_Str, _Str]
+    gpu_quotas: dict[_Str, _Finite | None] | None = None
+    quota_unknown: dict[_Str, _Str] | None = None
+    project_names: dict[_Str, _Str] | None = None
+    gpu_elsewhere: dict[str, Annotated[list[_Finite], Field(min_length=4, max_length=4)]] | None = None
+    specs_folder: dict[_Str, _Str] | None = None
+    policy: _PolicyDoc | None = None
+    digest: _Str | None = None
+
+
+# The fields a file holds only when they say something.
+_OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "gpu_elsewhere", "specs_folder",
+             "policy", "digest")
+
 
 def encode(saved: SavedPlan) -> str:
     plan = saved.plan
-    doc = {
-        "format": FORMAT,
-        "version": VERSION,
-        "plan_id": saved.plan_id,
-        "created_at": saved.created_at,
-        "runai_reconcile_version": __version__,
-        "state": {"lineage": plan.lineage, "serial": plan.serial,
-                  "digest": saved.state_digest},
-        "options": {"targets": list(plan.targets), "replace": list(saved.replace),
-                    "destroy": saved.destroy, "refresh": saved.refresh},
-        "changes": [_change_doc(rc) for rc in plan.changes],
-        "desired": [_desired_doc(d) for d in sorted(saved.desired, key=lambda d: d.address)],
-        "live": dict(sorted(saved.live.items())),
-    }
-    if plan.gpu_quotas is not None:
-        doc["gpu_quotas"] = dict(plan.gpu_quotas)
-    if plan.project_names:
-        doc["project_names"] = dict(plan.project_names)
-    if plan.gpu_elsewhere is not None:
-        doc["gpu_elsewhere"] = dict(plan.gpu_elsewhere)
-    if saved.specs_folder is not None:
-        doc["specs_folder"] = dict(saved.specs_folder)
-    if plan.policy is not None:
-        from reconciler import policy  # its models take long to build: only with a policy
-
-        doc["policy"] = policy.report_document(plan.policy)
+    doc = _Document(
+        format=FORMAT, version=VERSION, plan_id=saved.plan_id, created_at=saved.created_at,
+        runai_reconcile_version=__version__,
+        state=_StateDoc(lineage=plan.lineage, serial=plan.serial, digest=saved.state_digest),
+        options=_Options(targets=list(plan.targets), replace=list(saved.replace),
+                         destroy=saved.destroy, refresh=saved.refresh),
+        changes=plan.changes,
+        desired=sorted(saved.desired, key=lambda d: d.address),
+        live=dict(sorted(saved.live.items())),
+        gpu_quotas=plan.gpu_quotas, quota_unknown=plan.quota_unknown or None,
+        project_names=plan.project_names or None, gpu_elsewhere=plan.gpu_elsewhere,
+        specs_folder=saved.specs_folder,
+        policy=None if plan.policy is None else _PolicyDoc.of(plan.policy),
+    ).model_dump(mode="json")
+    for key in _OPTIONAL:
+        if doc[key] is None:
+            del doc[key]
+    for d in doc["desired"]:
+        del d["warnings"]  # the loader's, for this run's output only
     doc["digest"] = content_digest(doc)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -205,78 +311,84 @@ def content_digest(doc: Mapping[str, Any]) -> str:
 
 def decode(text: str, where: str = "plan file") -> SavedPlan:
     try:
-        doc = json.loads(text)
+        raw = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PlanFileError(f"{where} is not a saved plan (not JSON: {exc})") from None
     except ValueError:  # an integer too long for Python (its message is advice to us)
         raise PlanFileError(f"{where} is not a saved plan (an integer in it is too "
                             "long)") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+    # Which document this is, before its fields: another one is named for what it is.
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise PlanFileError(f"{where} is not a saved plan (write one with `plan --out FILE`)")
-    version = doc.get("version")
+    version = raw.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise PlanFileError(f"{where}: version: expected a positive integer, got {version!r}")
     if version > VERSION:
         raise PlanFileError(f"{where} was written by a newer runai-reconcile (plan file "
                             f"version {version}; this one reads up to {VERSION})")
-    for key, typ in (("state", dict), ("options", dict), ("changes", list),
-                     ("desired", list), ("live", dict)):
-        if not isinstance(doc.get(key), typ):
-            raise PlanFileError(f"{where} is damaged or incomplete ({key}: expected a "
-                                f"{'mapping' if typ is dict else 'list'}, got "
-                                f"{json.dumps(doc.get(key))[:40]}); make the plan again")
+    if version < VERSION:
+        raise PlanFileError(f"{where} was written by an earlier runai-reconcile (plan file "
+                            f"version {version}; this one reads version {VERSION}); make "
+                            "the plan again")
     try:
-        state, options = doc["state"], doc["options"]
-        _check(state, _STATE, "state")
-        plan = Plan(changes=[_change_from(c) for c in doc["changes"]],
-                    lineage=state["lineage"], serial=state["serial"],
-                    targets=[str(t) for t in options["targets"]])
-        if doc.get("gpu_quotas") is not None:
-            plan.gpu_quotas = _check(doc["gpu_quotas"], _GPU_QUOTAS, "gpu_quotas")
-        if doc.get("project_names") is not None:
-            plan.project_names = _check(doc["project_names"], _PROJECT_NAMES, "project_names")
-        if doc.get("gpu_elsewhere") is not None:
-            plan.gpu_elsewhere = _check(doc["gpu_elsewhere"], _GPU_ELSEWHERE, "gpu_elsewhere")
-        saved = SavedPlan(
-            plan=plan, desired=[_desired_from(d) for d in doc["desired"]],
-            live={str(k): str(v) for k, v in doc["live"].items()},
-            plan_id=str(doc["plan_id"]), created_at=str(doc["created_at"]),
-            replace=[str(a) for a in options["replace"]], destroy=bool(options["destroy"]),
-            refresh=bool(options["refresh"]),
-            state_digest=None if state.get("digest") is None else str(state["digest"]),
-            specs_folder=(None if doc.get("specs_folder") is None else
-                          _check(doc["specs_folder"], _SPECS_FOLDER, "specs_folder")))
-        if doc.get("policy") is not None:
-            from reconciler import policy
-
-            plan.policy = policy.report_from_document(doc["policy"])
-    except _Damaged as exc:
-        raise PlanFileError(f"{where} is damaged or incomplete ({exc}); make the plan "
-                            "again") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanFileError(f"{where} is damaged or incomplete ({type(exc).__name__}: {exc}); "
-                            "make the plan again") from None
-    for rc in plan.changes:
+        doc = _Document.model_validate(raw)
+    except ValidationError as exc:
+        raise PlanFileError(f"{where} is damaged or incomplete ({_first_problem(exc)}); make "
+                            "the plan again") from None
+    for rc in doc.changes:
         if rc.kind not in kinds.KINDS:
             raise PlanFileError(f"{where}: {rc.address} is of a kind this version does not know")
     # After the fields' own checks, which say more about a damaged file than this can.
-    if doc.get("digest") != content_digest(doc):
+    if raw.get("digest") != content_digest(raw):
         why = ("its digest is missing: it was changed since it was written, or written by an "
-               "earlier runai-reconcile" if "digest" not in doc else
+               "earlier runai-reconcile" if "digest" not in raw else
                "it was changed since it was written: its digest does not match")
         raise PlanFileError(f"{where} is refused ({why}); make the plan again")
-    return saved
+    plan = Plan(changes=doc.changes, lineage=doc.state.lineage, serial=doc.state.serial,
+                targets=doc.options.targets, gpu_quotas=doc.gpu_quotas,
+                quota_unknown=doc.quota_unknown, project_names=doc.project_names,
+                gpu_elsewhere=doc.gpu_elsewhere,
+                policy=None if doc.policy is None else doc.policy.report())
+    return SavedPlan(plan=plan, desired=doc.desired, live=doc.live, plan_id=doc.plan_id,
+                     created_at=doc.created_at, replace=doc.options.replace,
+                     destroy=doc.options.destroy, refresh=doc.options.refresh,
+                     state_digest=doc.state.digest, specs_folder=doc.specs_folder)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """`gpu_quotas: 7: input should be a valid number`: the first problem's field and what
+    was expected, without its input (a plan file holds unmasked values)."""
+    err = exc.errors(include_url=False, include_input=False)[0]
+    top, *rest = err["loc"] or ("",)
+    at = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in rest).lstrip(".")
+    return f"{top}: {at + ': ' if at else ''}{err['msg'].lower()}"
 
 
 def write(path: str | os.PathLike[str], saved: SavedPlan) -> None:
-    """Write `saved` to `path` with mode 0600 (an existing file is replaced)."""
+    """Write `saved` to `path` with mode 0600, atomically: a temporary file beside it,
+    written whole and fsynced, then renamed over `path` (and the folder fsynced), so a
+    kill or a full disk leaves the old file or the new one, never a truncated plan."""
     data = encode(saved).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    done = False
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        done = True
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     finally:
-        os.close(fd)
+        if not done:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def read(path: str | os.PathLike[str]) -> SavedPlan:
@@ -290,70 +402,3 @@ def read(path: str | os.PathLike[str]) -> SavedPlan:
     except UnicodeDecodeError:
         raise PlanFileError(f"{path} is not a saved plan (not UTF-8 text)") from None
     return decode(text, str(path))
-
-
-def _change_doc(rc: ResourceChange) -> dict[str, Any]:
-    doc = asdict(rc)
-    doc["action"] = rc.action.value
-    doc["sensitive"] = list(rc.sensitive)
-    doc["ignore_changes"] = list(rc.ignore_changes)
-    return doc
-
-
-_CHANGE_FIELDS = {f.name for f in fields(ResourceChange)}
-# What the decoded fields must be (the dataclasses' own annotations): a wrong type is a
-# damaged file, refused here rather than failing later in a renderer or the executor.
-_CHANGE = TypeAdapter(ResourceChange)
-_DESIRED = TypeAdapter(DesiredWorkload)
-_STATE = TypeAdapter(dict[str, str | int | None])
-_GPU_QUOTAS = TypeAdapter(dict[str, Annotated[float, AllowInfNan(False)] | None])
-_PROJECT_NAMES = TypeAdapter(dict[str, str])
-_SPECS_FOLDER = TypeAdapter(dict[str, str])
-_GPU_ELSEWHERE = TypeAdapter(dict[str, Annotated[list[float], Field(min_length=4, max_length=4)]])
-
-
-class _Damaged(Exception):
-    """A decoded field of the wrong type: `label.path: what was expected`."""
-
-
-def _check(value: Any, adapter: TypeAdapter, label: str) -> Any:
-    try:
-        return adapter.validate_python(value)
-    except ValidationError as exc:
-        # The first problem, without its input: a plan file holds unmasked values.
-        err = exc.errors(include_url=False, include_input=False)[0]
-        at = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in err["loc"])
-        raise _Damaged(f"{label}: {at.lstrip('.')}: {err['msg'].lower()}") from None
-_FIELD_CHANGE_FIELDS = {f.name for f in fields(FieldChange)}
-
-
-def _change_from(doc: dict[str, Any]) -> ResourceChange:
-    unknown = set(doc) - _CHANGE_FIELDS
-    if unknown:
-        raise ValueError(f"unknown change field(s) {sorted(unknown)}")
-    d = dict(doc)
-    d["changes"] = [{k: v for k, v in c.items() if k in _FIELD_CHANGE_FIELDS}
-                    for c in d.get("changes", [])]
-    return _check(d, _CHANGE, f"the change to {doc.get('address')!s:.80}")
-
-
-def _desired_doc(d: DesiredWorkload) -> dict[str, Any]:
-    return {"kind": d.kind, "name": d.name, "project_id": d.project_id,
-            "cluster_id": d.cluster_id, "body": d.body, "desired_phase": d.desired_phase,
-            "lifecycle": {"prevent_destroy": d.lifecycle.prevent_destroy,
-                          "ignore_changes": list(d.lifecycle.ignore_changes),
-                          "sensitive": list(d.lifecycle.sensitive)},
-            "source": d.source, "line": d.line, "project_name": d.project_name}
-
-
-def _desired_from(doc: dict[str, Any]) -> DesiredWorkload:
-    lc = doc["lifecycle"]
-    return _check({
-        "kind": doc["kind"], "name": doc["name"], "project_id": doc["project_id"],
-        "cluster_id": doc["cluster_id"], "body": doc["body"],
-        "desired_phase": doc["desired_phase"],
-        "lifecycle": {"prevent_destroy": lc["prevent_destroy"],
-                      "ignore_changes": lc["ignore_changes"], "sensitive": lc["sensitive"]},
-        "source": doc.get("source") or "", "line": doc.get("line"),
-        "project_name": doc.get("project_name")}, _DESIRED,
-        f"the desired workload {doc.get('name')!s:.80}")

@@ -252,15 +252,23 @@ def _state_changes(dw: DesiredWorkload, rs: ResourceState) -> list[str]:
 
 
 def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
-    """The PATCH body: each changed updatable field with its full desired value, nested
-    as in the create body (e.g. {"spec": {"replicas": 4}})."""
+    """The update body, nested as in the create body (e.g. {"spec": {"replicas": 4}}): for a
+    PATCH kind each changed updatable field with its full desired value; for a PUT kind
+    (`Kind.update_method`) every updatable field the spec sets, changed or not (the whole
+    document)."""
+    if kind.update_method == "PUT":
+        roots = [p for p in sorted(kind.updatable_paths)
+                 if not any(q != p and kinds.under(p, q) for q in kind.updatable_paths)]
+    else:
+        roots = [_updatable_root(kind, c.path) for c in fcs]
     out: dict[str, Any] = {}
-    for c in fcs:
-        top = _updatable_root(kind, c.path)
+    for top in roots:
         value: Any = body
         parts = top.split(".")
         for p in parts:
             value = value.get(p) if isinstance(value, dict) else None
+        if value is None and kind.update_method == "PUT":
+            continue
         node = out
         for p in parts[:-1]:
             node = node.setdefault(p, {})

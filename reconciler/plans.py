@@ -1,7 +1,10 @@
-"""Plans as data: the action enum, field changes, one change per address, the plan.
+"""Plans as data: the action enum, field changes, one change per address, the plan, and
+what a finished plan carries beside its changes: its GPU impact and its policy results.
 
-Produced by `planner`, consumed by `render/*` and `executor`. Nothing here computes a
-diff or talks to anything.
+Produced by `planner` (the changes), `gpus` (`GpuImpact`) and `policy` (`Report`), put
+together by the planning operation (`operations`' plan finishing); consumed by `render/*`,
+`planfile` and `executor`. Nothing here computes a diff, GPUs or a rule, or talks to
+anything: a renderer needs only this module's types to read a finished plan.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 class Action(str, enum.Enum):
@@ -92,6 +95,180 @@ class ResourceChange:
         return self.reason in (REASON_DRIFT, REASON_PHASE_DRIFT, REASON_DELETED_OUTSIDE)
 
 
+# --- a plan's GPU impact (made by `gpus.impact`) ------------------------------------
+
+
+def tidy(x: float) -> float:
+    # Sums of portions such as 0.1 + 0.2 carry binary noise; GPUs are never finer than 1e-9.
+    return round(x, 9)
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """GPUs held (whole devices, or fractions with portion requests) and GPU memory in
+    bytes (memory-type requests), at the fewest pods (`low`) and the most (`high`): the
+    two ends differ only for an autoscaled Inference."""
+    low: float = 0
+    high: float = 0
+    memory_low: float = 0
+    memory_high: float = 0
+
+    def __add__(self, other: Gpus) -> Gpus:
+        return Gpus(tidy(self.low + other.low), tidy(self.high + other.high),
+                    self.memory_low + other.memory_low, self.memory_high + other.memory_high)
+
+    @property
+    def is_range(self) -> bool:
+        return self.low != self.high or self.memory_low != self.memory_high
+
+
+NO_GPUS = Gpus()
+
+
+@dataclass(frozen=True)
+class WorkloadGpus:
+    """One workload of the plan: the GPUs it holds before apply (live, or the state's
+    body with --no-refresh) and after it (its spec; none once deleted or suspended)."""
+    address: str
+    kind: str
+    name: str
+    project_id: str
+    project_name: str | None
+    action: Action
+    before: Gpus
+    after: Gpus
+
+    @property
+    def moves(self) -> bool:
+        """Apply changes what it holds."""
+        return self.before != self.after
+
+
+@dataclass(frozen=True)
+class ProjectImpact:
+    """One project of the plan: the total GPUs of its workloads that the specs and the
+    state know (not the project's other workloads), before and after apply, and its GPU
+    quota (the `gpu.deserved` of its node-pool resources; None when unknown: not read with
+    --no-refresh, the project not found or not readable). `unknown`: why it is unknown
+    when its read failed or gave no quota (None when known, or not read at all)."""
+    project_id: str
+    project_name: str | None
+    before: Gpus
+    after: Gpus
+    quota: float | None = None
+    unknown: str | None = None
+
+    @property
+    def moves(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def over_quota(self) -> bool:
+        """The planned total exceeds the quota: at its most pods (an autoscaled Inference
+        at maxReplicas), so a plan that may exceed it is flagged."""
+        return self.quota is not None and self.after.high > self.quota
+
+
+@dataclass(frozen=True)
+class GpuImpact:
+    """A plan's GPU impact. `workloads`: every workload of the plan, no-ops included,
+    sorted by address (what each holds after apply is what per-workload rules check);
+    `projects`: one per project of the plan, by project id (digits: "9" before "12").
+    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh)."""
+    workloads: list[WorkloadGpus] = field(default_factory=list)
+    projects: list[ProjectImpact] = field(default_factory=list)
+    quotas_read: bool = False
+
+    @property
+    def moves(self) -> bool:
+        """Some workload's GPUs change with apply."""
+        return any(w.moves for w in self.workloads)
+
+    def project(self, project_id: str) -> ProjectImpact | None:
+        return next((p for p in self.projects if p.project_id == project_id), None)
+
+    def workload(self, address: str) -> WorkloadGpus | None:
+        return next((w for w in self.workloads if w.address == address), None)
+
+
+# --- a plan's policy results (made by `policy.evaluate`) -----------------------------
+
+Enforcement = Literal["deny", "warn"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    address: str  # a workload's address, `project <id>` or `plan`
+    message: str  # the whole line: "<address>: rule <name> (<check> <limit>): <what>"
+    # The rule could not be checked there (a quota that could not be read): the message
+    # says which read failed; it counts as a violation (the rule's `onUnknown: fail`).
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    name: str
+    check: str  # the rule key, e.g. maxGpusPerWorkload
+    limit: Any  # its value as the file gave it
+    enforcement: Enforcement
+    source: str = ""  # the file that defines it
+    violations: tuple[Violation, ...] = ()  # what the plan breaks (or could not check)
+    notes: tuple[str, ...] = ()  # what it could not check, or let pass, and why
+    checked: bool = True  # False: it had nothing it could check (every quota unknown)
+    # Broken by workloads (or projects) the plan leaves as they are: listed, never failing
+    # the plan (`scope: changed`, the default).
+    preexisting: tuple[Violation, ...] = ()
+    scope: str = "changed"
+    on_unknown: str = "fail"
+    description: str = ""  # `maxGpusPerWorkload 16`: the check and its limit in words
+
+    @property
+    def status(self) -> str:
+        """passed | failed (deny, violated) | warned (warn, violated) | unchecked."""
+        if not self.violations:
+            return "passed" if self.checked else "unchecked"
+        return "failed" if self.enforcement == "deny" else "warned"
+
+
+@dataclass(frozen=True)
+class Report:
+    rules: tuple[RuleResult, ...] = ()
+    files: tuple[str, ...] = ()  # the policy files, as given
+
+    @property
+    def passed(self) -> bool:
+        """No deny rule was broken: apply may go ahead."""
+        return not self.failed
+
+    @property
+    def failed(self) -> list[RuleResult]:
+        return [r for r in self.rules if r.status == "failed"]
+
+    @property
+    def warned(self) -> list[RuleResult]:
+        return [r for r in self.rules if r.status == "warned"]
+
+    @property
+    def preexisting(self) -> int:
+        return sum(len(r.preexisting) for r in self.rules)
+
+    def ordered(self) -> list[RuleResult]:
+        """Failures first, then warnings, then the rules that passed (file order within)."""
+        rank = {"failed": 0, "warned": 1, "unchecked": 2, "passed": 3}
+        return sorted(self.rules, key=lambda r: rank[r.status])
+
+    def summary(self) -> str:
+        """`2 rules: 1 failed, 1 passed` (the words every renderer uses), then the
+        pre-existing violations when there are any: `; 2 pre-existing violations`."""
+        n = len(self.rules)
+        counts = [(sum(r.status == s for r in self.rules), s)
+                  for s in ("failed", "warned", "unchecked", "passed")]
+        old = self.preexisting
+        return (f"{n} rule{'s' if n != 1 else ''}: "
+                + ", ".join(f"{k} {word}" for k, word in counts if k)
+                + (f"; {old} pre-existing violation{'s' if old != 1 else ''}" if old else ""))
+
+
 @dataclass
 class Plan:
     changes: list[ResourceChange]  # sorted by address; every address in specs or state
@@ -101,6 +278,9 @@ class Plan:
     # The GPU quota of each project of the plan as `operations` read them (None: not
     # read, as with --no-refresh; a project's None: unknown); kept in a saved plan.
     gpu_quotas: dict[str, float | None] | None = None
+    # Per project id whose quota is None there: why (the read that failed, or what its
+    # answer lacked); what a policy rule that could not be checked says. Kept too.
+    quota_unknown: dict[str, str] | None = None
     # The names of those projects as the same reads gave them (what policy rules that
     # name a project match, beside the names the specs and the state know); kept too.
     project_names: dict[str, str] | None = None
@@ -108,17 +288,26 @@ class Plan:
     # state has them (`gpus.held_elsewhere`: low, high, memory low, memory high), which
     # apply does not change but its totals and quota count; kept in a saved plan.
     gpu_elsewhere: dict[str, list[float]] | None = None
-    # Its `gpus.GpuImpact` (plans sits below gpus: not typed here), made from the changes
-    # and `gpu_quotas` on first use by `gpus.impact_of`, which keeps it here.
-    gpu_impact: Any = field(default=None, compare=False)
-    # The `policy.Report` of the rules checked on this plan (`--policy`), None without any.
-    policy: Any = None
+    # What finishing the plan (the planning operation, after the changes) puts on it, and
+    # all that the renderers read of GPUs and policy: its GPU impact (`gpus.impact`), None
+    # until it is finished; and the results of the rules checked on it (`policy.evaluate`,
+    # `--policy`), None without any.
+    gpu_impact: GpuImpact | None = field(default=None, compare=False)
+    policy: Report | None = None
 
     def __repr__(self) -> str:
         # Short: asyncio (3.11) formats the repr of its main task's result on the way out
         # of asyncio.run; the dataclass repr would print every change.
         counts = ", ".join(f"{n} {a}" for a, n in self.counts().items() if n)
         return f"<Plan lineage={self.lineage} serial={self.serial}: {counts or 'empty'}>"
+
+    @property
+    def impact(self) -> GpuImpact:
+        """Its GPU impact; a plan that was never finished is a programming error."""
+        if self.gpu_impact is None:
+            raise ValueError("the plan was not finished: its GPU impact was never made "
+                             "(operations' planning finishes every plan it makes)")
+        return self.gpu_impact
 
     def actionable(self) -> list[ResourceChange]:
         return [c for c in self.changes if c.action is not Action.NOOP]

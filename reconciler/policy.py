@@ -11,13 +11,23 @@ optional `enforcement` (`deny`, the default, or `warn`) and an optional `match`:
         enforcement: warn
         match: {kinds: [Inference, DistributedInference], projects: ["team-a"]}
 
+A rule may also say `scope` and `onUnknown`:
+- `scope: changed` (the default): a per-workload rule fails the plan only for workloads it
+  creates, updates, replaces or resumes; what the others break is listed as pre-existing
+  (`RuleResult.preexisting`), and a project rule only for projects whose GPUs the plan
+  raises. `scope: all`: every workload of the plan, and every project over its limit.
+- `onUnknown: fail` (the default): what the rule cannot check (a project's quota that
+  could not be read, or was not: `--no-refresh`) fails the plan like a violation, saying
+  which read failed; `onUnknown: warn`: a note, and the rule lets it pass.
+
 `PolicyFile` validates one (the reader, `reconciler.desired.documents`, gives it file,
-line and field errors); `evaluate(rules, plan, quotas=...)` checks them on the plan: the
-workloads as they will be after apply (every change but a delete, no-ops included) and
-the actions. It returns a `Report` of one `RuleResult` per rule, each with its
-`Violation`s; a deny rule with a violation fails the plan (`Report.passed`).
-Callers: `operations` (plan, apply, apply of a saved plan), `planfile` (records the
-report), `render/*` (show it).
+line and field errors); `evaluate(rules, plan)` checks them on a plan whose GPU impact is
+made: the workloads as they will be after apply (every change but a delete, no-ops
+included) and the actions. It returns a `plans.Report` of one `plans.RuleResult` per
+rule, each with its `plans.Violation`s; a deny rule with a violation fails the plan
+(`Report.passed`). Caller: the planning operation, which finishes a plan with it (plan,
+apply, apply of a saved plan with `--policy`); the renderers read the report it puts on
+the plan.
 """
 
 from __future__ import annotations
@@ -31,9 +41,12 @@ from pydantic import Field, StringConstraints, model_validator
 
 from reconciler import gpus, kinds, masking
 from reconciler.desired.fields import Strict, rule_error
+from reconciler import plans
 from reconciler.plans import Action, Plan, ResourceChange
 
-Enforcement = Literal["deny", "warn"]
+Enforcement = plans.Enforcement
+Scope = Literal["changed", "all"]
+OnUnknown = Literal["fail", "warn"]
 KindName = Literal[tuple(kinds.KINDS)]  # type: ignore[valid-type]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Limit = Annotated[float, Field(ge=0)]
@@ -54,6 +67,12 @@ CHECKS = ("maxGpusPerWorkload", "maxGpusPerProject", "withinProjectQuota", "allo
 class Rule(Strict):
     name: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     enforcement: Enforcement = "deny"
+    # changed: only what the plan changes can break it (what it leaves alone is listed as
+    # pre-existing); all: every workload of the plan, and every project over its limit.
+    scope: Scope = "changed"
+    # fail: what it cannot check (a quota that could not be read) counts as a violation;
+    # warn: a note, and the rule lets it pass.
+    onUnknown: OnUnknown = "fail"
     description: str | None = None
     match: Match | None = None
     maxGpusPerWorkload: Limit | None = None
@@ -91,67 +110,9 @@ class PolicyFile(Strict):
     rules: list[Rule]
 
 
-# --- results ------------------------------------------------------------------------
+# --- results (data: `plans`, which a finished plan carries) ---------------------------
 
-@dataclass(frozen=True)
-class Violation:
-    address: str  # a workload's address, `project <id>` or `plan`
-    message: str  # the whole line: "<address>: rule <name> (<check> <limit>): <what>"
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    name: str
-    check: str  # the rule key, e.g. maxGpusPerWorkload
-    limit: Any  # its value as the file gave it
-    enforcement: Enforcement
-    source: str = ""  # the file that defines it
-    violations: tuple[Violation, ...] = ()
-    notes: tuple[str, ...] = ()  # what it could not check, or let pass, and why
-    checked: bool = True  # False: it had nothing it could check (every quota unknown)
-
-    @property
-    def description(self) -> str:
-        return describe(self.check, self.limit)
-
-    @property
-    def status(self) -> str:
-        """passed | failed (deny, violated) | warned (warn, violated) | unchecked."""
-        if not self.violations:
-            return "passed" if self.checked else "unchecked"
-        return "failed" if self.enforcement == "deny" else "warned"
-
-
-@dataclass(frozen=True)
-class Report:
-    rules: tuple[RuleResult, ...] = ()
-    files: tuple[str, ...] = ()  # the policy files, as given
-
-    @property
-    def passed(self) -> bool:
-        """No deny rule was broken: apply may go ahead."""
-        return not self.failed
-
-    @property
-    def failed(self) -> list[RuleResult]:
-        return [r for r in self.rules if r.status == "failed"]
-
-    @property
-    def warned(self) -> list[RuleResult]:
-        return [r for r in self.rules if r.status == "warned"]
-
-    def ordered(self) -> list[RuleResult]:
-        """Failures first, then warnings, then the rules that passed (file order within)."""
-        rank = {"failed": 0, "warned": 1, "unchecked": 2, "passed": 3}
-        return sorted(self.rules, key=lambda r: rank[r.status])
-
-    def summary(self) -> str:
-        """`2 rules: 1 failed, 1 passed` (the words every renderer uses)."""
-        n = len(self.rules)
-        counts = [(sum(r.status == s for r in self.rules), s)
-                  for s in ("failed", "warned", "unchecked", "passed")]
-        return (f"{n} rule{'s' if n != 1 else ''}: "
-                + ", ".join(f"{k} {word}" for k, word in counts if k))
+Violation, RuleResult, Report = plans.Violation, plans.RuleResult, plans.Report
 
 
 @dataclass(frozen=True)
@@ -191,16 +152,24 @@ def problem_words(path: str, message: str) -> str:
 # --- evaluation ---------------------------------------------------------------------
 
 def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) -> Report:
-    """Check each rule on `plan`. GPUs before and after apply, and the projects' quotas
-    (unknown ones: `withinProjectQuota` notes them and lets them pass), come from the
-    plan's GPU impact (`gpus.impact_of`)."""
-    impact = gpus.impact_of(plan)
-    names = {p.project_id: p.project_name for p in impact.projects if p.project_name}
+    """Check each rule on `plan`, whose GPU impact is made already (`Plan.gpu_impact`, the
+    first half of finishing a plan): the GPUs before and after apply and the projects'
+    quotas come from it. A quota it does not know fails `withinProjectQuota` where the
+    plan raises the project's GPUs, naming the read that failed (`onUnknown: warn`: a
+    note instead)."""
+    found = plan.impact
+    names = {p.project_id: p.project_name for p in found.projects if p.project_name}
     for rc in plan.changes:
         if rc.project_name:
             names.setdefault(rc.project_id, rc.project_name)
-    ctx = _Context(plan, {p.project_id: p.quota for p in impact.projects}, names,
-                   {w.address: (w.before, w.after) for w in impact.workloads})
+    # Why each quota that is None is unknown; one the reads gave as None without a reason
+    # sets no limit (a negative `deserved`).
+    unknown = {p.project_id: p.unknown for p in found.projects if p.unknown}
+    if not found.quotas_read:
+        unknown = {p.project_id: "not read: the plan was made with --no-refresh"
+                   for p in found.projects}
+    ctx = _Context(plan, {p.project_id: p.quota for p in found.projects}, names,
+                   {w.address: (w.before, w.after) for w in found.workloads}, unknown)
     return Report(rules=tuple(_result(s, ctx) for s in rules), files=tuple(files))
 
 
@@ -210,6 +179,7 @@ class _Context:
     quotas: dict[str, float | None]
     names: dict[str, str]
     moves: dict[str, tuple[gpus.Gpus, gpus.Gpus]]  # address -> GPUs before, after apply
+    unknown: dict[str, str]  # project id -> why its quota is unknown
 
     def gpus_of(self, rc: ResourceChange) -> tuple[gpus.Gpus, gpus.Gpus]:
         found = self.moves.get(rc.address)
@@ -220,21 +190,56 @@ class _Context:
         return f"project {pid} ({name})" if name else f"project {pid}"
 
 
+# The actions that make a workload what the rules judge: what else the plan holds is left
+# as it runs (a no-op, an adoption, a suspend, a delete), so its violations pre-exist.
+CHANGING = (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME)
+
+
+class _Found:
+    """What one rule's check finds: `violated`, `preexisting`, `unknown` and `note`."""
+
+    def __init__(self, rule: Rule):
+        self.rule = rule
+        self.head = f"rule {rule.name} ({describe(rule.check, rule.limit)})"
+        self.violations: list[Violation] = []
+        self.preexisting: list[Violation] = []
+        self.notes: list[str] = []
+
+    def violated(self, address: str, what: str, shown: str | None = None, *,
+                 changed: bool = True) -> None:
+        """A violation at `address` (`shown`: how the message names it, when not the
+        address); one by a workload or project the plan leaves as it is (`changed`
+        False) pre-exists, unless the rule has `scope: all`."""
+        v = Violation(address, f"{shown or address}: {self.head}: {what}")
+        if changed or self.rule.scope == "all":
+            self.violations.append(v)
+        else:
+            self.preexisting.append(v)
+
+    def unknown(self, address: str, what: str, shown: str | None = None) -> None:
+        """Could not be checked at `address`: a violation (`onUnknown: fail`), or a note."""
+        if self.rule.onUnknown == "warn":
+            self.notes.append(f"{shown or address}: {what}; not checked")
+        else:
+            self.violations.append(Violation(
+                address, f"{shown or address}: {self.head}: could not be checked: {what}",
+                unknown=True))
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
 def _result(source: Source, ctx: _Context) -> RuleResult:
     rule = source.rule
     chosen = [rc for rc in ctx.plan.changes if _matches(rule.match, rc, ctx.names)]
-    violations: list[Violation] = []
-    notes: list[str] = []
-    head = f"rule {rule.name} ({describe(rule.check, rule.limit)})"
-
-    def violated(address: str, what: str, shown: str | None = None) -> None:
-        # `shown`: how the message names it (a project with its name), when not `address`.
-        violations.append(Violation(address, f"{shown or address}: {head}: {what}"))
-
-    checked = _CHECKERS[rule.check](rule, chosen, ctx, violated, notes) is not False
+    found = _Found(rule)
+    checked = _CHECKERS[rule.check](rule, chosen, ctx, found) is not False
     return RuleResult(name=rule.name, check=rule.check, limit=_plain(rule.limit),
                       enforcement=rule.enforcement, source=source.file,
-                      violations=tuple(violations), notes=tuple(notes), checked=checked)
+                      violations=tuple(found.violations), notes=tuple(found.notes),
+                      checked=checked, preexisting=tuple(found.preexisting),
+                      scope=rule.scope, on_unknown=rule.onUnknown,
+                      description=describe(rule.check, rule.limit))
 
 
 def _matches(match: Match | None, rc: ResourceChange, names: Mapping[str, str]) -> bool:
@@ -256,7 +261,7 @@ def _remaining(changes: Iterable[ResourceChange]) -> list[ResourceChange]:
     return [rc for rc in changes if rc.action is not Action.DELETE and rc.after is not None]
 
 
-def _max_gpus_per_workload(rule, chosen, ctx, violated, notes) -> None:
+def _max_gpus_per_workload(rule, chosen, ctx, found) -> None:
     # The workload's size when it runs, whatever its phase: a cap on what it asks for.
     # What it holds after apply is that size unless its phase makes it nothing.
     for rc in _remaining(chosen):
@@ -264,7 +269,7 @@ def _max_gpus_per_workload(rule, chosen, ctx, violated, notes) -> None:
         if size == gpus.NONE:
             size = gpus.held(rc.kind, rc.after)
         if size.high > rule.maxGpusPerWorkload:
-            violated(rc.address, f"{_gpus(size)} GPUs")
+            found.violated(rc.address, f"{_gpus(size)} GPUs", changed=rc.action in CHANGING)
 
 
 def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
@@ -284,71 +289,78 @@ def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
     return dict(sorted(totals.items(), key=lambda item: (len(item[0]), item[0])))
 
 
-def _over(pid: str, total: list[float], limit: float, ctx, violated, notes, what: str) -> None:
-    """A violation when the plan takes the project past `limit`, or further past it; a
-    note when it stays past it without this plan raising its total."""
+def _over(pid: str, total: list[float], limit: float, ctx, found, what: str) -> None:
+    """A violation when the plan takes the project past `limit`, or further past it; when
+    it stays past it without this plan raising its total, a note (`scope: all`: a
+    violation)."""
     before, after = total
     if after <= limit:
         return
     where = ctx.project(pid)
     text = f"{_num(after)} GPUs planned (now {_num(before)}), {what} {_num(limit)}"
-    if after > before:
-        violated(f"project {pid}", text, where)
+    if after > before or found.rule.scope == "all":
+        found.violated(f"project {pid}", text, where)
     else:
-        notes.append(f"{where}: {text}; not raised by this plan")
+        found.note(f"{where}: {text}; not raised by this plan")
 
 
-def _max_gpus_per_project(rule, chosen, ctx, violated, notes) -> None:
+def _max_gpus_per_project(rule, chosen, ctx, found) -> None:
     limits = rule.maxGpusPerProject
     for pid, total in _project_totals(chosen, ctx, rule).items():
         # By id, else by name, else "*".
         limit = next((limits[k] for k in (pid, ctx.names.get(pid), "*") if k in limits), None)
         if limit is not None:
-            _over(pid, total, limit, ctx, violated, notes, "limit")
+            _over(pid, total, limit, ctx, found, "limit")
 
 
-def _within_project_quota(rule, chosen, ctx, violated, notes) -> bool:
-    """False when no project's quota is known: nothing could be checked."""
+def _within_project_quota(rule, chosen, ctx, found) -> bool:
+    """False when no project's quota is known: nothing could be checked. A project whose
+    quota is unknown and whose GPUs the plan raises could break it: it could not be
+    checked (`found.unknown`); one the plan does not raise cannot (`scope: all`: it
+    could, and is not checked either)."""
     if not rule.withinProjectQuota:
         return True
     totals = _project_totals(chosen, ctx, rule)
     for pid, total in totals.items():
         quota = ctx.quotas.get(pid)
-        if quota is None:
-            notes.append(f"{ctx.project(pid)}: quota unknown (not read: --no-refresh, or "
-                         "the API did not say); not checked")
+        if quota is not None:
+            _over(pid, total, quota, ctx, found, "quota")
             continue
-        _over(pid, total, quota, ctx, violated, notes, "quota")
-    return not totals or any(ctx.quotas.get(pid) is not None for pid in totals)
+        why = ctx.unknown.get(pid)
+        if why is None and pid in ctx.quotas:
+            found.note(f"{ctx.project(pid)}: no GPU quota limit (a negative deserved); passed")
+            continue
+        why = why or "not read"
+        before, after = total
+        what = f"its GPU quota is unknown ({why}); {_num(after)} GPUs planned (now {_num(before)})"
+        if after > before or (rule.scope == "all" and after > 0):
+            found.unknown(f"project {pid}", what, ctx.project(pid))
+        else:
+            found.note(f"{ctx.project(pid)}: quota unknown ({why}); not raised by this plan")
+    return not totals or any(pid not in ctx.unknown and pid in ctx.quotas for pid in totals)
 
 
-def containers(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(path, container) of every container of a create body: spec, masterSpec, and a
-    distributed inference's spec.leader and spec.worker."""
-    spec = body.get("spec") or {}
-    out = [("spec", spec)] if "leader" not in spec else []
-    if isinstance(body.get("masterSpec"), dict):
-        out.append(("masterSpec", body["masterSpec"]))
-    for part in ("leader", "worker"):
-        if isinstance(spec.get(part), dict):
-            out.append((f"spec.{part}", spec[part]))
-    return out
+def containers(body: Mapping[str, Any], kind: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """(path, container) of every container of a create body of `kind`: where its entry
+    says they sit (`kinds.Kind.containers`: spec, masterSpec, spec.leader, spec.worker)."""
+    return kinds.containers(kinds.get(kind), body)
 
 
-def _per_container(chosen, violated, problem) -> None:
+def _per_container(chosen, found, problem) -> None:
     """One violation per workload after apply, naming what `problem(path, container,
     shown)` finds wrong with each of its containers (None: nothing); `shown(path, value)`
-    is the value to quote, `(sensitive)` under a `lifecycle.sensitive` path."""
+    is the value to quote, `(sensitive)` under a `lifecycle.sensitive` path. A workload the
+    plan does not change (`CHANGING`) has its violation listed as pre-existing."""
     for rc in _remaining(chosen):
         def shown(path: str, value: str, rc: ResourceChange = rc) -> str:
             return masking.MASK if masking.is_masked(path, rc.sensitive) else _quote(value)
 
-        found = [p for p in (problem(path, c, shown) for path, c in containers(rc.after)) if p]
-        if found:
-            violated(rc.address, "; ".join(found))
+        wrong = [p for p in (problem(path, c, shown) for path, c in containers(rc.after, rc.kind)) if p]
+        if wrong:
+            found.violated(rc.address, "; ".join(wrong), changed=rc.action in CHANGING)
 
 
-def _allowed_images(rule, chosen, ctx, violated, notes) -> None:
+def _allowed_images(rule, chosen, ctx, found) -> None:
     def problem(path, c, shown):
         image = c.get("image")
         if isinstance(image, str) and not any(fnmatch.fnmatchcase(image, g)
@@ -356,16 +368,16 @@ def _allowed_images(rule, chosen, ctx, violated, notes) -> None:
             return f"{path}.image {shown(f'{path}.image', image)}"
         return None
 
-    _per_container(chosen, violated, problem)
+    _per_container(chosen, found, problem)
 
 
-def _required_labels(rule, chosen, ctx, violated, notes) -> None:
+def _required_labels(rule, chosen, ctx, found) -> None:
     def problem(path, c, shown):
         have = {item.get("name") for item in c.get("labels") or () if isinstance(item, dict)}
         missing = [name for name in rule.requiredLabels if name not in have]
         return f"{path}.labels lacks {', '.join(missing)}" if missing else None
 
-    _per_container(chosen, violated, problem)
+    _per_container(chosen, found, problem)
 
 
 def image_tag(image: str) -> str | None:
@@ -376,7 +388,7 @@ def image_tag(image: str) -> str | None:
     return last.rsplit(":", 1)[1] if ":" in last else None
 
 
-def _forbid_latest_tag(rule, chosen, ctx, violated, notes) -> None:
+def _forbid_latest_tag(rule, chosen, ctx, found) -> None:
     def problem(path, c, shown):
         image = c.get("image")
         if not isinstance(image, str):
@@ -387,14 +399,14 @@ def _forbid_latest_tag(rule, chosen, ctx, violated, notes) -> None:
         return f"{path}.image {shown(f'{path}.image', image)}" if tag == "latest" else None
 
     if rule.forbidLatestTag:
-        _per_container(chosen, violated, problem)
+        _per_container(chosen, found, problem)
 
 
-def _max_destructive(rule, chosen, ctx, violated, notes) -> None:
+def _max_destructive(rule, chosen, ctx, found) -> None:
     gone = [rc.address for rc in chosen if rc.action in (Action.DELETE, Action.REPLACE)]
     if len(gone) > rule.maxDestructive:
         named = ", ".join(gone[:10]) + (f" and {len(gone) - 10} more" if len(gone) > 10 else "")
-        violated("plan", f"{len(gone)} deletes and replaces ({named})")
+        found.violated("plan", f"{len(gone)} deletes and replaces ({named})")
 
 
 _CHECKERS = {
@@ -439,35 +451,3 @@ def _gpus(g: gpus.Gpus) -> str:
 
 def _quote(text: str) -> str:
     return '"' + text.replace('"', '\\"') + '"'
-
-
-# --- as JSON (the plan's `policy` object, docs/plan-format.md; saved plans) -----------
-
-def report_document(report: Report) -> dict[str, Any]:
-    return {
-        "passed": report.passed,
-        "summary": report.summary(),
-        "files": list(report.files),
-        "rules": [{"name": r.name, "check": r.check, "limit": r.limit,
-                   "enforcement": r.enforcement, "source": r.source, "status": r.status,
-                   "violations": [{"address": v.address, "message": v.message}
-                                  for v in r.violations],
-                   "notes": list(r.notes)} for r in report.ordered()],
-    }
-
-
-def report_from_document(doc: Mapping[str, Any]) -> Report:
-    """`report_document`'s inverse (the derived fields are worked out again)."""
-    return Report(files=tuple(str(f) for f in doc["files"]), rules=tuple(
-        RuleResult(name=str(r["name"]), check=str(r["check"]), limit=r["limit"],
-                   enforcement=_enforcement(r["enforcement"]), source=str(r["source"]),
-                   violations=tuple(Violation(str(v["address"]), str(v["message"]))
-                                    for v in r["violations"]),
-                   notes=tuple(str(n) for n in r["notes"]), checked=r["status"] != "unchecked")
-        for r in doc["rules"]))
-
-
-def _enforcement(value: Any) -> Enforcement:
-    if value not in ("deny", "warn"):
-        raise ValueError(f"enforcement: expected deny or warn, got {value!r:.40}")
-    return value

@@ -270,16 +270,18 @@ class RunaiClient:
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = ()) -> dict:
-        """PATCH the updatable fields (e.g. `{"spec": {"replicas": 3}}`); returns the workload."""
+        """Update the workload with `body` (e.g. `{"spec": {"replicas": 3}}`) by the kind's
+        `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        return await self._send("PATCH", _item(kind, workload_id), json=body, mode=_WRITE,
-                                sensitive=tuple(sensitive))
+        return await self._send(kind.update_method, _item(kind, workload_id), json=body,
+                                mode=_WRITE, sensitive=tuple(sensitive))
 
     async def delete(self, kind: Kind, workload_id: str) -> dict:
         """Ask for deletion; returns the HttpResponse body. A 404 after an earlier
         attempt may have deleted it counts as done."""
-        return await self._send("DELETE", _item(kind, workload_id), mode=_DELETE)
+        return await self._send("DELETE", _item(kind, workload_id, kind.delete_collection),
+                                mode=_DELETE)
 
     async def suspend(self, kind: Kind, workload_id: str) -> dict:
         if not kind.can_suspend:
@@ -633,10 +635,10 @@ def _proxy_configured() -> bool:
                for k, v in os.environ.items())
 
 
-def _item(kind: Kind, workload_id: str) -> str:
+def _item(kind: Kind, workload_id: str, collection: str | None = None) -> str:
     if not workload_id or "/" in workload_id:
         raise ValueError(f"invalid workload id {workload_id!r}")
-    return f"{kind.api_path}/{workload_id}"
+    return f"{collection or kind.api_path}/{workload_id}"
 
 
 def _parse_error_body(resp: httpx.Response) -> tuple[str, str | None, list[dict]]:

@@ -1,4 +1,5 @@
-"""Projects read from the API: their GPU quotas and names (`read_projects`), and a
+"""Projects read from the API: their GPU quotas and names, or why a quota is unknown
+(`read_projects`, a `ProjectRead` each), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
 and `export --project` (`select_projects`); whether a `--project` value names a project
 (`names_project`, `import --all`'s too).
@@ -13,6 +14,7 @@ import asyncio
 import difflib
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from reconciler import errors, gpus
 from reconciler.api import errors as api_errors
@@ -23,21 +25,34 @@ from reconciler.errors import SpecError
 log = logging.getLogger("reconciler.live")
 
 
-async def read_projects(client, project_ids: Iterable[str]) -> dict[str, dict]:
-    """Each project's `GET /api/v1/org-unit/projects/{id}` body, one GET per project, all
-    at once. A project not found, or not readable with these credentials (403), is `{}`
-    (its quota and name unknown): the plan does not fail for it; so is one whose read
-    failed (a 5xx, a timeout) or whose quota is odd, with a warning saying why. Another
-    refusal (a 400) is an error."""
+@dataclass(frozen=True)
+class ProjectRead:
+    """What a project's read gave a plan: its GPU quota, its name, and when the quota is
+    unknown, why (`unknown`: the read that failed, or what the answer lacked; None with
+    a quota, or with a negative one, which sets no limit)."""
+    quota: float | None = None
+    name: str | None = None
+    unknown: str | None = None
 
-    async def one(project_id: str) -> dict:
+
+async def read_projects(client, project_ids: Iterable[str]) -> dict[str, ProjectRead]:
+    """Each project's `GET /api/v1/org-unit/projects/{id}`, one GET per project, all at
+    once. A project not found (404), not readable with these credentials (403), whose read
+    failed (a 5xx, a timeout, after the retries) or whose answer cannot be read has its
+    quota unknown, and says why: the plan is made, and a policy rule that needs the quota
+    fails it. The failed reads and odd answers are warned about too. Another refusal (a
+    400) is an error."""
+    path = "GET /api/v1/org-unit/projects/"
+
+    async def one(project_id: str) -> ProjectRead:
         try:
             body = await client.get_project(project_id)
         except api_errors.NotFound:
-            return {}
+            return ProjectRead(unknown=f"{path}{project_id} answered 404: no such project")
         except api_errors.Unauthorized as exc:
             if exc.status == 403:
-                return {}
+                return ProjectRead(unknown=f"{path}{project_id} answered 403: not readable "
+                                           "with these credentials")
             raise
         except (api_errors.RetryableError, api_errors.PermanentError) as exc:
             # Given up on (a 5xx, a timeout, after the retries), or an answer that is not
@@ -46,11 +61,17 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, dict]:
                     exc.status is not None and 200 <= exc.status < 300):
                 raise
             _unread_quota(project_id, str(exc))
-            return {}
-        problem = gpus.read_quota(body)[1]
+            return ProjectRead(unknown=f"{path}{project_id} failed: {exc}")
+        quota, problem = gpus.read_quota(body)
+        name = body.get("name") if isinstance(body, dict) else None
+        name = name if isinstance(name, str) else None
         if problem:
             _unread_quota(project_id, problem)
-        return body if isinstance(body, dict) else {}
+            return ProjectRead(name=name, unknown=f"{path}{project_id}: {problem}")
+        if quota is None and not gpus.unlimited(body):
+            return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
+                                                  "(no resources[].gpu.deserved)")
+        return ProjectRead(quota=quota, name=name)
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))

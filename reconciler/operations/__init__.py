@@ -20,7 +20,7 @@ from reconciler.operations.importing import ImportResult, import_all, import_wor
 from reconciler.operations.planning import (
     PlanOptions,
     PlanResult,
-    check_policy,
+    finish,
     interrupted,
     load_policy,
     plan,
@@ -42,7 +42,7 @@ from reconciler.operations.states import (
 
 __all__ = [
     "ExportOptions", "ExportResult", "Exported", "ImportResult", "Migrated", "PlanOptions",
-    "PlanResult", "apply", "apply_saved", "check_policy", "drift", "export", "force_unlock",
+    "PlanResult", "apply", "apply_saved", "drift", "export", "finish", "force_unlock",
     "import_all", "import_workload", "interrupted", "load_policy", "never_written", "plan",
     "policy_refusal", "refuse_denied", "show", "state_history",
     "state_list", "state_migrate", "state_restore", "state_rm", "state_show", "validate",

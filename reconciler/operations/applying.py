@@ -17,8 +17,8 @@ from reconciler.operations.planning import (
     ClientFactory,
     OnEvent,
     PlanOptions,
-    check_policy,
     check_specs_folder,
+    finish,
     load_policy,
     loading,
     make_plan,
@@ -47,7 +47,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
             folder = check_specs_folder(specs_dir, store, state, the_plan, options)
             if not options.targets:  # the state now follows this folder (its last write)
                 state.specs_folder = folder
-            check_policy(the_plan, rules, options.policy)
+            finish(the_plan, rules, options.policy)
             return the_plan, desired
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
@@ -74,9 +74,10 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
     from reconciler import planfile
 
     saved = planfile.read(path)
+    finish(saved.plan, None, ())
     refuse_denied(saved.plan)
     if policy:
-        check_policy(saved.plan, load_policy(policy), policy)
+        finish(saved.plan, load_policy(policy), policy)
         refuse_denied(saved.plan)
     with store.lock("apply"):
         state, pending = store.read_with_pending()
@@ -136,4 +137,4 @@ def show(path: str) -> Plan:
     """The plan saved at `path` (no API, no state)."""
     from reconciler import planfile
 
-    return planfile.read(path).plan
+    return finish(planfile.read(path).plan, None, ())

@@ -1,6 +1,9 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
-plan's projects, and the policy checks (`load_policy`, `check_policy`, `refuse_denied`).
+plan's projects (`live.projects.read_projects`: each with its quota, name, or why it is
+unknown), and finishing a plan (`finish`: its GPU impact, then the results of the policy
+rules, the typed fields of `plans.Plan` that the renderers, the executor and a saved plan
+read), with the policy's loading and refusal (`load_policy`, `refuse_denied`).
 Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
 when a client is (`--no-refresh` starts without the HTTP client).
 
@@ -103,7 +106,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 
         the_plan, live, desired = asyncio.run(run())
     folder = check_specs_folder(specs_dir, store, state, the_plan, options)
-    check_policy(the_plan, rules, options.policy)
+    finish(the_plan, rules, options.policy)
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)
     if out:
         from reconciler import planfile
@@ -144,9 +147,11 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             projects = {c.project_id for c in the_plan.changes}
             read = await early
             read.update(await read_projects(client, projects - read.keys()))
-            the_plan.gpu_quotas = {p: gpus.quota(read[p]) for p in projects}
-            the_plan.project_names = {p: read[p]["name"] for p in sorted(projects)
-                                      if isinstance(read[p].get("name"), str)}
+            the_plan.gpu_quotas = {p: read[p].quota for p in projects}
+            the_plan.quota_unknown = {p: read[p].unknown for p in sorted(projects)
+                                      if read[p].unknown is not None}
+            the_plan.project_names = {p: read[p].name for p in sorted(projects)
+                                      if read[p].name is not None}
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
@@ -233,14 +238,17 @@ def load_policy(paths: Sequence[str]) -> list | None:
     return rules
 
 
-def check_policy(the_plan: Plan, rules: list | None, files: Sequence[str]) -> None:
-    """Put the results of `rules` (None: no policy) on `the_plan` (`plan.policy`); the
-    quotas come from its GPU impact."""
-    if rules is None:
-        return
-    from reconciler import policy
+def finish(the_plan: Plan, rules: list | None, files: Sequence[str]) -> Plan:
+    """Finish `the_plan` for the renderers, the executor and a saved plan: its GPU impact
+    (from its changes and the quota reads it carries) and, with `rules` (None: no
+    policy, and a saved plan keeps the results it recorded), their results
+    (`plan.policy`), which read that impact. Returns the plan."""
+    the_plan.gpu_impact = gpus.impact_of(the_plan)
+    if rules is not None:
+        from reconciler import policy
 
-    the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+        the_plan.policy = policy.evaluate(rules, the_plan, files=files)
+    return the_plan
 
 
 def policy_refusal(the_plan: Plan) -> str | None:

@@ -1,6 +1,6 @@
 """What every renderer says the same way about GPUs: amounts, changes, quotas (pure).
 
-Reads a `gpus.GpuImpact` (a plan's, through `gpus.impact_of`) or `gpus.Gpus` pairs (a
+Reads a `plans.GpuImpact` (a finished plan's `gpu_impact`) or `plans.Gpus` pairs (a
 drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
 most pods) and, apart, the GPU memory of memory-type requests. A plan shows the block
 only when apply moves some workload's GPUs or a project it acts in is over its quota.
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler import gpus
-from reconciler.gpus import Gpus, GpuImpact, ProjectImpact, WorkloadGpus
-from reconciler.plans import Action
+from reconciler.plans import (NO_GPUS, Action, GpuImpact, Gpus, ProjectImpact, WorkloadGpus,
+                              tidy)
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.
@@ -64,7 +63,7 @@ def ends(low: float, high: float, fmt=_n) -> str:
 def change(before: Gpus, after: Gpus) -> str:
     """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; at each end when they
     differ: `90..100 -> 106..111` is `min +16, max +11` (as `gpus.difference`)."""
-    low, high = gpus.tidy(after.low - before.low), gpus.tidy(after.high - before.high)
+    low, high = tidy(after.low - before.low), tidy(after.high - before.high)
     return ends(low, high, _signed)
 
 
@@ -81,7 +80,7 @@ def quota(p: ProjectImpact, quotas_read: bool) -> str:
 
 def over_by(p: ProjectImpact) -> str:
     """`over quota by 8` (at the most pods) for a project over its quota."""
-    return f"{OVER_QUOTA} by {_n(gpus.tidy(p.after.high - (p.quota or 0)))}"
+    return f"{OVER_QUOTA} by {_n(tidy(p.after.high - (p.quota or 0)))}"
 
 
 def project_label(p: ProjectImpact) -> str:
@@ -101,7 +100,7 @@ def projects(impact: GpuImpact) -> list[ProjectImpact]:
 
 
 def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:
-    before, after = gpus.NONE, gpus.NONE
+    before, after = NO_GPUS, NO_GPUS
     for p in listed:
         before += p.before
         after += p.after

@@ -18,14 +18,14 @@ from typing import Any
 import jsonpatch
 import orjson
 
-from reconciler import gpus
-from reconciler import plans
-from reconciler.plans import Action, Plan, ResourceChange
+from reconciler import kinds, plans
+from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.6"
+FORMAT_VERSION = "1.7"
 APPLY_FORMAT_VERSION = "1.1"
 _SORTED = orjson.OPT_SORT_KEYS
+_MISSING = object()
 
 
 # Terraform's `change.actions` for each of our actions. A suspend or a resume is an update
@@ -57,22 +57,38 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "resource_drift": [d for d in map(_drift, changes) if d is not None],
         "summary": counts,
         "state": {"lineage": plan.lineage, "serial": plan.serial},
-        "gpu_impact": _gpu_impact(gpus.impact_of(plan)),
+        "gpu_impact": _gpu_impact(plan.impact),
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
     if plan.policy is not None:
-        from reconciler import policy  # its models take long to build: only with a policy
-
-        doc["policy"] = policy.report_document(plan.policy)
+        doc["policy"] = policy_document(plan.policy)
     return doc
+
+
+def policy_document(report: Report) -> dict[str, Any]:
+    """docs/plan-format.md, "policy": the verdict, then each rule, failures first."""
+    def violation(v) -> dict[str, Any]:
+        return {"address": v.address, "message": v.message, "unknown": v.unknown}
+
+    return {
+        "passed": report.passed,
+        "summary": report.summary(),
+        "files": list(report.files),
+        "rules": [{"name": r.name, "check": r.check, "limit": r.limit,
+                   "enforcement": r.enforcement, "scope": r.scope, "on_unknown": r.on_unknown,
+                   "source": r.source, "status": r.status,
+                   "violations": [violation(v) for v in r.violations],
+                   "preexisting": [violation(v) for v in r.preexisting],
+                   "notes": list(r.notes)} for r in report.ordered()],
+    }
 
 
 def render_plan(plan: Plan) -> str:
     return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
+def _gpu_impact(found: GpuImpact) -> dict[str, Any]:
     """docs/plan-format.md, "gpu_impact": the GPUs before and after apply of every changed
     workload (an action, or GPUs that move), every project's totals and quota."""
     before, after = impact.total(found.projects)
@@ -85,6 +101,7 @@ def _gpu_impact(found: gpus.GpuImpact) -> dict[str, Any]:
         "projects": [{"project_id": p.project_id, "project_name": p.project_name,
                       "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
                       "quota": None if p.quota is None else impact.number(p.quota),
+                      "quota_unknown": p.unknown,
                       "over_quota": p.over_quota} for p in found.projects],
         "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
         "over_quota": [p.project_id for p in found.projects if p.over_quota],
@@ -126,9 +143,45 @@ def _change(rc: ResourceChange) -> dict[str, Any]:
     before = words.mask_body(rc.before, rc.sensitive)
     after = words.mask_body(rc.after, rc.sensitive)
     patch = None
-    if rc.action in (Action.UPDATE, Action.REPLACE):
+    if rc.action is Action.UPDATE and isinstance(before, dict) and rc.patch is not None:
+        patch = _update_patch(kinds.get(rc.kind), before, words.mask_body(rc.patch, rc.sensitive))
+    elif rc.action in (Action.UPDATE, Action.REPLACE):
         patch = jsonpatch.make_patch(*_unshared(before, after)).patch
     return {"actions": actions(rc.action), "before": before, "after": after, "patch": patch}
+
+
+def _update_patch(kind: kinds.Kind, before: dict, update: dict) -> list:
+    """The JSON Patch of what an update does to `before`: each updatable field that the
+    update body (`ResourceChange.patch`) holds, from its value in `before` to the sent one,
+    with the server's defaults inside it that the update leaves out kept
+    (`Kind.with_defaults_aligned`): no operation on a field apply does not send."""
+    was: dict = {}
+    sent: dict = {}
+    roots = kind.updatable_paths
+    for root in roots:
+        if any(other != root and kinds.under(root, other) for other in roots):
+            continue  # inside another updatable field, which is sent whole
+        parts = root.split(".")
+        value = _get(update, parts)
+        if value is not _MISSING:
+            _put(sent, parts, value)
+            old = _get(before, parts)
+            if old is not _MISSING:
+                _put(was, parts, old)
+    sent, was = kind.with_defaults_aligned(sent, was)
+    return jsonpatch.make_patch(*_unshared(was, sent)).patch
+
+
+def _get(body: Any, parts: list[str]) -> Any:
+    for p in parts:
+        body = body.get(p, _MISSING) if isinstance(body, dict) else _MISSING
+    return body
+
+
+def _put(body: dict, parts: list[str], value: Any) -> None:
+    for p in parts[:-1]:
+        body = body.setdefault(p, {})
+    body[parts[-1]] = value
 
 
 def _unshared(before: Any, after: Any) -> tuple[Any, Any]:

@@ -16,8 +16,8 @@ import html
 import re
 from collections.abc import Sequence
 
-from reconciler import gpus
-from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from reconciler.plans import (Action, FieldChange, GpuImpact, Plan, ResourceChange,
+                              WorkloadGpus)
 from reconciler.render import drift as drift_render
 from reconciler.render import impact, words
 
@@ -45,7 +45,7 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
     head += ["**Plan:** " + words.plan_summary(plan) + ".", ""]
     if todo:
         head += _plan_table(todo)
-    found = gpus.impact_of(plan)
+    found = plan.impact
     head += _gpu_table(found)
     adopted = sorted(rc.address for rc in plan.changes if rc.adopted)
     if adopted:
@@ -133,10 +133,12 @@ def _policy(plan: Plan) -> list[str]:
            "| rule | check | enforcement | result | violations |", "|---|---|---|---|---:|"]
     for r in report.ordered():
         result = f"**{r.status}**" if r.status != "passed" else r.status
+        old = f" (+{len(r.preexisting)} pre-existing)" if r.preexisting else ""
         out.append(f"| {_cell(r.name)} | {_cell(r.description)} | {r.enforcement} | {result} "
-                   f"| {len(r.violations)} |")
+                   f"| {len(r.violations)}{old} |")
     groups = [[f"- **{r.status}** {_code(v.message)}" for v in r.violations]
               for r in report.ordered()]
+    groups.append([f"- pre-existing {_code(m)}" for m in words.policy_preexisting(report)])
     groups.append([f"- note: {_code(n)}" for n in words.policy_notes(report)])
     listed = _shares([len(g) for g in groups], _POLICY_LISTED)
     items = [line for g, n in zip(groups, listed) for line in g[:n]]
@@ -226,7 +228,7 @@ def _plan_table(todo: list[ResourceChange]) -> list[str]:
     return out
 
 
-def _gpu_table(found: gpus.GpuImpact) -> list[str]:
+def _gpu_table(found: GpuImpact) -> list[str]:
     """The projects whose GPUs move or that are over quota (those over it first when there
     are too many to list), with a total of them all."""
     listed = impact.projects(found)
@@ -256,7 +258,7 @@ def _plan_line(rc: ResourceChange) -> str:
     return f"- `{symbol}` {rest}"
 
 
-def _plan_details(rc: ResourceChange, moved: gpus.WorkloadGpus | None = None) -> str:
+def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
     summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
                f"<b>{html.escape(rc.address)}</b>"
                f"{html.escape(words.project_name_note(rc.project_name))} "

@@ -15,7 +15,6 @@ from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 
 from __future__ import annotations
 
-from reconciler import gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import impact, words
 
@@ -72,6 +71,8 @@ def _policy(plan: Plan, paint) -> list[str]:
     for status, message in words.policy_violations(report):
         mark, color = _POLICY_MARK[status]
         lines.append(f"  {paint(color, mark)} {message}")
+    lines += [f"  {paint(_YELLOW, 'WARN')} (pre-existing) {message}"
+              for message in words.policy_preexisting(report)]
     lines += [f"  note: {n}" for n in words.policy_notes(report)]
     return lines
 
@@ -79,7 +80,7 @@ def _policy(plan: Plan, paint) -> list[str]:
 def _gpu_impact(plan: Plan, paint) -> list[str]:
     """The workloads whose GPUs move, then their projects with the quota (a project over
     it in red); nothing when no GPUs move and no project is over quota."""
-    found = gpus.impact_of(plan)
+    found = plan.impact
     listed = impact.projects(found)
     if not listed:
         return []

@@ -248,7 +248,7 @@ def _variables_masked(path: str, value: Any) -> Any:
     return out
 
 
-# --- policy results (a `policy.Report`, read by its attributes) -----------------------
+# --- policy results (a `plans.Report`) -------------------------------------------------
 
 POLICY_FAILED_NOTE = "apply refuses a plan that breaks a deny rule"
 
@@ -263,6 +263,12 @@ def policy_heading(report) -> str:
 def policy_violations(report) -> list[tuple[str, str]]:
     """(status, message) of every violation, failures first, then warnings."""
     return [(r.status, v.message) for r in report.ordered() for v in r.violations]
+
+
+def policy_preexisting(report) -> list[str]:
+    """The violations by what the plan leaves as it is (a rule's `scope: changed`): never
+    failing the plan, listed after its own violations."""
+    return [v.message for r in report.ordered() for v in r.preexisting]
 
 
 def policy_notes(report) -> list[str]:

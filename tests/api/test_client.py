@@ -8,7 +8,7 @@ import logging
 import httpx
 import pytest
 
-from reconciler import __version__, gpus, kinds
+from reconciler import __version__, kinds
 from reconciler.api import RunaiClient, errors
 from tests import simserve
 from tests.api.conftest import TOKEN, URL, json_response
@@ -549,8 +549,14 @@ async def test_the_quotas_of_a_plan_s_projects_one_get_each_and_unreadable_ones_
 
     async with make_client(handler) as client:
         read = await projects.read_projects(client, {"7", "12", "404", "403"})
-    assert {p: gpus.quota(body) for p, body in read.items()} == {
+    assert {p: r.quota for p, r in read.items()} == {
         "7": 12, "12": 16, "404": None, "403": None}
+    assert read["7"].name == "team-7" and read["7"].unknown is None
+    # Why each unknown one is: what a policy rule that needs it says.
+    assert read["404"].unknown == ("GET /api/v1/org-unit/projects/404 answered 404: no such "
+                                   "project")
+    assert read["403"].unknown == ("GET /api/v1/org-unit/projects/403 answered 403: not "
+                                   "readable with these credentials")
     assert sorted(seen) == sorted(("GET", f"/api/v1/org-unit/projects/{p}") for p in answers)
 
 

@@ -96,15 +96,24 @@ def test_a_plan_that_breaks_a_deny_rule_exits_1_naming_it_and_applies_nothing(
     assert now == state_before
 
 
-def test_without_a_refresh_the_quota_rule_is_unchecked(ws, sim_server):
+def test_without_a_refresh_the_quota_rule_fails_closed_unless_on_unknown_warn(ws, sim_server):
     sim_server.admin.post("/_sim/projects", json={"id": "7", "name": "team-a",
                                                   "clusterId": CLUSTER, "gpuQuota": 4})
     ws.write("a.yaml", training())
     pol = write_policy(ws, "rules:\n  - name: quota\n    withinProjectQuota: true\n")
     res = ws.plan("--policy", pol, "--no-refresh")
+    assert res.exit_code == 1, res.output
+    assert ("FAIL project 7: rule quota (withinProjectQuota): could not be checked: its GPU "
+            "quota is unknown (not read: the plan was made with --no-refresh); 8 GPUs planned "
+            "(now 0)") in res.stdout
+    assert "Error: the plan breaks 1 deny rule of the policy (quota)" in res.stderr
+    lax = write_policy(ws, "rules:\n  - name: quota\n    withinProjectQuota: true\n"
+                           "    onUnknown: warn\n", "lax.yaml")
+    res = ws.plan("--policy", lax, "--no-refresh")
     assert res.exit_code == 0, res.output
     assert "1 rule: 1 unchecked" in res.stdout
-    assert "note: rule quota: project 7: quota unknown" in res.stdout
+    assert ("note: rule quota: project 7: its GPU quota is unknown (not read: the plan was "
+            "made with --no-refresh); 8 GPUs planned (now 0); not checked") in res.stdout
 
 
 @pytest.mark.parametrize("rule,how,words", RULES, ids=[r[0].split(":")[0] for r in RULES])
@@ -144,13 +153,14 @@ def test_json_output_carries_the_policy_results(ws, sim_server):
     res = ws.cli("plan", str(ws.specs), "--format", "json", "--policy", pol)
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
-    assert doc["format_version"] == "1.6"
+    assert doc["format_version"] == "1.7"
     assert doc["policy"]["passed"] is False
     assert [(r["name"], r["status"]) for r in doc["policy"]["rules"]] == [
         ("cap", "failed"), ("labels", "passed")]
     assert doc["policy"]["rules"][0]["violations"] == [
         {"address": "Training/7/llama-ft",
-         "message": "Training/7/llama-ft: rule cap (maxGpusPerWorkload 4): 8 GPUs"}]
+         "message": "Training/7/llama-ft: rule cap (maxGpusPerWorkload 4): 8 GPUs",
+         "unknown": False}]
 
 
 def test_a_saved_plan_records_its_results_and_apply_refuses_one_that_failed(ws, sim_server):

@@ -58,8 +58,12 @@ def test_recording_the_raw_live_body_would_be_a_perpetual_diff():
     live = simulated_live(d)
     raw = diff.project(kind, live)
     removed = {c.path for c in diff.diff_workload(kind, d.body, raw, live)}
-    assert "spec.imagePullPolicy" in removed  # a server default, read as "the user removed it"
-    assert "imagePullPolicy" not in adoption.record(kind, live).applied["spec"]
+    # A generated value, read as "the user removed it" (a default the spec leaves out is no
+    # change: the diff knows the kind's defaults, spec.imagePullPolicy among them).
+    assert removed == {"spec.storage.pvc[checkpoints].claimName"}
+    applied = adoption.record(kind, live).applied["spec"]
+    assert "imagePullPolicy" not in applied
+    assert "claimName" not in applied["storage"]["pvc"][0]
 
 
 def test_record_without_a_spec_takes_everything_from_live():

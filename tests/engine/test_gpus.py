@@ -163,7 +163,7 @@ def _create_body(kind, body):
 
 
 def test_every_kind_has_a_rule_and_every_rule_a_kind():
-    assert set(gpus.RULES) == set(kinds.KINDS)
+    assert {k.gpu_rule for k in kinds.KINDS.values()} == set(gpus.RULES)
 
 
 def test_every_kind_has_a_worked_example():
@@ -305,14 +305,16 @@ def test_an_autoscaled_inference_that_may_exceed_the_quota_at_its_most_pods_is_f
     assert project.after == Gpus(2, 6) and project.over_quota
 
 
-def test_impact_of_makes_the_impact_with_the_plan_s_quotas_once():
+def test_impact_of_makes_the_impact_with_the_plan_s_quotas_and_why_one_is_unknown():
     plan = _two_projects_plan()
     assert gpus.impact_of(plan) == gpus.impact(plan)  # no quotas read
     plan = _two_projects_plan()
     plan.gpu_quotas = {"7": 8, "12": None}
+    plan.quota_unknown = {"12": "answered 403"}
     made = gpus.impact_of(plan)
-    assert made == gpus.impact(plan, {"7": 8, "12": None}) and made.project("7").over_quota
-    assert gpus.impact_of(plan) is made  # kept on the plan for the next reader
+    assert made == gpus.impact(plan, {"7": 8, "12": None}, unknown={"12": "answered 403"})
+    assert made.project("7").over_quota and made.project("12").unknown == "answered 403"
+    assert plan.gpu_impact is None  # making it is finishing's job, not a reader's
 
 
 @pytest.mark.parametrize("resources, expected", [

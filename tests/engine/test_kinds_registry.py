@@ -1,16 +1,23 @@
-"""The registry's Training, Workspace and Inference entries: what they say agrees with
+"""The registry's entries. Training, Workspace and Inference: what they say agrees with
 NVIDIA's OpenAPI and with the simulator's own table, and the planner acts on them
-(offline: specs + state + a live body with the server's defaults -> the action)."""
+(offline: specs + state + a live body with the server's defaults -> the action). Every
+kind: its entry holds every fact the engine needs (issue 19 item 4), a test that fails for
+an entry lacking any of them, and the v2 kinds' shapes (a delete path of its own, an update
+by PUT of the whole document) fit an entry and reach the client and the planner."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import dataclasses
 import random
 
+import httpx
 import pytest
 import yaml
 
-from reconciler import kinds, planner
+from reconciler import diff, gpus, kinds, planner
+from reconciler.api.client import RunaiClient
 from reconciler.desired import models
 from reconciler.plans import Action
 from reconciler.simulator import defaults
@@ -174,3 +181,97 @@ def test_a_patch_keeps_the_prior_value_of_an_ignored_path_inside_the_field_it_se
     assert rc.action is Action.UPDATE and [c.path for c in rc.changes] == [
         "spec.autoscaling.metricThreshold"]
     assert rc.patch == {"spec": {"autoscaling": {**BODY["spec"]["autoscaling"], "metricThreshold": 32}}}
+
+
+# --- one entry per kind (issue 19 item 4) ------------------------------------------------
+
+SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
+       "DistributedInference": sim_kinds.DISTRIBUTED_INFERENCE,
+       "Training": sim_kinds.TRAINING, "Workspace": sim_kinds.WORKSPACE,
+       "Inference": sim_kinds.INFERENCE}
+
+
+def _problems(kind: kinds.Kind) -> list[str]:
+    """What the entry lacks: its own checks, and a GPU rule `gpus` knows."""
+    out = kinds.missing_facts(kind)
+    if kind.gpu_rule and kind.gpu_rule not in gpus.RULES:
+        out.append(f"gpu_rule ({kind.gpu_rule} is no rule of gpus.RULES)")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_every_entry_holds_every_fact(name):
+    kind = kinds.get(name)
+    assert _problems(kind) == []
+    # Its list type as the simulator spells it names it, and its paths are the simulator's.
+    assert kinds.of_list_type(SIM[name].type) is kind
+    assert kind.api_path == SIM[name].path == kind.delete_collection
+
+
+@pytest.mark.parametrize("fact,value", [
+    ("api_path", ""), ("api_path", "workloads"), ("body_keys", ()), ("containers", ()),
+    ("containers", ("spec", "leaderSpec")), ("defaults", {}), ("defaults", {"": ()}),
+    ("list_types", frozenset()), ("list_types", frozenset({"Training"})), ("gpu_rule", ""),
+    ("gpu_rule", "no-such-rule"), ("update_method", "POST"), ("delete_path", "workloads"),
+    ("updatable_paths", frozenset({"metadata.priority"})),
+])
+@pytest.mark.parametrize("name", sorted(kinds.KINDS))
+def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):
+    broken = dataclasses.replace(kinds.get(name), **{fact: value})
+    assert any(p.startswith(fact) for p in _problems(broken)), _problems(broken)
+
+
+# The next kinds (CONTRACT.md §12), as entries: a delete path apart from the create path, an
+# update that is a PUT of the whole document, a GPU rule of a manifest.
+NIM = kinds.Kind(
+    name="NimService", api_path="/api/v2/workloads/nim-services", body_keys=("spec",),
+    containers=("spec",), defaults={"spec": (kinds.fixed("replicas", 1),)},
+    list_types=frozenset({"nimservice"}), gpu_rule="single",
+    updatable_paths=frozenset({"spec"}), delete_path="/api/v2/workloads")
+MANIFEST = kinds.Kind(
+    name="Manifest", api_path="/api/v2/workloads", body_keys=("metadata", "manifest"),
+    containers=("manifest",), defaults={"manifest": (kinds.generated("status"),)},
+    list_types=frozenset({"workloadv2"}), gpu_rule="single",
+    updatable_paths=frozenset({"metadata.priority", "metadata.category", "manifest"}),
+    update_method="PUT")
+
+
+@pytest.mark.parametrize("kind", [NIM, MANIFEST], ids=lambda k: k.name)
+def test_the_v2_kinds_fit_an_entry(kind):
+    assert kinds.missing_facts(kind) == []
+
+
+def test_the_client_deletes_at_the_entry_s_delete_path_and_updates_with_its_method():
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        return httpx.Response(202, json={})
+
+    async def run():
+        async with RunaiClient("http://runai.test", token="t",
+                               transport=httpx.MockTransport(handler)) as client:
+            await client.delete(NIM, "abc")
+            await client.patch(NIM, "abc", {"spec": {}})
+            await client.patch(MANIFEST, "abc", {"manifest": {}})
+            await client.delete(kinds.INFERENCE, "abc")
+
+    asyncio.run(run())
+    assert seen == [("DELETE", "/api/v2/workloads/abc"),
+                    ("PATCH", "/api/v2/workloads/nim-services/abc"),
+                    ("PUT", "/api/v2/workloads/abc"),
+                    ("DELETE", "/api/v1/workloads/inferences/abc")]
+
+
+def test_a_put_kind_s_update_body_is_the_whole_document():
+    body = {"name": "m", "projectId": "7", "clusterId": CLUSTER,
+            "metadata": {"priority": "high", "category": "Train"},
+            "manifest": {"kind": "PyTorchJob", "spec": {"replicas": 2}}}
+    new = set_path(body, "metadata.priority", "low")
+    fcs = diff.diff_workload(MANIFEST, new, body, None)
+    assert [c.path for c in fcs] == ["metadata.priority"]
+    # PUT: every updatable field, changed or not; a PATCH kind sends the changed ones only.
+    assert planner._patch(MANIFEST, new, fcs) == {
+        "metadata": {"priority": "low", "category": "Train"}, "manifest": body["manifest"]}
+    patch_kind = dataclasses.replace(MANIFEST, update_method="PATCH")
+    assert planner._patch(patch_kind, new, fcs) == {"metadata": {"priority": "low"}}

@@ -116,8 +116,8 @@ def test_any_field_of_the_policy_and_quotas_of_a_saved_plan_damaged_is_one_clear
     """Every field under `policy` and `gpu_quotas`, set to junk of every JSON type: the
     file is refused as a PlanFileError (damaged, or changed since written), never another
     exception."""
-    from reconciler import planfile, policy
-    from reconciler.policy import Report, RuleResult, Violation
+    from reconciler import planfile
+    from reconciler.plans import Report, RuleResult, Violation
     from tests.review.test_planfile import _saved
 
     saved = _saved()
@@ -126,8 +126,9 @@ def test_any_field_of_the_policy_and_quotas_of_a_saved_plan_damaged_is_one_clear
         RuleResult("cap", "maxGpusPerWorkload", 4, "deny", "p.yaml",
                    (Violation("Training/7/x", "Training/7/x: rule cap: 8 GPUs"),), ("n",)),
         RuleResult("img", "allowedImages", ["nvcr.io/*"], "warn", "p.yaml")))
-    base = json.loads(planfile.encode(saved))
-    assert policy.report_from_document(base["policy"]).failed
+    text = planfile.encode(saved)
+    base = json.loads(text)
+    assert planfile.decode(text).plan.policy.failed
     paths = [p for top in ("policy", "gpu_quotas") for p in _paths(base[top], (top,))]
     assert len(paths) > 30
     for path in paths:

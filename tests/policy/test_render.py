@@ -11,6 +11,7 @@ from reconciler.render import json as json_render
 from reconciler.render import markdown
 from reconciler.render import text as text_render
 from tests.policy.test_rules import dt, rules
+from tests.finishing import finished
 from tests.review.test_markdown import _big_plan
 
 RULES = ({"name": "cap", "maxGpusPerWorkload": 16},
@@ -19,8 +20,7 @@ RULES = ({"name": "cap", "maxGpusPerWorkload": 16},
 
 
 def checked(plan: Plan, *entries: dict) -> Plan:
-    plan.policy = policy.evaluate(rules(*(entries or RULES)), plan, files=["policy.yaml"])
-    return plan
+    return finished(plan, rules(*(entries or RULES)))
 
 
 def test_text_lists_failures_then_warnings_after_the_summary():
@@ -34,12 +34,18 @@ def test_text_lists_failures_then_warnings_after_the_summary():
                        "32 GPUs")
 
 
-def test_a_plan_without_changes_still_shows_its_policy():
+def test_a_plan_without_changes_shows_what_its_workloads_break_as_pre_existing():
     steady = dt("steady", Action.NOOP)
     plan = checked(Plan([steady]), {"name": "cap", "maxGpusPerWorkload": 16})
-    assert "No changes." in text_render.render_plan(plan)
-    assert "FAIL DistributedTraining/7/steady" in text_render.render_plan(plan)
-    assert "#### Policy" in markdown.render_plan(plan)
+    assert plan.policy.passed
+    text = text_render.render_plan(plan)
+    assert "No changes." in text and "FAIL" not in text
+    assert "Policy passed (policy.yaml): 1 rule: 1 passed; 1 pre-existing violation." in text
+    assert ("WARN (pre-existing) DistributedTraining/7/steady: rule cap (maxGpusPerWorkload "
+            "16): 40 GPUs") in text
+    md = markdown.render_plan(plan)
+    assert "#### Policy" in md and "| `cap` | `maxGpusPerWorkload 16` | deny | passed | 0 (+1 pre-existing) |" in md
+    assert "- pre-existing `DistributedTraining/7/steady: rule cap" in md
 
 
 def test_400_changed_workloads_with_policy_results_fit_one_comment_with_complete_counts():
@@ -70,9 +76,9 @@ def test_markdown_keeps_globs_and_pipes_from_breaking_the_table():
 
 
 def test_json_has_the_policy_only_when_a_policy_was_given():
-    assert "policy" not in json_render.plan_document(_big_plan(2))
+    assert "policy" not in json_render.plan_document(finished(_big_plan(2)))
     doc = json_render.plan_document(checked(_big_plan(2)))
-    assert doc["format_version"] == "1.6"
+    assert doc["format_version"] == "1.7"
     assert doc["policy"]["passed"] is False
     assert doc["policy"]["files"] == ["policy.yaml"]
     assert [r["status"] for r in doc["policy"]["rules"]] == ["failed", "warned", "passed"]

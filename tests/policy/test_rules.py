@@ -7,6 +7,7 @@ import pytest
 
 from reconciler import gpus, policy
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
+from tests.finishing import finished
 from tests.render.examples import inference_body, training_body
 
 
@@ -34,7 +35,7 @@ def rules(*entries: dict) -> list[policy.Source]:
 
 
 def check(plan: Plan, *entries: dict) -> policy.Report:
-    return policy.evaluate(rules(*entries), plan, files=["policy.yaml"])
+    return finished(plan, rules(*entries)).policy
 
 
 def messages(report: policy.Report) -> list[str]:
@@ -59,11 +60,23 @@ def test_a_workload_being_deleted_is_not_checked_by_per_workload_rules():
     assert report.passed and messages(report) == []
 
 
-def test_unchanged_workloads_are_checked_too_as_they_will_be_after_apply():
+def test_what_the_plan_leaves_alone_is_pre_existing_unless_the_rule_has_scope_all():
     steady = dt("steady", Action.NOOP, before=training_body("steady"))
-    report = check(Plan([steady]), {"name": "cap", "maxGpusPerWorkload": 16})
-    assert messages(report) == [
+    for action in (Action.NOOP, Action.SUSPEND):
+        report = check(Plan([dt("steady", action, before=training_body("steady"))]),
+                       {"name": "cap", "maxGpusPerWorkload": 16})
+        assert report.passed and messages(report) == [], action
+        assert [v.message for v in report.rules[0].preexisting] == [
+            "DistributedTraining/7/steady: rule cap (maxGpusPerWorkload 16): 40 GPUs"]
+        assert report.summary() == "1 rule: 1 passed; 1 pre-existing violation"
+    for action in (Action.CREATE, Action.UPDATE, Action.REPLACE, Action.RESUME):
+        changed = dt("steady", action, before=training_body("steady"))
+        report = check(Plan([changed]), {"name": "cap", "maxGpusPerWorkload": 16})
+        assert not report.passed and not report.rules[0].preexisting, action
+    everything = check(Plan([steady]), {"name": "cap", "maxGpusPerWorkload": 16, "scope": "all"})
+    assert messages(everything) == [
         "DistributedTraining/7/steady: rule cap (maxGpusPerWorkload 16): 40 GPUs"]
+    assert not everything.passed
 
 
 def test_an_autoscaled_range_is_judged_at_its_most_pods():
@@ -95,22 +108,67 @@ def test_a_project_over_its_limit_that_the_plan_does_not_raise_is_a_note_not_a_v
     assert report.passed and messages(report) == []
     assert report.rules[0].notes == (
         "project 7: 24 GPUs planned (now 40), limit 10; not raised by this plan",)
+    every = check(Plan([dt("a", Action.REPLACE, workers=2, before=before)]),
+                  {"name": "p", "maxGpusPerProject": {"*": 10}, "scope": "all"})
+    assert messages(every) == ["project 7: rule p (maxGpusPerProject *: 10): 24 GPUs planned "
+                               "(now 40), limit 10"]
 
 
-def test_within_project_quota_reads_the_quotas_of_the_plans_gpu_impact():
+def _three_projects() -> Plan:
     plan = Plan([dt("a"), dt("b", project="9"), dt("c", project="12")])
     plan.gpu_quotas = {"7": 32.0, "9": 64.0, "12": None}
+    plan.quota_unknown = {"12": "GET /api/v1/org-unit/projects/12 failed: 500 Internal Server Error"}
+    return plan
+
+
+def test_within_project_quota_reads_the_quotas_and_fails_where_one_is_unknown():
+    report = check(_three_projects(), {"name": "quota", "withinProjectQuota": True})
+    assert messages(report) == [
+        "project 7: rule quota (withinProjectQuota): 40 GPUs planned (now 0), quota 32",
+        "project 12: rule quota (withinProjectQuota): could not be checked: its GPU quota is "
+        "unknown (GET /api/v1/org-unit/projects/12 failed: 500 Internal Server Error); 40 GPUs "
+        "planned (now 0)"]
+    assert [v.unknown for v in report.rules[0].violations] == [False, True]
+
+
+def test_on_unknown_warn_notes_an_unknown_quota_and_lets_it_pass():
+    report = check(_three_projects(), {"name": "quota", "withinProjectQuota": True,
+                                       "onUnknown": "warn"})
+    assert len(messages(report)) == 1  # project 7's, over its known quota
+    assert report.rules[0].notes == (
+        "project 12: its GPU quota is unknown (GET /api/v1/org-unit/projects/12 failed: 500 "
+        "Internal Server Error); 40 GPUs planned (now 0); not checked",)
+
+
+def test_a_quota_read_as_no_limit_passes_with_a_note():
+    plan = Plan([dt("a")])
+    plan.gpu_quotas, plan.quota_unknown = {"7": None}, {}  # read: a negative deserved
     report = check(plan, {"name": "quota", "withinProjectQuota": True})
-    assert messages(report) == ["project 7: rule quota (withinProjectQuota): 40 GPUs planned "
-                                "(now 0), quota 32"]
-    assert report.rules[0].notes == ("project 12: quota unknown (not read: --no-refresh, or "
-                                     "the API did not say); not checked",)
+    assert report.passed and report.rules[0].status == "passed"
+    assert report.rules[0].notes == ("project 7: no GPU quota limit (a negative deserved); "
+                                     "passed",)
 
 
-def test_within_project_quota_with_no_quota_known_is_unchecked_not_passed():
+def test_an_unknown_quota_that_the_plan_does_not_raise_cannot_be_broken():
+    before = training_body("a")
+    plan = Plan([dt("a", Action.REPLACE, workers=2, before=before)])  # 40 -> 24
+    plan.gpu_quotas, plan.quota_unknown = {"7": None}, {"7": "answered 403"}
+    report = check(plan, {"name": "quota", "withinProjectQuota": True})
+    assert report.passed and messages(report) == []
+    assert report.rules[0].notes == ("project 7: quota unknown (answered 403); not raised by "
+                                     "this plan",)
+
+
+def test_without_a_refresh_the_quota_rule_fails_closed_or_with_on_unknown_warn_is_unchecked():
     report = check(Plan([dt("a")]), {"name": "quota", "withinProjectQuota": True})
-    assert report.passed and report.rules[0].status == "unchecked"
-    assert report.summary() == "1 rule: 1 unchecked"
+    assert not report.passed and report.rules[0].status == "failed"
+    assert messages(report) == [
+        "project 7: rule quota (withinProjectQuota): could not be checked: its GPU quota is "
+        "unknown (not read: the plan was made with --no-refresh); 40 GPUs planned (now 0)"]
+    lax = check(Plan([dt("a")]), {"name": "quota", "withinProjectQuota": True,
+                                  "onUnknown": "warn"})
+    assert lax.passed and lax.rules[0].status == "unchecked"
+    assert lax.summary() == "1 rule: 1 unchecked"
 
 
 def test_allowed_images_checks_every_container():
@@ -188,14 +246,18 @@ def test_warn_reports_without_failing_and_failures_come_first():
     assert warn_only.passed and warn_only.warned
 
 
-def test_the_report_survives_its_json_document():
-    plan = Plan([dt("a")])
+def test_the_report_survives_a_saved_plan():
+    from reconciler import planfile
+
+    plan = Plan([dt("a"), dt("old", Action.NOOP, image="x:latest")])
     report = check(plan, {"name": "cap", "maxGpusPerWorkload": 8},
-                   {"name": "quota", "withinProjectQuota": True},
-                   {"name": "p", "maxGpusPerProject": {"*": 100}, "enforcement": "warn"})
-    again = policy.report_from_document(policy.report_document(report))
-    assert policy.report_document(again) == policy.report_document(report)
-    assert [r.status for r in again.ordered()] == ["failed", "unchecked", "passed"]
+                   {"name": "quota", "withinProjectQuota": True, "onUnknown": "warn"},
+                   {"name": "p", "maxGpusPerProject": {"*": 100}, "enforcement": "warn"},
+                   {"name": "pin", "forbidLatestTag": True})
+    again = planfile.decode(planfile.encode(planfile.SavedPlan(plan, [], {}))).plan.policy
+    assert again == report
+    assert [r.status for r in again.ordered()] == ["failed", "unchecked", "passed", "passed"]
+    assert again.rules[3].preexisting and again.summary() == report.summary()
 
 
 @pytest.mark.parametrize("entry,word", [

@@ -8,6 +8,7 @@ import re
 from reconciler import executor
 from reconciler.plans import Action
 from reconciler.render import json as json_render
+from tests.finishing import finished
 from tests.render import examples
 from tests.render.test_json import DOC
 
@@ -15,7 +16,7 @@ from tests.render.test_json import DOC
 def _result() -> executor.ApplyResult:
     """The mixed plan, interrupted by a second signal: some done, one failed, one unknown,
     one not started."""
-    plan = examples.PLANS["mixed"]()
+    plan = finished(examples.PLANS["mixed"]())
     todo = [c for c in plan.changes if c.changes_state]
     done, failed, unknown, waiting = todo[0], todo[1], todo[2], todo[3:]
     return executor.ApplyResult(

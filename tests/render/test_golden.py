@@ -14,11 +14,12 @@ from reconciler.render import json as json_render
 from reconciler.render import text as text_render
 
 from .examples import PLANS
+from tests.finishing import finished
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 RENDERERS = {
-    "txt": lambda plan: text_render.render_plan(plan),
-    "json": lambda plan: json_render.render_plan(plan) + "\n",
+    "txt": lambda plan: text_render.render_plan(finished(plan)),
+    "json": lambda plan: json_render.render_plan(finished(plan)) + "\n",
 }
 
 

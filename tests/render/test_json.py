@@ -15,6 +15,7 @@ from reconciler.plans import Action, FieldChange
 from reconciler.render import json as json_render
 
 from . import examples
+from tests.finishing import finished
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -23,16 +24,16 @@ PATCHED = ("update", "replace")  # our `action`: a suspend's `["update"]` has no
 
 def test_render_is_the_document_sorted_and_indented():
     plan = examples.PLANS["mixed"]()
-    text = json_render.render_plan(plan)
-    assert json.loads(text) == json_render.plan_document(plan)
+    text = json_render.render_plan(finished(plan))
+    assert json.loads(text) == json_render.plan_document(finished(plan))
     assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def test_every_address_appears_once_noops_included(example):
     _, plan = example
-    doc = json_render.plan_document(plan)
+    doc = json_render.plan_document(finished(plan))
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.6"
+    assert doc["format_version"] == "1.7"
     assert doc["has_changes"] == plan.has_changes
 
 
@@ -44,14 +45,14 @@ def test_actions_follow_terraform():
                 "suspend": (["update"], "suspend"), "resume_phase_drift": (["update"], "resume"),
                 "no_changes": (["no-op"], "no-op")}
     for name, (actions, ours) in expected.items():
-        rc = json_render.plan_document(examples.PLANS[name]())["resource_changes"][0]
+        rc = json_render.plan_document(finished(examples.PLANS[name]()))["resource_changes"][0]
         assert (rc["change"]["actions"], rc["action"]) == (actions, ours), name
-    suspend = json_render.plan_document(examples.PLANS["suspend"]())["resource_changes"][0]
+    suspend = json_render.plan_document(finished(examples.PLANS["suspend"]()))["resource_changes"][0]
     assert [c["path"] for c in suspend["changed_paths"]] == ["desiredPhase"]
 
 
 def test_replace_names_its_paths_and_keeps_before_and_after():
-    rc = json_render.plan_document(examples.PLANS["replace"]())["resource_changes"][0]
+    rc = json_render.plan_document(finished(examples.PLANS["replace"]()))["resource_changes"][0]
     assert "spec.image" in rc["replace_paths"]
     assert rc["action_reason"] == "spec_changed"
     assert rc["change"]["before"]["spec"]["image"].endswith("24.05-py3")
@@ -60,7 +61,7 @@ def test_replace_names_its_paths_and_keeps_before_and_after():
 
 
 def test_update_carries_its_patch_body():
-    rc = json_render.plan_document(examples.PLANS["update"]())["resource_changes"][0]
+    rc = json_render.plan_document(finished(examples.PLANS["update"]()))["resource_changes"][0]
     assert rc["patch"] == {"spec": {"replicas": 4}}
     assert rc["changed_paths"] == [{"path": "spec.replicas", "before": 2, "after": 4,
                                     "drift": False, "forces_replacement": False}]
@@ -91,7 +92,7 @@ def test_golden_plans_hold_updates_and_replaces_with_patches():
 
 
 def test_update_patch_is_rfc6902_from_before_to_after():
-    rc = json_render.plan_document(examples.PLANS["update"]())["resource_changes"][0]
+    rc = json_render.plan_document(finished(examples.PLANS["update"]()))["resource_changes"][0]
     assert rc["change"]["patch"] == [{"op": "replace", "path": "/spec/replicas", "value": 4}]
 
 
@@ -100,7 +101,7 @@ def test_change_patch_tells_numbers_from_booleans():
     after = {"spec": {"replicas": True, "workers": [1.0], "port": 8000, "same": {"a": [True]}}}
     rc = examples.inference("llama-70b-serve", Action.UPDATE, plans.REASON_SPEC_CHANGED,
                             before=before, after=after)
-    patch = json_render.plan_document(examples.plan(rc))["resource_changes"][0]["change"]["patch"]
+    patch = json_render.plan_document(finished(examples.plan(rc)))["resource_changes"][0]["change"]["patch"]
     assert patch == [{"op": "replace", "path": "/spec/replicas", "value": True},
                      {"op": "replace", "path": "/spec/workers/0", "value": 1.0}]
 
@@ -117,7 +118,7 @@ def test_change_patch_never_holds_a_sensitive_value():
         changes=[FieldChange("spec.args", before["spec"]["args"], after["spec"]["args"],
                              forces_replacement=True)],
         sensitive=("spec.args",), desired_phase="Running")
-    out = json_render.render_plan(examples.plan(rc))
+    out = json_render.render_plan(finished(examples.plan(rc)))
     for secret in ("s3cr3t-args", "hf_rotated", "hf_abcdefghijklmnop", "pw-new", "train.py"):
         assert secret not in out
     change = json.loads(out)["resource_changes"][0]["change"]
@@ -136,7 +137,7 @@ def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
     recreated = examples.recreate()
     recreated.address = "DistributedTraining/7/zz-recreated"
     plan.changes.append(recreated)
-    drift = json_render.plan_document(plan)["resource_drift"]
+    drift = json_render.plan_document(finished(plan))["resource_drift"]
     assert drift == [
         {"address": "DistributedInference/7/llama-70b-serve", "kind": "DistributedInference",
          "action_reason": "drift", "paths": ["spec.replicas"], "change": {"actions": ["update"]}},
@@ -149,21 +150,21 @@ def test_drift_lists_field_drift_phase_drift_and_deletion_outside():
 
 
 def test_summary_state_and_targets():
-    doc = json_render.plan_document(examples.PLANS["targeted"]())
+    doc = json_render.plan_document(finished(examples.PLANS["targeted"]()))
     assert doc["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0,
                               "suspend": 0, "resume": 0, "no-op": 0,
                               "adopt": 0, "state_only": 0}
     assert doc["state"] == {"lineage": examples.LINEAGE, "serial": 3}
     assert doc["targets"] == ["DistributedInference/7/llama-70b-serve"]
-    assert "targets" not in json_render.plan_document(examples.PLANS["update"]())
+    assert "targets" not in json_render.plan_document(finished(examples.PLANS["update"]()))
 
 
 def test_secret_looking_env_values_are_masked_everywhere():
     for name, build in examples.PLANS.items():
-        out = json_render.render_plan(build())
+        out = json_render.render_plan(finished(build()))
         for secret in ("hf_abcdefghijklmnop", "hf_old", "hf_new"):
             assert secret not in out, name
-    doc = json_render.plan_document(examples.PLANS["create"]())
+    doc = json_render.plan_document(finished(examples.PLANS["create"]()))
     envs = doc["resource_changes"][0]["change"]["after"]["spec"]["environmentVariables"]
     assert envs == [{"name": "NCCL_DEBUG", "value": "INFO"},
                     {"name": "HF_TOKEN", "value": "(sensitive)"}]
@@ -172,7 +173,7 @@ def test_secret_looking_env_values_are_masked_everywhere():
 def test_rendering_does_not_change_the_plan():
     plan = examples.PLANS["mixed"]()
     before = copy.deepcopy(plan)
-    json_render.plan_document(plan)
+    json_render.plan_document(finished(plan))
     assert plan == before
 
 
@@ -187,8 +188,8 @@ def _keys(doc, prefix=""):
 
 def test_every_field_is_documented():
     documented = set(re.findall(r"`([a-z_\[\].-]+)`", DOC.read_text(encoding="utf-8")))
-    doc = json_render.plan_document(examples.PLANS["mixed"]())
-    doc.update(json_render.plan_document(examples.PLANS["targeted"]()))
+    doc = json_render.plan_document(finished(examples.PLANS["mixed"]()))
+    doc.update(json_render.plan_document(finished(examples.PLANS["targeted"]())))
     missing = sorted(k for k in _keys(doc)
                      if not any(k == d or k.endswith("." + d) for d in documented))
     assert not missing, f"fields missing from docs/plan-format.md: {missing}"

@@ -12,6 +12,7 @@ from reconciler import plans
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import json as json_render
 from reconciler.render import text as text_render
+from tests.finishing import finished
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -47,7 +48,7 @@ def plan_strategy(draw):
 @settings(max_examples=30, deadline=None)
 @given(plan_strategy())
 def test_text_has_one_header_per_action_and_the_right_summary(plan):
-    out = text_render.render_plan(plan)
+    out = text_render.render_plan(finished(plan))
     todo = plan.actionable()
     headers = [ln for ln in out.splitlines() if ln.startswith("  # ")]
     assert [h.split()[1] for h in headers] == sorted(rc.address for rc in todo)
@@ -63,7 +64,7 @@ def test_text_has_one_header_per_action_and_the_right_summary(plan):
 @settings(max_examples=30, deadline=None)
 @given(plan_strategy())
 def test_json_lists_every_address_with_its_terraform_actions(plan):
-    doc = json.loads(json_render.render_plan(plan))
+    doc = json.loads(json_render.render_plan(finished(plan)))
     got = {rc["address"]: (rc["action"], rc["change"]["actions"])
            for rc in doc["resource_changes"]}
     # Only what docs/plan-format.md lists from Terraform's JSON output format; ours beside it.
@@ -77,8 +78,8 @@ def test_json_lists_every_address_with_its_terraform_actions(plan):
 @settings(max_examples=100, deadline=None)
 @given(plan_strategy())
 def test_json_change_patch_turns_before_into_after(plan):
-    doc = json.loads(json_render.render_plan(plan))
-    unsorted = json_render.plan_document(plan)["resource_changes"]  # ops follow the bodies' order
+    doc = json.loads(json_render.render_plan(finished(plan)))
+    unsorted = json_render.plan_document(finished(plan))["resource_changes"]  # ops follow the bodies' order
     for rc, same in zip(doc["resource_changes"], unsorted):
         change = rc["change"]
         if rc["action"] in ("update", "replace"):

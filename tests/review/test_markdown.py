@@ -13,6 +13,7 @@ from reconciler import drift, gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import markdown
 from tests.render.examples import PLANS, inference, inference_body, training, training_body
+from tests.finishing import finished
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 
@@ -43,7 +44,7 @@ def _drift_report() -> drift.DriftReport:
     ], pending=pending, lineage="6b0c", serial=3)
 
 
-CASES = {f"plan_{name}": (lambda n=name: markdown.render_plan(PLANS[n]())) for name in PLANS}
+CASES = {f"plan_{name}": (lambda n=name: markdown.render_plan(finished(PLANS[n]()))) for name in PLANS}
 CASES["drift"] = lambda: markdown.render_drift(_drift_report())
 CASES["no_drift"] = lambda: markdown.render_drift(drift.DriftReport(drifted=[], pending=Plan([])))
 
@@ -73,7 +74,7 @@ def _big_plan(n: int) -> Plan:
 
 
 def test_400_changed_workloads_fit_one_comment_with_complete_counts():
-    out = markdown.render_plan(_big_plan(400))
+    out = markdown.render_plan(finished(_big_plan(400)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 200 to create, 0 to update, 200 to replace," in out
     assert "| DistributedInference | 200 | 0 | 0 | 0 | 0 | 0 |" in out
@@ -88,20 +89,20 @@ def test_400_changed_workloads_fit_one_comment_with_complete_counts():
 
 
 def test_huge_plans_only_count_what_does_not_fit():
-    out = markdown.render_plan(_big_plan(5000))
+    out = markdown.render_plan(finished(_big_plan(5000)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 2500 to create, 0 to update, 2500 to replace," in out
     assert re.search(r"…and \d+ more changed workloads, not listed\.", out)
 
 
 def test_small_plans_are_not_shortened():
-    out = markdown.render_plan(_big_plan(10))
+    out = markdown.render_plan(finished(_big_plan(10)))
     assert "shortened" not in out and out.count("<details>") == 10
 
 
 def test_backticks_in_values_do_not_break_the_code_block():
     rc = training("x", Action.CREATE, "new", after={"name": "x", "spec": {"command": "echo ```"}})
-    out = markdown.render_plan(Plan([rc]))
+    out = markdown.render_plan(finished(Plan([rc])))
     assert "````diff" in out and out.count("````") == 2
 
 
@@ -123,7 +124,7 @@ def _gpu_plan(n: int, projects: int) -> Plan:
 
 @pytest.mark.parametrize("projects", [1, 400])
 def test_400_changed_workloads_with_gpu_impact_fit_one_comment_with_complete_counts(projects):
-    out = markdown.render_plan(_gpu_plan(400, projects))
+    out = markdown.render_plan(finished(_gpu_plan(400, projects)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 400 to create," in out
     assert "| **total** | **400** |" in out

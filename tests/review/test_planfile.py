@@ -45,7 +45,11 @@ def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(version=2), "newer runai-reconcile"),
+    (lambda d: d.update(version=3), "newer runai-reconcile"),
+    (lambda d: d.update(version=1), r"earlier runai-reconcile \(plan file version 1; this one "
+                                    r"reads version 2\); make the plan again"),
+    (lambda d: d.update(surprise=1), r"damaged or incomplete \(surprise: extra inputs"),
+    (lambda d: d["options"].update(destroy="yes"), r"damaged or incomplete \(options: destroy"),
     (lambda d: d.update(format="terraform"), "is not a saved plan"),
     (lambda d: d.pop("changes"), "damaged or incomplete"),
     (lambda d: d["changes"][0].update(action="explode"), "damaged or incomplete"),
@@ -121,3 +125,32 @@ def test_a_journal_that_changed_the_records_since_the_plan_makes_it_stale():
     assert planfile.decode(planfile.encode(saved)).state_digest == saved.state_digest
     saved.state_digest = None  # a file from before the digest: lineage and serial only
     assert planfile.state_problems(saved, moved, [intent]) == []
+
+
+def test_a_plan_is_written_whole_beside_the_old_one_then_renamed(tmp_path, monkeypatch):
+    """`plan --out` over an existing plan: a failure while writing (a full disk, a kill
+    before the rename) leaves the old file as it was and no temporary file behind; a
+    write that succeeds replaces the file by a rename (a new inode), mode 0600."""
+    import os
+
+    path = tmp_path / "plan.json"
+    planfile.write(path, _saved())
+    old = path.read_bytes()
+    inode = path.stat().st_ino
+
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(planfile.os, "fsync", full)
+        with pytest.raises(OSError, match="No space left"):
+            planfile.write(path, planfile.SavedPlan(plan=PLANS["mixed"](), desired=[], live={}))
+    assert path.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+    again = _saved()
+    again.plan_id = "another"
+    planfile.write(path, again)
+    assert path.stat().st_ino != inode and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert planfile.read(path).plan_id == "another"
+    assert sorted(os.listdir(tmp_path)) == ["plan.json"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import markdown
+from tests.finishing import finished
 
 BODY = {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "compute": {"gpuDevicesRequest": 1}}}
 
@@ -19,7 +20,7 @@ def protected(n: int) -> Plan:
 
 
 def test_2000_changes_to_the_state_alone_fit_one_comment_with_complete_counts():
-    out = markdown.render_plan(protected(2000))
+    out = markdown.render_plan(finished(protected(2000)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 0 to create, 0 to update, 0 to replace, 0 to delete, 0 to suspend, " \
            "0 to resume, 2000 to record in the state." in out
@@ -30,7 +31,7 @@ def test_2000_changes_to_the_state_alone_fit_one_comment_with_complete_counts():
 
 
 def test_a_few_are_all_listed():
-    out = markdown.render_plan(protected(3))
+    out = markdown.render_plan(finished(protected(3)))
     assert [line for line in out.splitlines() if line.startswith("- ")] == [
         f"- Training/7/fine-tuning-job-for-the-support-team-{i:05d}: lifecycle.preventDestroy"
         for i in range(3)]
