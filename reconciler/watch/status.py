@@ -80,7 +80,8 @@ class CycleSummary:
     result: str  # "ok", "failed", "standby"
     error: str | None = None  # masked, when failed
     # HTTP requests the cycle sent to the API by answer ("200", "429", ...; "error": none
-    # came), every attempt and token request counted: /metrics' api_requests_total.
+    # came), every attempt and token request counted (the difference of the client's
+    # RunaiClient.requests_by_status across the cycle): /metrics' api_requests_total.
     requests_by_status: dict[str, int] = field(default_factory=dict)
     refresh: str = "auto"  # "auto" or "full"
     commit: str | None = None
