@@ -29,6 +29,7 @@ that lookup: `create(kind, body, on_ambiguous=lambda: client.find_live(kind, nam
 from __future__ import annotations
 
 import asyncio
+import collections
 import json as jsonlib
 import logging
 import math
@@ -167,6 +168,7 @@ class RunaiClient:
         self._wall_clock = wall_clock
         self._rng = rng or random.Random()
         self._requests = 0
+        self._by_status: collections.Counter[str] = collections.Counter()
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
         if transport is None and not _proxy_configured():
@@ -248,6 +250,12 @@ class RunaiClient:
     def budget(self) -> retries.Budget:
         """The retry budget this client spends (give it to the command's next client)."""
         return self._budget
+
+    @property
+    def requests_by_status(self) -> dict[str, int]:
+        """HTTP requests sent so far by answer: the status ("200", "429", ...), or "error"
+        when none came (the watch's api_requests_total; token requests included)."""
+        return dict(self._by_status)
 
     @property
     def request_count(self) -> int:
@@ -544,9 +552,14 @@ class RunaiClient:
         throttled = False
         try:
             # The whole URL: httpx parses it once (a path would be parsed, then merged).
-            resp = await self._http.request(method, self.base_url + path, json=json,
-                                            params=params, headers=headers,
-                                            timeout=httpx.Timeout(timeout))
+            try:
+                resp = await self._http.request(method, self.base_url + path, json=json,
+                                                params=params, headers=headers,
+                                                timeout=httpx.Timeout(timeout))
+            except httpx.TransportError:
+                self._by_status["error"] += 1
+                raise
+            self._by_status[str(resp.status_code)] += 1
             throttled = resp.status_code == 429
             return resp
         finally:

@@ -16,6 +16,7 @@ Callers: operations (the watch loop), watch's HTTP endpoint and notifier, tests.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,8 @@ HEALING = "Healing"
 FAILED = "Failed"
 SYNCS = (SYNCED, OUT_OF_SYNC, DRIFTED, HEALING, FAILED)
 
+log = logging.getLogger(__name__)
+
 ACTIVE = "active"
 STANDBY = "standby"
 
@@ -51,6 +54,12 @@ class WorkloadStatus:
     reason: str | None = None  # why it is not Synced/Healthy, or what last changed it
     error: str | None = None  # the last action's error (masked)
     changed_at: float | None = None  # when sync or health last changed (epoch seconds)
+    # What this cycle did, for the alerts (reconciler.watch.events) and the page:
+    acted: str | None = None  # this cycle's action on it, "<action>/<ok|failed|skipped>"
+    # This cycle's change for it undoes drift only (live moved, the spec did not), whether
+    # or not it was healed: tells a heal's Healing/Failed from an apply's in sync mode.
+    drift_found: bool = False
+    blocked_by: str | None = None  # the deny rule(s) that skipped this cycle's action ("gpu-cap")
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,10 @@ class CycleSummary:
     duration_s: float
     result: str  # "ok", "failed", "standby"
     error: str | None = None  # masked, when failed
+    # HTTP requests the cycle sent to the API by answer ("200", "429", ...; "error": none
+    # came), every attempt and token request counted (the difference of the client's
+    # RunaiClient.requests_by_status across the cycle): /metrics' api_requests_total.
+    requests_by_status: dict[str, int] = field(default_factory=dict)
     refresh: str = "auto"  # "auto" or "full"
     commit: str | None = None
     actions: dict[str, int] = field(default_factory=dict)  # "<action>/<ok|failed|skipped>"
@@ -110,12 +123,26 @@ class StatusBoard:
         self._snapshot = snapshot
         self._clock = clock
         self._beat = clock()
+        self._listeners: list = []
         self.stopping = False
+
+    def subscribe(self, listener) -> None:
+        """Call `listener(snapshot)` after every publish, in the publishing thread (keep it
+        quick: the metrics' counters and the notifier's queue use it, so none misses a
+        cycle that a bounded `cycles` tuple dropped before anyone read it)."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def publish(self, snapshot: Snapshot) -> None:
         with self._lock:
             self._snapshot = snapshot
             self._beat = self._clock()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(snapshot)
+            except Exception:  # a publisher's bug must not stop the loop
+                log.exception("a listener of the status board failed")
 
     def beat(self) -> None:
         """The loop is alive (called between cycles while it waits or backs off)."""
@@ -125,6 +152,16 @@ class StatusBoard:
     def stop(self) -> None:
         with self._lock:
             self.stopping = True
+
+    @property
+    def last_beat_at(self) -> float:
+        """When a cycle last finished or the loop last beat (the board's clock)."""
+        with self._lock:
+            return self._beat
+
+    def now(self) -> float:
+        """The board's clock (what `alive` measures against)."""
+        return self._clock()
 
     @property
     def snapshot(self) -> Snapshot:

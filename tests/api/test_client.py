@@ -279,6 +279,15 @@ async def test_reads_are_retried_on_network_failures(make_client, exc):
     assert len(h.seen) == 2
 
 
+async def test_requests_are_counted_by_answer_for_the_watch_metrics(make_client):
+    h = scripted(json_response(503, {"code": 503, "message": "busy"}),
+                 httpx.ConnectError("refused"), json_response(200, LIVE))
+    async with make_client(h) as client:
+        assert await client.get(DT, WID) == LIVE
+        assert client.requests_by_status == {"503": 1, "error": 1, "200": 1}
+        assert sum(client.requests_by_status.values()) == client.request_count
+
+
 def refused() -> httpx.ConnectError:
     """What a transport raises when nothing listens at the port: the OS's refusal inside."""
     exc = httpx.ConnectError("Connect call failed")
