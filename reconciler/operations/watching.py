@@ -431,6 +431,11 @@ class _Loop:
             elif change.address in selection.deferred:
                 why = f"{why}; deferred: over --max-actions this cycle"
             body = live.get(change.address) if live else None
+            if body is None and live is not None and change.address not in live \
+                    and change.live_phase:
+                # Vouched for by the workload list (--refresh=auto): not read, but listed
+                # in this phase, which the plan carries.
+                body = {"actualPhase": change.live_phase}
             state_health, health_why = health.health_of(change.kind, body)
             if body is None and change.reason == "completed":
                 state_health, health_why = status.HEALTHY, "completed, then removed"

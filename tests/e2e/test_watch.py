@@ -342,3 +342,21 @@ def test_pull_fast_forwards_the_specs_and_records_the_commit(ws, sim_server, tmp
         w.wait_for(lambda: w.cycles()[-1].get("commit") == second, 10, "the new commit")
         assert w.stop() == 0
     assert (ws.specs / "other.yaml").exists()
+
+
+def test_health_of_workloads_the_list_vouches_for_comes_from_their_listed_phase(ws, sim_server):
+    """With the list-first refresh a cycle GETs nothing of an unchanged fleet: the health
+    the status answer gives is still each workload's listed phase, never Missing."""
+    import httpx
+
+    from tests.simserve import free_port
+
+    applied(ws, sim_server)
+    port = free_port()
+    with Watch(ws, "--interval", f"{INTERVAL}s", "--listen", f"127.0.0.1:{port}") as w:
+        w.wait_cycles(3)
+        doc = httpx.get(f"http://127.0.0.1:{port}/api/status", timeout=10).json()
+        assert w.stop() == 0
+    assert doc["last_cycle"]["refresh"] == "auto"
+    assert doc["counts"]["health"]["Missing"] == 0, doc["counts"]
+    assert sum(doc["counts"]["health"].values()) == len(doc["workloads"]) > 0
