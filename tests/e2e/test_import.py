@@ -240,21 +240,21 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
     assert text.exit_code == 2, text.output
     assert "apply adopts them into the state instead of creating them:" in text.stdout
     assert "  = Workspace/7/jupyter-research" in text.stdout
-    assert ", 8 to adopt." in text.stdout and "1 to create" in text.stdout
+    assert ", 9 to adopt." in text.stdout and "1 to create" in text.stdout
     md = ws.plan("--format", "markdown").stdout
-    assert "1 to create" in md and "8 to adopt" in md and "**Adopted**" in md
+    assert "1 to create" in md and "9 to adopt" in md and "**Adopted**" in md
     doc = ws.plan_json()
-    assert doc["summary"]["adopt"] == 8 and doc["summary"]["create"] == 1
-    assert sum(rc["adopted"] for rc in doc["resource_changes"]) == 8
+    assert doc["summary"]["adopt"] == 9 and doc["summary"]["create"] == 1
+    assert sum(rc["adopted"] for rc in doc["resource_changes"]) == 9
 
     sim_server.clear_requests()
     res = ws.cli("import", "--all", str(ws.specs))
     assert res.exit_code == 0, res.output
     assert sim_server.writes() == []
     lists = [r for r in sim_server.requests() if r["path"] == "/api/v1/workloads"]
-    assert len(lists) == 1  # one list request for the 9 specs, not one per spec
+    assert len(lists) == 1  # one list request for the 10 specs, not one per spec
     assert "Not found live: Training/7/not-live" in res.stdout
-    assert "Adopted 8 workloads" in res.stdout and "1 not found live" in res.stdout
+    assert "Adopted 9 workloads" in res.stdout and "1 not found live" in res.stdout
     state = ws.state()
     assert state["serial"] == 1  # one write
     assert {a: r["workload_id"] for a, r in state["resources"].items()} == ids
@@ -268,7 +268,7 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
 
     again = ws.cli("import", "--all", str(ws.specs))
     assert again.exit_code == 0 and "Nothing adopted" in again.stdout
-    assert "8 in the state already" in again.stdout and ws.state()["serial"] == 1
+    assert "9 in the state already" in again.stdout and ws.state()["serial"] == 1
 
 
 def test_import_all_filters_by_kind_and_by_project_id_or_name(ws, sim_server):
