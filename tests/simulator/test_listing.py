@@ -18,9 +18,9 @@ from reconciler.simulator.listing import FILTER, list_item
 from tests.simulator.conftest import CLUSTER
 from tests.simulator.test_kinds import PATCHES, SAMPLES
 
-# The flat kinds (one create body shape); a Manifest's listing is tested over HTTP in
+# The flat kinds (one create body shape); a Manifest's and a NIM service's listing are tested over HTTP in
 # tests/e2e/test_manifest_http.py and tests/e2e/test_refresh_auto.py.
-KINDS = tuple(k for k in ALL_KINDS if not k.custom)
+KINDS = tuple(k for k in ALL_KINDS if not k.custom and not k.envelope)
 
 LIST = "/api/v1/workloads"
 
