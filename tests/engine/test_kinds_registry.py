@@ -236,7 +236,8 @@ def test_the_nim_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir)
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
 def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):
     if kinds.get(name).manifest_body and fact in ("containers", "defaults"):
-        pytest.skip("a manifest's containers are its pod templates': it has no such paths")
+        # A manifest's containers are its pod templates: it has no such paths to lack.
+        return
     broken = dataclasses.replace(kinds.get(name), **{fact: value})
     assert any(p.startswith(fact) for p in _problems(broken)), _problems(broken)
 
