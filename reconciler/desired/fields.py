@@ -444,6 +444,22 @@ class ClaimInfo(Strict):
     addedAttrValues: list[AddedAttrValue] | None = None
 
 
+def checked_claim(pvc):
+    """The PVC rules of CONTRACT.md §7, for a storage PVC and a NIM service's model store
+    alike: an existing PVC names its claim and describes none; a new one gives its size."""
+    if pvc.existingPvc:
+        if pvc.claimInfo is not None:
+            raise rule_error("must not be given for an existing PVC (existingPvc: true)",
+                             "claimInfo")
+        if pvc.claimName is None:
+            raise rule_error("is required for an existing PVC (existingPvc: true)", "claimName")
+    elif pvc.claimInfo is None or pvc.claimInfo.size is None:
+        at = ("claimInfo", "size") if pvc.claimInfo is not None else ("claimInfo",)
+        raise rule_error("claimInfo.size is required when a new PVC is created "
+                         "(existingPvc is not true)", *at)
+    return pvc
+
+
 class PvcVolume(_Instance):
     path: NonEmpty
     existingPvc: bool | None = None
@@ -455,17 +471,7 @@ class PvcVolume(_Instance):
 
     @model_validator(mode="after")
     def _claim(self):
-        if self.existingPvc:
-            if self.claimInfo is not None:
-                raise rule_error("must not be given for an existing PVC (existingPvc: true)",
-                                 "claimInfo")
-            if self.claimName is None:
-                raise rule_error("is required for an existing PVC (existingPvc: true)", "claimName")
-        elif self.claimInfo is None or self.claimInfo.size is None:
-            at = ("claimInfo", "size") if self.claimInfo is not None else ("claimInfo",)
-            raise rule_error("claimInfo.size is required when a new PVC is created "
-                             "(existingPvc is not true)", *at)
-        return self
+        return checked_claim(self)
 
 
 class InferencePvcVolume(PvcVolume):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
 
 from reconciler import kinds
+from reconciler.desired.fields import checked_claim
 from reconciler.desired.fields import (
     DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
     EnvironmentVariable, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
@@ -281,18 +282,7 @@ class NimPvc(Strict):
 
     @model_validator(mode="after")
     def _claim(self):
-        if self.existingPvc:
-            if self.claimInfo is not None:
-                raise rule_error("must not be given for an existing PVC (existingPvc: true)",
-                                 "claimInfo")
-            if self.claimName is None:
-                raise rule_error("is required for an existing PVC (existingPvc: true)",
-                                 "claimName")
-        elif self.claimInfo is None or self.claimInfo.size is None:
-            at = ("claimInfo", "size") if self.claimInfo is not None else ("claimInfo",)
-            raise rule_error("claimInfo.size is required when a new PVC is created "
-                             "(existingPvc is not true)", *at)
-        return self
+        return checked_claim(self)
 
 
 class NimModelStore(Strict):

@@ -87,18 +87,7 @@ def _storage(storage: dict, workload_name: str, rand: random.Random) -> None:
         for key in ("existingPvc", "readOnly", "ephemeral", "dataSharing"):
             _put(item, key, False)
         if not item["existingPvc"]:
-            suffix = "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789")
-                             for _ in range(5))
-            _put(item, "claimName", f"{workload_name[:50]}-pvc-{suffix}")
-            info = item.get("claimInfo")
-            if isinstance(info, dict):
-                modes = info.get("accessModes")
-                if modes is None:
-                    modes = info["accessModes"] = {}
-                _put(modes, "readWriteOnce", True)
-                _put(modes, "readOnlyMany", False)
-                _put(modes, "readWriteMany", False)
-                _put(info, "volumeMode", "Filesystem")
+            _new_claim(item, f"{workload_name[:50]}-pvc", rand)
 
 
 _TRAIN = {"priorityClass": "train", "preemptibility": "preemptible"}
@@ -226,15 +215,20 @@ def fill_nim_service(body: dict, rand: random.Random) -> None:
         _put(pvc, "existingPvc", False)
         _put(pvc, "readOnly", False)
         if not pvc["existingPvc"]:
-            suffix = "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789")
-                             for _ in range(5))
-            _put(pvc, "claimName", f"{body['name'][:50]}-nim-{suffix}")
-            info = pvc.get("claimInfo")
-            if isinstance(info, dict):
-                modes = info.get("accessModes")
-                if modes is None:
-                    modes = info["accessModes"] = {}
-                _put(modes, "readWriteOnce", True)
-                _put(modes, "readOnlyMany", False)
-                _put(modes, "readWriteMany", False)
-                _put(info, "volumeMode", "Filesystem")
+            _new_claim(pvc, f"{body['name'][:50]}-nim", rand)
+
+
+def _new_claim(pvc: dict, prefix: str, rand) -> None:
+    """What the server fills into a PVC it creates: a generated claim name (`prefix-` and
+    five random characters) and the claim's access modes and volume mode."""
+    suffix = "".join(rand.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(5))
+    _put(pvc, "claimName", f"{prefix}-{suffix}")
+    info = pvc.get("claimInfo")
+    if isinstance(info, dict):
+        modes = info.get("accessModes")
+        if modes is None:
+            modes = info["accessModes"] = {}
+        _put(modes, "readWriteOnce", True)
+        _put(modes, "readOnlyMany", False)
+        _put(modes, "readWriteMany", False)
+        _put(info, "volumeMode", "Filesystem")
