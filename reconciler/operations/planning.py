@@ -49,6 +49,9 @@ class PlanOptions:
     # Another specs folder than the state's may delete what only that one names:
     specs_moved: bool = False  # --specs-moved: the folder moved; the state follows it
     prune_others: bool = False  # --prune-others: delete the other folder's workloads
+    # False: a plan that deletes or replaces a protected workload is made anyway, and the
+    # caller skips those actions itself (`planner.protected`; watch does, per workload).
+    refuse_protected: bool = True
 
 
 @dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
@@ -217,7 +220,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     def make() -> Plan:
         return planner.make_plan(desired, state, live, targets=options.targets,
                                  replace=options.replace, destroy=options.destroy,
-                                 interrupted=interrupted(pending), listed=listed)
+                                 interrupted=interrupted(pending), listed=listed,
+                                 refuse_protected=options.refuse_protected)
 
     the_plan = make()
     acted = [c.address for c in the_plan.changes

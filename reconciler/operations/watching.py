@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from reconciler import errors, gpus
+from reconciler import errors, gpus, planner
 from reconciler.operations.planning import (
     ClientFactory,
     PlanOptions,
@@ -257,6 +257,7 @@ class _Loop:
     async def _cycle(self, client, number: int) -> float:
         started, t0, cpu0 = time.time(), time.monotonic(), time.process_time()
         requests0 = getattr(client, "request_count", 0)
+        by_status0 = dict(getattr(client, "requests_by_status", {}))
         refresh = "full"
         try:
             if not await asyncio.to_thread(self._elected):
@@ -280,6 +281,7 @@ class _Loop:
                 number, started, time.monotonic() - t0, "failed", error=message,
                 refresh=refresh, commit=self.commit,
                 requests=getattr(client, "request_count", 0) - requests0,
+                requests_by_status=_since(client, by_status0),
                 cpu_s=time.process_time() - cpu0)
             self._publish(summary, workloads=None, backoff=wait)
             self.log("cycle", cycle=number, result="failed", error=message,
@@ -289,6 +291,7 @@ class _Loop:
         self.last_success = time.time()
         summary = replace(summary, duration_s=time.monotonic() - t0,
                           requests=getattr(client, "request_count", 0) - requests0,
+                          requests_by_status=_since(client, by_status0),
                           cpu_s=time.process_time() - cpu0)
         self._publish(summary, workloads=workloads, projects=projects)
         self.log("cycle", cycle=number, result=summary.result, refresh=summary.refresh,
@@ -315,15 +318,21 @@ class _Loop:
         state, pending = await asyncio.to_thread(self.store.read_with_pending)
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
-                              parallelism=self.options.parallelism, policy=self.options.policy)
+                              parallelism=self.options.parallelism, policy=self.options.policy,
+                              refuse_protected=False)
         the_plan, live, desired = await make_plan(client, _Loaded(desired), state, options,
                                                   pending)
         chosen = modes.candidates(the_plan, self.options.mode, prune=self.options.prune)
+        protected = planner.protected(chosen, desired, state)
+        chosen = [c for c in chosen if c.address not in protected]
         denied = self._denied(the_plan, chosen, state)
         selection = modes.select(the_plan, self.options.mode, prune=self.options.prune,
-                                 max_actions=self.options.max_actions, denied=denied)
-        for address, why in denied.items():
-            self.log("denied", address=address, reason=why)
+                                 max_actions=self.options.max_actions, denied=denied,
+                                 protected=protected)
+        for address, why in protected.items():
+            self.log("protected", address=address, reason=why)
+        for address, block in denied.items():
+            self.log("denied", address=address, rules=block.label, reason=block.why)
         outcomes: dict = {}
         note = None
         if self.stopping.is_set():  # stopped while it planned: nothing new starts
@@ -333,8 +342,8 @@ class _Loop:
         return self._summarise(number, started, used, the_plan, live, selection, outcomes,
                                note)
 
-    def _denied(self, the_plan: Plan, chosen, state) -> dict[str, str]:
-        """address -> why a deny rule of the policy skips it: the rules judge the actions
+    def _denied(self, the_plan: Plan, chosen, state) -> dict[str, modes.Block]:
+        """address -> the deny rules of the policy skips it: the rules judge the actions
         the mode would take, as `apply --target` of them (the rest held as the state has
         them)."""
         if self.rules is None or not chosen:
@@ -347,7 +356,8 @@ class _Loop:
         acting.gpu_elsewhere = gpus.held_elsewhere(
             r for a, r in state.resources.items() if a not in picked)
         report = finish(acting, self.rules, self.options.policy).policy
-        violations = [(v.address, v.message) for r in report.failed for v in r.violations]
+        violations = [(v.address, v.message, r.name) for r in report.failed
+                      for v in r.violations]
         return modes.denied_by(violations, chosen)
 
     async def _act(self, client, selection: modes.Selection, desired, planned_state, pending):
@@ -397,41 +407,45 @@ class _Loop:
                    note):
         now = time.time()
         impact = the_plan.gpu_impact or finish(the_plan, None, ()).impact
+        held_by = {w.address: w for w in impact.workloads}
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0
         workloads = []
         for change in the_plan.changes:
-            outcome = outcomes.get(change.address)
+            address = change.address
+            outcome = outcomes.get(address)
             acted = outcome is not None and outcome.ok
+            drifting = health.is_healing(change)
+            done = None  # this cycle's action on it, "<action>/<ok|failed|skipped|deferred>"
             if outcome is not None:
                 key = "ok" if outcome.ok else "failed"
                 if change.action is not Action.NOOP:
-                    counts[f"{change.action.value}/{key}"] += 1
+                    done = f"{change.action.value}/{key}"
                 if outcome.ok:
-                    self.failures.pop(change.address, None)
-                    if health.is_healing(change):
-                        healed += 1
+                    self.failures.pop(address, None)
+                    healed += drifting
                 else:
-                    self.failures[change.address] = outcome.message or outcome.status
-                    self.log("action_failed", address=change.address,
+                    self.failures[address] = outcome.message or outcome.status
+                    self.log("action_failed", address=address,
                              action=change.action.value, error=outcome.message)
-            elif change.address in selection.skipped and change.action is not Action.NOOP \
-                    and selection.skipped[change.address].startswith("denied"):
-                counts[f"{change.action.value}/skipped"] += 1
-            if health.is_healing(change):
-                drift += 1
-            sync, why = health.sync_of(change, acted=acted,
-                                       error=self.failures.get(change.address))
+            elif change.action is not Action.NOOP and address in selection.blocked:
+                done = (f"{change.action.value}/deferred" if address in selection.deferred
+                        else f"{change.action.value}/skipped")
+            if done is not None:
+                counts[done] += 1
+            drift += drifting
+            sync, why = health.sync_of(change, acted=acted, error=self.failures.get(address))
+            blocked = selection.blocked.get(address) if not acted else None
             if sync == status.SYNCED:
-                self.failures.pop(change.address, None)
-            elif not acted and change.address in selection.skipped and sync != status.FAILED:
-                skipped = selection.skipped[change.address]
-                if skipped.startswith("denied"):
-                    why = f"{why}; {skipped}"
-            elif change.address in selection.deferred:
-                why = f"{why}; deferred: over --max-actions this cycle"
-            body = live.get(change.address) if live else None
-            if body is None and live is not None and change.address not in live \
+                self.failures.pop(address, None)
+                blocked = None
+            elif blocked is not None and sync != status.FAILED:
+                if address in selection.deferred:
+                    why = f"{why}; deferred: over --max-actions this cycle"
+                else:
+                    why = f"{why}; not done: {selection.skipped[address]}"
+            body = live.get(address) if live else None
+            if body is None and live is not None and address not in live \
                     and change.live_phase:
                 # Vouched for by the workload list (--refresh=auto): not read, but listed
                 # in this phase, which the plan carries.
@@ -439,21 +453,23 @@ class _Loop:
             state_health, health_why = health.health_of(change.kind, body)
             if body is None and change.reason == "completed":
                 state_health, health_why = status.HEALTHY, "completed, then removed"
+            if acted and change.action in _MOVES:  # live was read before the action
+                state_health, health_why = _MOVES[change.action]
             phase = body.get("actualPhase") if body else None
-            held = impact.workload(change.address)
-            previous = self.seen.get(change.address)
+            held = held_by.get(address)
+            previous = self.seen.get(address)
             since = previous[2] if previous and previous[:2] == (sync, state_health) else now
             if previous and previous[:2] != (sync, state_health):
-                self.log("workload", address=change.address, sync=sync, health=state_health,
+                self.log("workload", address=address, sync=sync, health=state_health,
                          was_sync=previous[0], was_health=previous[1], reason=why)
-            self.seen[change.address] = (sync, state_health, since)
+            self.seen[address] = (sync, state_health, since)
             workloads.append(status.WorkloadStatus(
-                address=change.address, kind=change.kind, project=change.project_id,
+                address=address, kind=change.kind, project=change.project_id,
                 name=change.name, sync=sync, health=state_health, phase=phase,
                 gpus=_gpus_text(held.before) if held is not None else None,
                 reason=why or health_why,
-                error=self.failures.get(change.address) if sync == status.FAILED else None,
-                changed_at=since))
+                error=self.failures.get(address) if sync == status.FAILED else None,
+                changed_at=since, acted=done, drift_found=drifting, blocked_by=blocked))
         known = {c.address for c in the_plan.changes}
         for gone in [a for a in self.seen if a not in known]:
             del self.seen[gone]
@@ -490,6 +506,21 @@ class _Loop:
                 observe(snapshot)
             except Exception as exc:  # noqa: BLE001 - an alert that fails never stops the loop
                 self.log("observer_failed", error=_one_line(exc))
+
+
+# The health of a workload an action of this cycle moved (its live body predates it).
+_MOVES = {
+    Action.CREATE: (status.PROGRESSING, "created, awaiting the next cycle"),
+    Action.REPLACE: (status.PROGRESSING, "replaced, awaiting the next cycle"),
+    Action.RESUME: (status.PROGRESSING, "resumed, awaiting the next cycle"),
+    Action.SUSPEND: (status.SUSPENDED, None),
+}
+
+
+def _since(client, before: dict[str, int]) -> dict[str, int]:
+    """The client's requests by answer since it counted `before` (the cycle's)."""
+    now = getattr(client, "requests_by_status", {})
+    return {k: n - before.get(k, 0) for k, n in sorted(now.items()) if n > before.get(k, 0)}
 
 
 def _gpus_text(g: gpus.Gpus) -> str:
