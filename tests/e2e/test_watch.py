@@ -277,7 +277,20 @@ def test_two_watches_on_one_postgres_state_exactly_one_writes_and_the_other_take
     ws.write("train.yaml", TRAINING)
     res = ws.cli("--state-name", name, "apply", str(ws.specs), "--auto-approve")
     assert res.exit_code == 0, res.output
-    serve = by_name(sim_server)["llama-serve"]["id"]
+    from reconciler.state import open_store
+
+    def delete_serve() -> str:
+        """Delete llama-serve out of band; its id (the heal re-creates it under another)."""
+        wid = by_name(sim_server)["llama-serve"]["id"]
+        assert sim_server.api("DELETE", f"/api/v1/workloads/distributed-inferences/{wid}"
+                              ).status_code in (200, 202)
+        return wid
+
+    def recreated(old: str) -> bool:
+        live = by_name(sim_server).get("llama-serve")
+        return live is not None and live["id"] != old
+
+    serial = max(v.serial for v in open_store(url, name=name).history())
     args = ("--mode", "heal", "--interval", f"{INTERVAL}s")
     with Watch(ws, *args, state=url, name="a", state_name=name) as a, \
             Watch(ws, *args, state=url, name="b", state_name=name) as b:
@@ -286,20 +299,42 @@ def test_two_watches_on_one_postgres_state_exactly_one_writes_and_the_other_take
         assert sorted(roles.values()) == ["active", "standby"], roles
         active = a if roles[a] == "active" else b
         standby = b if active is a else a
-        sim_server.admin.patch(f"/_sim/workloads/{serve}", json={"spec": {"replicas": 5}})
-        wait_until(lambda: detail(sim_server, "distributed-inferences", serve)["spec"]
-                   ["replicas"] == 2, 2 * INTERVAL + SLACK_S, "the holder healed")
+        old = delete_serve()
+        wait_until(lambda: recreated(old), 2 * INTERVAL + SLACK_S, "the holder healed")
+        wait_until(lambda: writers(url, name, since=serial), 10, "the heal recorded")
         standby.wait_cycles(1)
         assert active.events("action") and not standby.events("action")
         assert all(c["result"] == "standby" for c in standby.cycles())
+        first_writers = writers(url, name, since=serial)
+        serial = max(v.serial for v in open_store(url, name=name).history())
         active.kill()  # kill -9: its database sessions end, and the lock with them
-        sim_server.admin.patch(f"/_sim/workloads/{serve}", json={"spec": {"replicas": 6}})
+        old = delete_serve()
         t0 = time.monotonic()
-        wait_until(lambda: detail(sim_server, "distributed-inferences", serve)["spec"]
-                   ["replicas"] == 2, 3 * INTERVAL + SLACK_S, "the standby took over and healed")
-        assert time.monotonic() - t0 <= 3 * INTERVAL + SLACK_S
+        wait_until(lambda: recreated(old), 2 * INTERVAL + SLACK_S,
+                   "the standby took over and healed")
+        assert time.monotonic() - t0 <= 2 * INTERVAL + SLACK_S
+        wait_until(lambda: writers(url, name, since=serial), 10, "the heal recorded")
         assert standby.events("role")[-1]["role"] == "active"
         assert standby.stop() == 0
+    # Exactly one process wrote the state at a time: the active one, then the one that took
+    # over (each version records its writer's pid).
+    assert first_writers == {active.proc.pid}
+    assert writers(url, name, since=serial) == {standby.proc.pid}
+
+
+def writers(url: str, name: str, *, since: int) -> set[int]:
+    """The pids that wrote the versions of state `name` after serial `since`."""
+    import re
+
+    from reconciler.state import open_store
+
+    found = set()
+    for v in open_store(url, name=name).history():
+        if v.serial > since:
+            m = re.search(r"pid (\d+)", v.written_by or "")
+            assert m, v
+            found.add(int(m.group(1)))
+    return found
 
 
 def test_an_api_outage_backs_off_and_recovers(ws, sim_server):
