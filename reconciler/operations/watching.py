@@ -37,6 +37,7 @@ from reconciler import errors, gpus, planner
 from reconciler.operations.planning import (
     ClientFactory,
     PlanOptions,
+    Reuse,
     finish,
     load_policy,
     make_plan,
@@ -186,6 +187,11 @@ class _Loop:
         self.last_success: float | None = None
         self.acting = 0  # cycles this process was the active controller in
         self.snapshot = board.snapshot
+        # Kept from one cycle to the next while nothing changed (`_read_state`, the plan
+        # and the project reads in `reuse`, the GPU impact of the plan in `impact_for`):
+        self.state_read: tuple | None = None  # (the store's version stamp, what it read)
+        self.reuse = Reuse()
+        self.impact_for: tuple | None = None
 
     # --- the loop ------------------------------------------------------------------
 
@@ -315,13 +321,16 @@ class _Loop:
         desired, parsed = await asyncio.to_thread(self.specs.get)
         if parsed:
             self.log("specs", loaded=len(desired), dir=self.specs_dir, commit=self.commit)
-        state, pending = await asyncio.to_thread(self.store.read_with_pending)
+        if wants == "full":  # read afresh what the auto cycles between take as read
+            self.reuse.projects.clear()
+            self.state_read = None
+        state, pending = await asyncio.to_thread(self._read_state)
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
                               parallelism=self.options.parallelism, policy=self.options.policy,
                               refuse_protected=False)
         the_plan, live, desired = await make_plan(client, _Loaded(desired), state, options,
-                                                  pending)
+                                                  pending, reuse=self.reuse)
         chosen = modes.candidates(the_plan, self.options.mode, prune=self.options.prune)
         protected = planner.protected(chosen, desired, state)
         chosen = [c for c in chosen if c.address not in protected]
@@ -341,6 +350,17 @@ class _Loop:
             outcomes, note = await self._act(client, selection, desired, state, pending)
         return self._summarise(number, started, used, the_plan, live, selection, outcomes,
                                note)
+
+    def _read_state(self):
+        """The state and the journal's open intents: the last ones read while the store's
+        version stamp says neither changed (a cycle over an unchanged fleet reads nothing
+        of it), else read again."""
+        stamp = self.store.version_stamp()
+        if stamp is not None and self.state_read is not None and self.state_read[0] == stamp:
+            return self.state_read[1]
+        read = self.store.read_with_pending()
+        self.state_read = (stamp, read) if stamp is not None else None
+        return read
 
     def _denied(self, the_plan: Plan, chosen, state) -> dict[str, modes.Block]:
         """address -> the deny rules of the policy skips it: the rules judge the actions
@@ -377,6 +397,7 @@ class _Loop:
             moved = state.serial != planned_state.serial or (
                 state.serial and state.lineage != planned_state.lineage)
             if moved or len(pending_now) != len(pending):
+                self.state_read = None
                 self.log("deferred", reason="the state changed while the cycle planned")
                 return {}, "not acted: the state changed while planning; planned again next cycle"
             if pending_now:
@@ -406,7 +427,13 @@ class _Loop:
     def _summarise(self, number, started, refresh, the_plan: Plan, live, selection, outcomes,
                    note):
         now = time.time()
-        impact = the_plan.gpu_impact or finish(the_plan, None, ()).impact
+        # The impact of a plan made again (or reused) with the same quotas is the same.
+        made_for = (id(the_plan), sorted((the_plan.gpu_quotas or {}).items()),
+                    sorted((the_plan.project_names or {}).items()))
+        if the_plan.gpu_impact is None or made_for != self.impact_for:
+            finish(the_plan, None, ())
+            self.impact_for = made_for
+        impact = the_plan.gpu_impact
         held_by = {w.address: w for w in impact.workloads}
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0

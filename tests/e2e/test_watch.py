@@ -399,3 +399,20 @@ def test_health_of_workloads_the_list_vouches_for_comes_from_their_listed_phase(
     assert doc["last_cycle"]["refresh"] == "auto"
     assert doc["counts"]["health"]["Missing"] == 0, doc["counts"]
     assert sum(doc["counts"]["health"].values()) == len(doc["workloads"]) > 0
+
+
+def test_a_cycle_over_an_unchanged_fleet_sends_only_the_projects_list(ws, sim_server):
+    """Between full refreshes a cycle lists each project once (a page per 500) and GETs
+    nothing: no workload the list vouches for, no project quota read already."""
+    applied(ws, sim_server)
+    time.sleep(1.0)  # the phases move on (Creating -> Running), moving the list entries
+    assert ws.apply().exit_code == 0  # nothing to do: records what the list now says
+    with Watch(ws, "--interval", "200ms", "--full-refresh-every", "1000") as w:
+        w.wait_cycles(3)
+        sim_server.clear_requests()
+        w.wait_cycles(4)
+        assert w.stop() == 0
+    sent = {(r["method"], r["path"]) for r in sim_server.requests()}
+    assert sent == {("GET", "/api/v1/workloads")}, sent
+    assert [c["requests"] for c in w.cycles()[3:7]] == [1, 1, 1, 1]
+    assert w.cycles()[0]["refresh"] == "full" and w.cycles()[-1]["refresh"] == "auto"
