@@ -192,6 +192,7 @@ class _Loop:
         self.state_read: tuple | None = None  # (the store's version stamp, what it read)
         self.reuse = Reuse()
         self.impact_for: tuple | None = None
+        self.statuses: tuple | None = None  # (what they were worked out from, the result)
 
     # --- the loop ------------------------------------------------------------------
 
@@ -434,6 +435,31 @@ class _Loop:
             finish(the_plan, None, ())
             self.impact_for = made_for
         impact = the_plan.gpu_impact
+        # The same plan, live, selection and failures as the last cycle, nothing done:
+        # every workload's status is the last one (no need to work it out again).
+        inputs = (the_plan, made_for, live, selection.skipped, selection.blocked,
+                  selection.deferred, dict(self.failures))
+        last = self.statuses
+        if not outcomes and last is not None and last[0][0] is the_plan \
+                and last[0][1:] == inputs[1:]:
+            workloads, projects, counts, drift, healed = last[1]
+        else:
+            workloads, projects, counts, drift, healed = self._statuses(
+                the_plan, impact, live, selection, outcomes, now)
+            self.statuses = None if outcomes else (
+                (*inputs[:2], dict(live or {}) if live is not None else None,
+                 *inputs[3:]), (workloads, projects, counts, drift, healed))
+        result = "ok" if not any(k.endswith("/failed") for k in counts) else "failed"
+        summary = status.CycleSummary(
+            number=number, started_at=started, duration_s=0.0, result=result,
+            error=note if result == "ok" else "some actions failed",
+            refresh=refresh, commit=self.commit, actions=dict(counts), drift_found=drift,
+            healed=healed, deferred=len(selection.deferred))
+        return summary, workloads, projects
+
+    def _statuses(self, the_plan: Plan, impact, live, selection, outcomes, now):
+        """Each workload's status (logging each change of its sync or health), the
+        projects', this cycle's actions by `<action>/<result>`, drift found and healed."""
         held_by = {w.address: w for w in impact.workloads}
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0
@@ -505,13 +531,7 @@ class _Loop:
             gpus_planned=p.after.high, quota=p.quota,
             quota_why=None if p.quota is not None else "not read, or not readable")
             for p in impact.projects)
-        result = "ok" if not any(k.endswith("/failed") for k in counts) else "failed"
-        summary = status.CycleSummary(
-            number=number, started_at=started, duration_s=0.0, result=result,
-            error=note if result == "ok" else "some actions failed",
-            refresh=refresh, commit=self.commit, actions=dict(counts), drift_found=drift,
-            healed=healed, deferred=len(selection.deferred))
-        return summary, tuple(workloads), projects
+        return tuple(workloads), projects, dict(counts), drift, healed
 
     def _publish(self, summary: status.CycleSummary, *, workloads, projects=None,
                  backoff: float = 0.0) -> None:
