@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from tests import simserve
+from tests.helpers import simserve
 
 from reconciler.api import RunaiClient
 

@@ -10,7 +10,7 @@ import pytest
 
 from reconciler import __version__, kinds
 from reconciler.api import RunaiClient, errors
-from tests import simserve
+from tests.helpers import simserve
 from tests.api.conftest import TOKEN, URL, json_response
 
 pytestmark = pytest.mark.anyio

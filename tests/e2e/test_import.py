@@ -13,7 +13,7 @@ import pytest
 
 from reconciler.state import LocalFileStore, journal
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .conftest import changes_by_address
+from tests.helpers.workspace import changes_by_address
 from .test_kinds_http import INFERENCE, TRAINING, WORKSPACE, _setup
 
 pytestmark = pytest.mark.http

@@ -10,7 +10,8 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from .conftest import CLUSTER, changes_by_address
+from tests.helpers.constants import CLUSTER
+from tests.helpers.workspace import changes_by_address
 
 pytestmark = pytest.mark.http
 

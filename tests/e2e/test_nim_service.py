@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 from .test_kinds_http import _undefined_keys
 
 pytestmark = pytest.mark.http

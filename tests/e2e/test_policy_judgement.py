@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 from .test_policy import training, write_policy
 
 pytestmark = pytest.mark.http

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from reconciler.state import LocalFileStore
-from tests.simserve import free_port
+from tests.helpers.simserve import free_port
 
-from .conftest import CLIENT_SECRET, CLUSTER
+from tests.helpers.constants import CLIENT_SECRET, CLUSTER
 
 pytestmark = pytest.mark.http
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 from .test_projects_by_name import define, serve
 
 pytestmark = pytest.mark.http

@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401 - fixtures
 from tests.e2e.test_policy import training, write_policy
 
 pytestmark = pytest.mark.http

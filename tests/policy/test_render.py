@@ -11,7 +11,7 @@ from reconciler.render import json as json_render
 from reconciler.render import markdown
 from reconciler.render import text as text_render
 from tests.policy.test_rules import dt, rules
-from tests.finishing import finished
+from tests.helpers.finishing import finished
 from tests.review.test_markdown import _big_plan
 
 RULES = ({"name": "cap", "maxGpusPerWorkload": 16},

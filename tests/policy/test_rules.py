@@ -7,8 +7,8 @@ import pytest
 
 from reconciler import gpus, policy
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
-from tests.finishing import finished
-from tests.render.examples import inference_body, training_body
+from tests.helpers.finishing import finished
+from tests.helpers.examples import inference_body, training_body
 
 
 def dt(name: str, action: Action = Action.CREATE, project: str = "7", *, workers: int = 4,

@@ -16,7 +16,7 @@ from reconciler.plans import Action
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.state import MemoryStore, journal
 from reconciler.state.model import State
-from tests.reliability.conftest import training_doc
+from tests.helpers.specs import training_doc
 
 ADDRESS = "DistributedTraining/7/a"
 DT = kinds.get("DistributedTraining")

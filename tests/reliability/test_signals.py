@@ -14,9 +14,8 @@ import uuid
 
 import pytest
 
-from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
-                                        write_fleet)
-from tests.state.conftest import PG_ENV, missing
+from tests.helpers.reliability import convergence, live_names, spawn, wait_for_posts, write_fleet
+from tests.helpers.postgres import PG_ENV, missing
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 

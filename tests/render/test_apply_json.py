@@ -8,8 +8,8 @@ import re
 from reconciler import executor
 from reconciler.plans import Action
 from reconciler.render import json as json_render
-from tests.finishing import finished
-from tests.render import examples
+from tests.helpers.finishing import finished
+from tests.helpers import examples
 from tests.render.test_json import DOC
 
 

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from tests.golden import assert_golden
+from tests.helpers.golden import assert_golden
 
 from reconciler import drift, gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import markdown
-from tests.render.examples import PLANS, inference, inference_body, training, training_body
-from tests.finishing import finished
+from tests.helpers.examples import PLANS, inference, inference_body, training, training_body
+from tests.helpers.finishing import finished
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 

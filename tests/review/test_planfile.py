@@ -10,7 +10,7 @@ from reconciler import gpus, planfile
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.plans import Action
 from reconciler.state.model import State
-from tests.render.examples import PLANS, inference_body
+from tests.helpers.examples import PLANS, inference_body
 
 
 def _saved() -> planfile.SavedPlan:

@@ -10,7 +10,7 @@ import httpx
 import jsonschema
 import pytest
 
-from tests import simserve
+from tests.helpers import simserve
 import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012

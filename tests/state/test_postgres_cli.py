@@ -17,8 +17,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reconciler.state.postgres import PostgresStore
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401
-from tests.reliability.conftest import live_names, posts, wait_for_posts, write_fleet
+from tests.helpers.reliability import live_names, posts, wait_for_posts, write_fleet
 
 pytestmark = [pytest.mark.postgres, pytest.mark.http]
 
@@ -148,7 +147,7 @@ def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_say
 
 
 def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server):
-    from tests.e2e.conftest import Workspace
+    from tests.helpers.workspace import Workspace
 
     # 20 creates, 2 at a time, 500 ms each: the first holds its lock for ~5 s, while the
     # second (1 create) runs from start to end.
