@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.helpers.constants import CLUSTER
-from .test_policy import training, write_policy
+from tests.helpers.policy import training, write_policy
 
 pytestmark = pytest.mark.http
 

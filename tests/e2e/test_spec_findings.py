@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.helpers.constants import CLUSTER
-from .test_projects_by_name import define, serve
+from tests.helpers.projects import define, serve
 
 pytestmark = pytest.mark.http
 

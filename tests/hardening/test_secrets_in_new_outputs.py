@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.helpers.constants import CLUSTER
-from tests.e2e.test_small_things import PROGRESS, run, run_on_a_terminal
+from tests.helpers.cli import PROGRESS, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 

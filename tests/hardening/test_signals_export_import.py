@@ -15,7 +15,7 @@ import pytest
 from reconciler import errors
 from reconciler.operations import specfiles
 from tests.helpers.reliability import spawn, write_fleet
-from tests.reliability.test_signals import faults, journal, wait_until
+from tests.helpers.reliability import faults, journal, wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 

@@ -156,3 +156,21 @@ def convergence(ws: Workspace, sim, names: list[str]) -> Convergence:
         untracked=sum(1 for n, wid in ids.items() if tracked.get(n) != wid)
         + len(set(tracked) - set(ids)),
     )
+
+
+def faults(sim, **settings) -> None:
+    # tokenTtl too: the session's simulator keeps another test's short token lifetime
+    # (the `sim_server` fixture resets latency and error rates only), and a token that
+    # expires within one slow request is refused again after its renewal.
+    sim.admin.put("/_sim/faults", json={"tokenTtl": 3600, **settings}).raise_for_status()
+
+
+def wait_until(check, proc, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+
+
+def journal(ws):
+    return ws.state_path.with_name("state.json.journal")

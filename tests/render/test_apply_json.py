@@ -10,7 +10,9 @@ from reconciler.plans import Action
 from reconciler.render import json as json_render
 from tests.helpers.finishing import finished
 from tests.helpers import examples
-from tests.render.test_json import DOC
+from tests.helpers.constants import ROOT
+
+DOC = ROOT / "docs" / "plan-format.md"
 
 
 def _result() -> executor.ApplyResult:

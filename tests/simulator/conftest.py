@@ -4,7 +4,6 @@ and validators built from NVIDIA's OpenAPI files (../shared/runai-api)."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
 
 import httpx
 import jsonschema
@@ -17,9 +16,8 @@ from referencing.jsonschema import DRAFT202012
 
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.simulator.kinds import KINDS
+from tests.helpers.constants import CLUSTER
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 
 
 class Clock:
@@ -181,13 +179,3 @@ def conforms(openapi):
     return check
 
 
-def schema_scalars(node, path: str = "") -> dict:
-    """Every scalar of a `simulator.validator` description (as `simulator.schema` writes them) by its path (`spec.ports[].container`)."""
-    from reconciler.simulator import validator
-
-    if isinstance(node, validator.Obj):
-        return {p: v for key, sub in node.properties.items()
-                for p, v in schema_scalars(sub, f"{path}.{key}").items()}
-    if isinstance(node, validator.Arr):
-        return schema_scalars(node.items, path + "[]")
-    return {path: node}
