@@ -16,7 +16,7 @@ from tests.helpers.examples import PLANS, inference, inference_body, training, t
 from tests.helpers.finishing import finished
 from tests.helpers.plans import big_plan
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
+GOLDEN = pathlib.Path(__file__).parent / "golden_markdown"
 
 
 def _drift_report() -> drift.DriftReport:
