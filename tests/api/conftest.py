@@ -14,7 +14,6 @@ from reconciler.api import RunaiClient
 from tests.helpers.api import TOKEN, URL, sim_serve
 
 
-
 class FakeTime:
     """A monotonic clock and a sleep that advances it at once; `wall` follows along."""
 
@@ -65,7 +64,6 @@ def anyio_backend() -> str:
 
 
 # --- a `runai-reconcile sim serve` process over real HTTP ----------------------------
-
 
 
 @pytest.fixture(scope="module")

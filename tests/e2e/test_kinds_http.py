@@ -16,8 +16,6 @@ from tests.helpers.kind_specs import INFERENCE, TRAINING, WORKSPACE, apply_kinds
 pytestmark = pytest.mark.http
 
 
-
-
 SUSPENDING = {"Training": ("train.yaml", TRAINING, "llama-lora", "trainings"),
               "Workspace": ("ws.yaml", WORKSPACE, "jupyter-ana", "workspaces")}
 OPENAPI = {"trainings": ("trainings.yml", "TrainingCreationRequest", None),
@@ -224,7 +222,6 @@ def test_inference_patched_out_of_band_is_drift_patched_back(ws, sim):
     body = _one_patch(ws, sim, wid)
     assert body == {"spec": {"autoscaling": {
         "minReplicas": 1, "maxReplicas": 4, "metric": "concurrency", "metricThreshold": 16}}}
-
 
 
 def test_inference_patched_through_the_api_out_of_band_is_drift_patched_back(ws, sim):

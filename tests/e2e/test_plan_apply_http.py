@@ -6,13 +6,10 @@ import json
 
 import pytest
 
-from tests.helpers.constants import CLUSTER
 from tests.helpers.workspace import changes_by_address
 from tests.helpers.specs import TRAINING, INFERENCE
 
 pytestmark = pytest.mark.http
-
-
 
 
 def _setup(ws, sim_server):

@@ -159,7 +159,6 @@ def test_state_list_of_a_state_emptied_by_state_rm_says_so(ws):
 # --- the progress line --------------------------------------------------------------
 
 
-
 def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, sim_server):
     fleet(ws, 12)
     # 150 ms a request, 2 at a time: 12 creates, then 12 reads, take about a second each.

@@ -19,7 +19,6 @@ from reconciler.cli import main
 from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET, ROOT
 
 
-
 class SimServer:
     def __init__(self, url: str, proc: subprocess.Popen):
         self.url = url
@@ -91,4 +90,3 @@ class Workspace:
 
 def changes_by_address(doc: dict) -> dict[str, dict]:
     return {rc["address"]: rc for rc in doc["resource_changes"]}
-

@@ -19,7 +19,6 @@ from reconciler.simulator.kinds import KINDS
 from tests.helpers.constants import CLUSTER
 
 
-
 class Clock:
     def __init__(self, now: float = 1_700_000_000.0):
         self.now = now
@@ -177,5 +176,3 @@ def conforms(openapi):
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
 
     return check
-
-

@@ -11,7 +11,6 @@ import pytest
 from reconciler.state import LocalFileStore, MemoryStore
 
 
-
 @dataclass
 class FakeClock:
     """`now`/`sleep` pair for lock waits: sleeping advances time instantly.
@@ -89,5 +88,3 @@ def open_store(request, tmp_path, clock):
         return first[0].peer(lock_timeout=lock_timeout)
 
     return factory
-
-
