@@ -7,60 +7,33 @@ that shows in the status and the metrics."""
 
 from __future__ import annotations
 
-import http.server
-import json
 import re
-import threading
 import time
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.simserve import free_port
-
-from .watchproc import Watch
+from tests.helpers.constants import CLUSTER
+from tests.helpers.receiver import Receiver
+from tests.helpers.simserve import free_port
+from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 INTERVAL = 0.5  # seconds between cycles
 SLACK_S = 2.0  # what a loaded CI machine may add to a cycle of tens of milliseconds
 
 
-class Receiver:
-    """An alert receiver on loopback: every POSTed JSON document, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[dict] = []
-        received = self.events
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hooks/T0/secret-path"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def words(self) -> list[tuple[str, str | None]]:
-        return [(e["event"], (e.get("workload") or {}).get("address")) for e in self.events]
-
-
 @pytest.fixture
 def receiver():
-    r = Receiver()
-    yield r
-    r.close()
+    with Receiver() as r:
+        yield r
+
+
+def words(receiver: Receiver) -> list[tuple[str, str | None]]:
+    """(event, workload address) of each alert delivered, in order."""
+    return [(e["event"], (e.get("workload") or {}).get("address")) for e in receiver.delivered]
 
 
 def inference(name: str, replicas: int = 2) -> str:
@@ -173,14 +146,14 @@ def test_heal_is_one_alert_per_workload_and_the_metrics_count_it(ws, sim_server,
     assert took <= 2 * INTERVAL + SLACK_S
 
     # One alert per healed workload, and nothing else: not one per cycle.
-    assert sorted(receiver.words()) == sorted([("healed", SERVE), ("healed", OTHER),
+    assert sorted(words(receiver)) == sorted([("healed", SERVE), ("healed", OTHER),
                                                ("healed", TRAIN)])
-    by = {e["workload"]["address"]: e for e in receiver.events}
+    by = {e["workload"]["address"]: e for e in receiver.delivered}
     assert "spec.replicas changed outside: 2 -&gt; 5 live; update sent to undo it" in by[SERVE]["text"]
     assert "suspended outside; resume sent to undo it" in by[TRAIN]["text"]
     assert "deleted outside; create sent to undo it" in by[OTHER]["text"]
-    assert all(e["severity"] == "info" and e["mode"] == "heal" for e in receiver.events)
-    assert "secret-path" not in w.log_path.read_text()  # a webhook's path is its secret
+    assert all(e["severity"] == "info" and e["mode"] == "heal" for e in receiver.delivered)
+    assert "token-xyz" not in w.log_path.read_text()  # a webhook's path is its secret
 
     def moved(name: str, **labels) -> float:
         key = (name, tuple(sorted(labels.items())))
@@ -241,14 +214,14 @@ def test_a_policy_deny_is_one_blocked_alert_while_it_lasts(ws, sim_server, recei
         sim_server.clear_requests()
         assert sim_server.admin.patch(f"/_sim/workloads/{ids['llama-serve']}",
                                       json={"spec": {"replicas": 5}}).status_code == 200
-        wait_until(lambda: [e for e in receiver.events if e["event"] == "blocked"], 10,
+        wait_until(lambda: [e for e in receiver.delivered if e["event"] == "blocked"], 10,
                    "the blocked alert")
         w.wait_cycles(4)
         doc = status(url)
         m = metrics(url)
         assert w.stop() == 0
-    assert receiver.words() == [("blocked", SERVE)], receiver.events
-    event = receiver.events[0]
+    assert words(receiver) == [("blocked", SERVE)], receiver.delivered
+    event = receiver.delivered[0]
     assert event["severity"] == "warning"
     assert event["workload"]["blocked_by"] == "policy small"
     assert "spec.replicas changed outside: 2 -&gt; 5 live" in event["text"]
@@ -269,7 +242,7 @@ def test_an_api_outage_alerts_once_backs_off_and_shows_in_status_and_metrics(
         w.wait_cycles(1)
         sim_server.admin.put("/_sim/faults", json={"errorRate": 1.0, "tokenFaults": False})
         t0 = time.monotonic()
-        wait_until(lambda: [e for e in receiver.events if e["event"] == "cycles_failing"], 30,
+        wait_until(lambda: [e for e in receiver.delivered if e["event"] == "cycles_failing"], 30,
                    "the cycles_failing alert")
         time.sleep(max(0.0, 4.0 - (time.monotonic() - t0)))
         down = status(url)
@@ -277,7 +250,7 @@ def test_an_api_outage_alerts_once_backs_off_and_shows_in_status_and_metrics(
         outage_s = time.monotonic() - t0
         failed = [c for c in w.cycles() if c["result"] == "failed"]
         sim_server.admin.delete("/_sim/faults")
-        wait_until(lambda: [e for e in receiver.events if e["event"] == "cycles_recovered"], 30,
+        wait_until(lambda: [e for e in receiver.delivered if e["event"] == "cycles_recovered"], 30,
                    "the cycles_recovered alert")
         w.wait_cycles(2)
         assert w.stop() == 0
@@ -285,8 +258,8 @@ def test_an_api_outage_alerts_once_backs_off_and_shows_in_status_and_metrics(
     assert 3 <= len(failed) <= 2 + outage_s / 0.5, (len(failed), outage_s)
     waits = [c["next_in_s"] for c in failed]
     assert waits[:4] == sorted(waits[:4]) and waits[2] >= 3.9 * waits[0], waits
-    assert [e["event"] for e in receiver.events] == ["cycles_failing", "cycles_recovered"]
-    failing = receiver.events[0]
+    assert [e["event"] for e in receiver.delivered] == ["cycles_failing", "cycles_recovered"]
+    failing = receiver.delivered[0]
     assert failing["severity"] == "error" and failing["failed_cycles"] == 3
     assert re.search(r"\b50[03]\b|gave up", failing["text"]), failing["text"]
     assert down["failed_in_row"] >= 3 and down["backoff_s"] >= 0.8, down
@@ -312,12 +285,12 @@ def test_prevent_destroy_blocks_that_heal_alone(ws, sim_server, receiver):
             json={"spec": {"image": "nvcr.io/nvidia/pytorch:24.10-py3"}}).status_code == 200
         assert sim_server.admin.patch(f"/_sim/workloads/{ids['llama-serve']}",
                                       json={"spec": {"replicas": 5}}).status_code == 200
-        wait_until(lambda: len(receiver.events) >= 2, 2 * INTERVAL + SLACK_S + 2, "2 alerts")
+        wait_until(lambda: len(receiver.delivered) >= 2, 2 * INTERVAL + SLACK_S + 2, "2 alerts")
         w.wait_cycles(3)
         doc = status(url)
         assert w.stop() == 0
-    assert sorted(receiver.words()) == sorted([("blocked", TRAIN), ("healed", SERVE)]), \
-        receiver.events
+    assert sorted(words(receiver)) == sorted([("blocked", TRAIN), ("healed", SERVE)]), \
+        receiver.delivered
     [train] = [x for x in doc["workloads"] if x["address"] == TRAIN]
     assert train["sync"] == "Drifted" and train["blocked_by"] == "preventDestroy"
     assert train["action"] == "replace/skipped"
@@ -336,12 +309,12 @@ def test_report_mode_alerts_each_drift_once_and_writes_nothing(ws, sim_server, r
                                json={"spec": {"replicas": 5}})
         sim_server.api("POST", f"/api/v1/workloads/distributed/{ids['bert-ddp']}/suspend")
         sim_server.api("DELETE", f"/api/v1/workloads/distributed-inferences/{ids['qwen-serve']}")
-        wait_until(lambda: len(receiver.events) >= 3, 2 * INTERVAL + SLACK_S, "3 alerts")
+        wait_until(lambda: len(receiver.delivered) >= 3, 2 * INTERVAL + SLACK_S, "3 alerts")
         w.wait_cycles(4)
         doc = status(url)
         assert w.stop() == 0
-    assert sorted(receiver.words()) == sorted([("drifted", SERVE), ("missing", OTHER),
-                                               ("drifted", TRAIN)]), receiver.events
+    assert sorted(words(receiver)) == sorted([("drifted", SERVE), ("missing", OTHER),
+                                               ("drifted", TRAIN)]), receiver.delivered
     assert {x["address"]: x["sync"] for x in doc["workloads"]} == {
         SERVE: "Drifted", OTHER: "Drifted", TRAIN: "Drifted"}
     # The only writes are the test's own suspend and delete.

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from .watchproc import Watch
+from tests.helpers.constants import CLUSTER
+from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 WORKLOADS = 1000
 CYCLES = 200
 FULL_EVERY = 50
