@@ -132,33 +132,36 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
 
 
 class Reuse:
-    """What a caller that plans again and again (watch) keeps from one plan to the next:
+    """What a caller that plans again and again with the same options (watch) keeps from
+    one plan to the next:
 
     - `projects`: the project reads (quota, name) that succeeded, used instead of reading
       them again (the caller empties it when it wants them read afresh);
-    - the last plan and its inputs: the planner is pure, so when the specs and the state
-      are the very objects of the last plan (the caller re-reads neither when they did not
-      change) and live, the list's vouchers and the open intents are equal to its, the
-      plan is the last one, not made again."""
+    - the last plans and their inputs: the planner is pure, so when the specs and the
+      state are the very objects a kept plan was made from (the caller re-reads neither
+      when they did not change) and live, the list's vouchers and the open intents are
+      equal to its, that plan is the answer, not made again. Two are kept, so that an auto
+      refresh after a full one finds the plan of the auto refresh before it."""
+
+    KEPT = 2
 
     def __init__(self) -> None:
         self.projects: dict[str, Any] = {}
-        self._inputs: tuple | None = None
-        self._plan: Plan | None = None
+        self._kept: list[tuple[tuple, Plan]] = []  # (inputs, plan), the latest first
 
     def plan(self, make: Callable[[], Plan], desired, state: State, live: dict,
              listed: dict, interrupted_: Collection[str]) -> Plan:
-        last = self._inputs
-        if last is not None and self._plan is not None and last[1] is state \
-                and len(last[0]) == len(desired) \
-                and all(a is b for a, b in zip(last[0], desired)) \
-                and last[2:] == (live, listed, frozenset(interrupted_)):
-            return self._plan
-        self._plan = make()
+        for i, (inputs, plan) in enumerate(self._kept):
+            if inputs[1] is state and len(inputs[0]) == len(desired) \
+                    and all(a is b for a, b in zip(inputs[0], desired)) \
+                    and inputs[2:] == (live, listed, frozenset(interrupted_)):
+                self._kept.insert(0, self._kept.pop(i))
+                return plan
+        plan = make()
         # Copies: the caller goes on to change its dicts (a second plan after the GETs).
-        self._inputs = (list(desired), state, dict(live), dict(listed),
-                        frozenset(interrupted_))
-        return self._plan
+        inputs = (list(desired), state, dict(live), dict(listed), frozenset(interrupted_))
+        self._kept = [(inputs, plan), *self._kept][:self.KEPT]
+        return plan
 
 
 async def make_plan(client, specs, state: State, options: PlanOptions,

@@ -322,9 +322,8 @@ class _Loop:
         desired, parsed = await asyncio.to_thread(self.specs.get)
         if parsed:
             self.log("specs", loaded=len(desired), dir=self.specs_dir, commit=self.commit)
-        if wants == "full":  # read afresh what the auto cycles between take as read
+        if wants == "full":  # the quotas are read afresh with each full refresh
             self.reuse.projects.clear()
-            self.state_read = None
         state, pending = await asyncio.to_thread(self._read_state)
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
