@@ -18,7 +18,9 @@ one run:
 
 The issue's targets are printed beside the figures: per unchanged cycle at most
 ceil(N/500) + one per project + 2 requests and 0.3 CPU-s; drift to heal within interval
-+ 2 s. Callers: people, docs/performance.md and docs/watch.md.
++ 2 s. With `--baseline DIR` (a source tree of another version, such as one `git archive`
+wrote), that version's watch runs the same cycles first, on the same simulator and state,
+and its rows come beside this one's. Callers: people, docs/performance.md and docs/watch.md.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", default="5s")
     ap.add_argument("--full-refresh-every", type=int, default=10)
     ap.add_argument("--drifts", type=int, default=4)
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a source tree of another version: its watch's cycles beside")
     args = ap.parse_args(argv)
     interval_s = intervals.parse(args.interval)
     root = Path(tempfile.mkdtemp(prefix="watch-bench-"))
@@ -132,14 +136,25 @@ def main(argv: list[str] | None = None) -> int:
         sim.admin("DELETE", "/_sim/requests")
         plan_wall, plan_cpu, code = _run(state + ["plan", str(specs)], env, root)
         plan_requests = sim.request_count()
+        watch = [sys.executable, "-m", "reconciler.cli", *state, "watch", str(specs),
+                 "--mode", "heal", "--interval", args.interval, "--log-format", "json",
+                 "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"]
+        baseline: list[dict] = []
+        if args.baseline:
+            log = root / "baseline.log"
+            with open(log, "w") as err:
+                proc = subprocess.Popen(
+                    watch + ["--max-cycles", str(args.cycles)], cwd=root, stderr=err,
+                    env={**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
+                    stdout=subprocess.DEVNULL)
+                if proc.wait(600) != 0:
+                    raise SystemExit(log.read_text())
+            baseline = _cycles(log)
         log = root / "watch.log"
         heals: list[tuple[str, float | None, str | None]] = []
         with open(log, "w") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "reconciler.cli", *state, "watch", str(specs),
-                 "--mode", "heal", "--interval", args.interval, "--log-format", "json",
-                 "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"],
-                env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(watch, env=env, cwd=root, stdout=subprocess.DEVNULL,
+                                    stderr=err)
             try:
                 while len(_cycles(log)) < args.cycles:
                     if proc.poll() is not None:
@@ -171,21 +186,26 @@ def main(argv: list[str] | None = None) -> int:
     target_requests = math.ceil(args.n / 500) + projects + 2
     print(f"\nwatch at N = {args.n}, latency {args.latency_ms:g} ms, {projects} projects, "
           f"interval {args.interval}, a full refresh every {args.full_refresh_every} cycles")
-    print("\n| run | refresh | wall s | requests (target) | CPU s (target) |")
-    print("|---|---|---:|---:|---:|")
+    extra = (" baseline requests | baseline CPU s |", "---:|---:|") if baseline else ("", "")
+    print(f"\n| run | refresh | wall s | requests (target) | CPU s (target) |{extra[0]}")
+    print(f"|---|---|---:|---:|---:|{extra[1]}")
     print(f"| `plan`, whole process (for comparison) | auto | {plan_wall:.2f} | "
-          f"{plan_requests} | {plan_cpu:.2f} |")
+          f"{plan_requests} | {plan_cpu:.2f} |{' | |' if baseline else ''}")
     for c in cycles:
         first = " (specs parsed, first refresh)" if c["cycle"] == 1 else ""
         target = (f" ({target_requests})", " (0.3)") if c.get("refresh") == "auto" else ("", "")
+        then = next((b for b in baseline if b["cycle"] == c["cycle"]), None)
+        was = (f" | {then['requests']} | {then['cpu_s']:.2f}" if then else " | – | –") \
+            if baseline else ""
         print(f"| watch cycle {c['cycle']}{first} | {c.get('refresh')} | {c['duration_s']:.2f} | "
-              f"{c['requests']}{target[0]} | {c['cpu_s']:.2f}{target[1]} |")
-    auto = [c for c in cycles if c.get("refresh") == "auto"]
-    if auto:
-        cpu = [c["cpu_s"] for c in auto]
-        print(f"\nauto cycles: {len(auto)}, requests at most {max(c['requests'] for c in auto)} "
-              f"(target {target_requests}), CPU s median {statistics.median(cpu):.2f}, "
-              f"at most {max(cpu):.2f} (target 0.3)")
+              f"{c['requests']}{target[0]} | {c['cpu_s']:.2f}{target[1]}{was} |")
+    for name, rows in (("baseline", baseline), ("this version", cycles)):
+        auto = [c for c in rows if c.get("refresh") == "auto"]
+        if auto:
+            cpu = [c["cpu_s"] for c in auto]
+            print(f"\n{name}: {len(auto)} auto cycles, requests at most "
+                  f"{max(c['requests'] for c in auto)} (target {target_requests}), CPU s median "
+                  f"{statistics.median(cpu):.2f}, at most {max(cpu):.2f} (target 0.3)")
     print(f"\n| drift | to heal s (target {interval_s + 2:g}) | healing cycle's refresh |")
     print("|---|---:|---|")
     for what, took, refresh in heals:

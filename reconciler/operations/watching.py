@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from reconciler import errors, gpus, planner
+from reconciler import errors, gpus, planner, plans
 from reconciler.operations.planning import (
     ClientFactory,
     PlanOptions,
@@ -190,6 +190,7 @@ class _Loop:
         # Kept from one cycle to the next while nothing changed (`_read_state`, the plan
         # and the project reads in `reuse`, the GPU impact of the plan in `impact_for`):
         self.state_read: tuple | None = None  # (the store's version stamp, what it read)
+        self.vouched: dict[str, str] = {}  # address -> list fingerprint found unchanged
         self.reuse = Reuse()
         self.impact_for: tuple | None = None
         self.statuses: tuple | None = None  # (what they were worked out from, the result)
@@ -325,12 +326,19 @@ class _Loop:
         if wants == "full":  # the quotas are read afresh with each full refresh
             self.reuse.projects.clear()
         state, pending = await asyncio.to_thread(self._read_state)
+        for address, fingerprint in self.vouched.items():
+            record = state.resources.get(address)
+            if record is not None:
+                record.listed = fingerprint
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
                               parallelism=self.options.parallelism, policy=self.options.policy,
                               refuse_protected=False)
+        seen: dict[str, str] = {}
         the_plan, live, desired = await make_plan(client, _Loaded(desired), state, options,
-                                                  pending, reuse=self.reuse)
+                                                  pending, reuse=self.reuse, seen=seen)
+        if used == "auto":
+            self._vouch(the_plan, seen)
         chosen = modes.candidates(the_plan, self.options.mode, prune=self.options.prune)
         protected = planner.protected(chosen, desired, state)
         chosen = [c for c in chosen if c.address not in protected]
@@ -354,13 +362,28 @@ class _Loop:
     def _read_state(self):
         """The state and the journal's open intents: the last ones read while the store's
         version stamp says neither changed (a cycle over an unchanged fleet reads nothing
-        of it), else read again."""
+        of it), else read again (and the fingerprints vouched for in memory forgotten:
+        they held for the state read before)."""
         stamp = self.store.version_stamp()
         if stamp is not None and self.state_read is not None and self.state_read[0] == stamp:
             return self.state_read[1]
         read = self.store.read_with_pending()
         self.state_read = (stamp, read) if stamp is not None else None
+        self.vouched.clear()
         return read
+
+    def _vouch(self, the_plan: Plan, seen: dict[str, str]) -> None:
+        """Remember, for the next cycles, the list fingerprint of each workload this auto
+        cycle found unchanged, as `apply` records them in the state (watch writes nothing
+        for it): a workload whose list entry moved on its own (a phase moving: Creating to
+        Running) is read by GET once, not every cycle until the next apply."""
+        for change in the_plan.changes:
+            address = change.address
+            if change.action is Action.NOOP and not change.changes_state \
+                    and change.reason in _VOUCHED and address in seen:
+                self.vouched[address] = seen[address]
+            else:
+                self.vouched.pop(address, None)
 
     def _denied(self, the_plan: Plan, chosen, state) -> dict[str, modes.Block]:
         """address -> the deny rules of the policy skips it: the rules judge the actions
@@ -553,6 +576,9 @@ class _Loop:
             except Exception as exc:  # noqa: BLE001 - an alert that fails never stops the loop
                 self.log("observer_failed", error=_one_line(exc))
 
+
+# The reasons of a no-op whose list fingerprint vouches for it next time (as `apply`'s).
+_VOUCHED = (plans.REASON_UNCHANGED, plans.REASON_COMPLETED)
 
 # The health of a workload an action of this cycle moved (its live body predates it).
 _MOVES = {
