@@ -10,6 +10,12 @@ executor under the state's ordinary write lock (journal, state, `preventDestroy`
 observers (the notifier). Between cycles it waits on the interval (beating the board), or
 backs off after a failed cycle (doubling, up to `BACKOFF_MAX_S` or the interval).
 
+A cycle over a fleet that did not change reads and works out only what tells it so
+(docs/watch.md, "What a cycle costs"): the state only when the store's version stamp
+moved, the project quotas only on full refreshes, the plan and the statuses not again
+from the same inputs (`planning.Reuse`, `statuses`), the list fingerprints of what it
+found unchanged kept in memory (`vouched`).
+
 One active controller per state: the holder of the state's controller lock
 (`state.election`) acts; the others stand by and try again every interval. The write lock
 is taken only while a cycle acts, so a person's `apply` between cycles goes ahead (a
