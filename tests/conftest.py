@@ -25,6 +25,15 @@ def shared_api_dir() -> pathlib.Path:
     return SHARED_API
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _spec_cache_of_the_session(tmp_path_factory):
+    """The spec cache (reconciler.desired.cache) of every CLI run the tests make, in
+    process or not, goes to a folder of this session's, not the user's ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+        yield
+
+
 _skipped: list[str] = []
 
 

@@ -67,14 +67,19 @@ def quiet(message: str) -> None:
 def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     """The specs loading (on the other core for a big folder) while the caller reads the
     state and the live workloads; stopped when the operation ends. `caller_busy=False`
-    when the caller only waits (validate): then the loaders take every core."""
+    when the caller only waits (validate): then the loaders take every core. The files
+    the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
+    the end."""
     from reconciler.desired import start_loading
+    from reconciler.desired.cache import SpecCache
 
-    pending = start_loading(directory, caller_busy=caller_busy)
+    pending = start_loading(directory, caller_busy=caller_busy,
+                            cache=SpecCache.for_folder(directory))
     try:
         yield pending
     finally:
         pending.cancel()
+        pending.save_cache()
 
 
 # --- validate and plan --------------------------------------------------------------
