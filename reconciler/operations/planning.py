@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -69,17 +70,30 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     state and the live workloads; stopped when the operation ends. `caller_busy=False`
     when the caller only waits (validate): then the loaders take every core. The files
     the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
-    the end."""
+    the end.
+
+    The cycle collector is paused meanwhile: an operation's specs, state and live bodies
+    are millions of containers, none of them garbage, and its passes over them cost a
+    third of the CPU of a plan of 10,000 (docs/performance.md). When it resumes, what the
+    operation made is frozen (`gc.freeze`): the collector's next passes (the plan's GPU
+    impact and rendering come after) need not walk it."""
     from reconciler.desired import start_loading
     from reconciler.desired.cache import SpecCache
 
-    pending = start_loading(directory, caller_busy=caller_busy,
-                            cache=SpecCache.for_folder(directory))
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        yield pending
+        pending = start_loading(directory, caller_busy=caller_busy,
+                                cache=SpecCache.for_folder(directory))
+        try:
+            yield pending
+        finally:
+            pending.cancel()
+            pending.save_cache()
     finally:
-        pending.cancel()
-        pending.save_cache()
+        if collecting:
+            gc.freeze()
+            gc.enable()
 
 
 # --- validate and plan --------------------------------------------------------------
