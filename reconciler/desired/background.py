@@ -50,14 +50,12 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     `cache`: the files it holds (by content) are taken from it, the others loaded; after
     a load without problems it keeps them (`PendingSpecs.save_cache`)."""
     files, listed = sources.find_files(directory)
-    served: dict[str, tuple[DesiredWorkload, ...]] = {}
+    served: dict[str, bytes] = {}  # display -> its cache entry's key
     keys: dict[str, bytes] = {}
     if cache is not None:
         keys = cache.keys(files)
-        for display, key in keys.items():
-            hit = cache.get(key)
-            if hit is not None:
-                served[display] = hit
+        served = {display: key for display, key in keys.items()
+                  if cache.lookup(key) is not None}
     to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -91,10 +89,13 @@ class PendingSpecs:
         self._listed = listed  # the listing's problems
         self._workloads: list[DesiredWorkload] | None = None
         self._error: BaseException | None = None
-        # Every file listed, those the cache served (display -> workloads), the cache's
+        self._ok = False  # settled without problems (the workloads made when asked for)
+        self._loaded: list[DesiredWorkload] = []  # those loaded (not from the cache)
+        self._share: Any = None  # address -> the state's body (`share_bodies`)
+        # Every file listed, those the cache served (display -> its key), the cache's
         # keys, and the cache (None: none).
         self._files: list[sources.Found] = []
-        self._served: dict[str, tuple[DesiredWorkload, ...]] = {}
+        self._served: dict[str, bytes] = {}
         self._keys: dict[str, bytes] = {}
         self._cache: SpecCache | None = None
         self.parsed = 0  # files loaded (not served by the cache)
@@ -131,7 +132,13 @@ class PendingSpecs:
 
     def done(self) -> bool:
         """Whether the outcome is known (result() would not block)."""
-        return self._workloads is not None or self._error is not None
+        return self._ok or self._error is not None
+
+    def share_bodies(self, bodies: Any) -> None:
+        """Before the workloads are asked for: address -> the body the state last
+        applied. A workload the cache serves whose body is exactly that one takes that
+        object (`cache.SpecCache.workloads`): an unchanged fleet is held once."""
+        self._share = bodies
 
     def result(self) -> list[DesiredWorkload]:
         """The workloads in file order, once the children sent them; SpecError as
@@ -193,7 +200,7 @@ class PendingSpecs:
         keys = [key for _, _, share, _ in self._replies for key in share]
         loaded = [w for share, _, _, _ in self._replies for w in share]
         if self._served:  # in file order, the cache's and the loaded ones together
-            keys, loaded = self._merged(keys, loaded)
+            keys = self._merged_keys(keys)
         if len({address.split("/", 1)[1] for address, _, _ in keys}) < len(keys):
             from reconciler.desired import loader  # an address, or a name in a project, twice
 
@@ -201,30 +208,41 @@ class PendingSpecs:
         if problems:
             self._error = SpecError(sources.problem_lines(problems), valid=len(keys))
         else:
-            self._workloads = loaded
+            self._ok, self._loaded = True, loaded
             self._keep()
         self._reap()
 
-    def _merged(self, keys: list, loaded: list[DesiredWorkload]) -> tuple[list, list]:
-        """The keys and workloads of every file in file order: the cache's for the files
-        it served, the loaded ones for the others (a workload's `source` is its file)."""
+    def _merged_keys(self, keys: list) -> list:
+        """The keys of every file's workloads in file order: the cache's for the files it
+        served, the loaded ones for the others (a key's source is its file)."""
         keys_of: dict[str, list] = {}
         for key in keys:
             keys_of.setdefault(key[1], []).append(key)
-        loaded_of: dict[str, list] = {}
-        for w in loaded:
-            loaded_of.setdefault(w.source, []).append(w)
-        all_keys: list = []
-        workloads: list[DesiredWorkload] = []
+        out: list = []
         for _, display, _ in self._files:
             served = self._served.get(display)
             if served is not None:
-                workloads.extend(served)
-                all_keys.extend((w.address, w.source, w.line) for w in served)
+                out.extend(self._cache.lookup(served))
             else:
-                workloads.extend(loaded_of.get(display, ()))
-                all_keys.extend(keys_of.get(display, ()))
-        return all_keys, workloads
+                out.extend(keys_of.get(display, ()))
+        return out
+
+    def _made(self) -> list[DesiredWorkload]:
+        """The workloads in file order: the cache's, made now (sharing the state's
+        bodies), and the loaded ones (a workload's source is its file)."""
+        if not self._served:
+            return self._loaded
+        loaded_of: dict[str, list] = {}
+        for w in self._loaded:
+            loaded_of.setdefault(w.source, []).append(w)
+        out: list[DesiredWorkload] = []
+        for _, display, _ in self._files:
+            served = self._served.get(display)
+            if served is not None:
+                out.extend(self._cache.workloads(served, self._share))
+            else:
+                out.extend(loaded_of.get(display, ()))
+        return out
 
     def _keep(self) -> None:
         """Give the cache the workloads of each file loaded (a load without problems)."""
@@ -232,7 +250,7 @@ class PendingSpecs:
         if cache is None:
             return
         loaded_of: dict[str, list] = {}
-        for w in self._workloads or ():
+        for w in self._loaded:
             loaded_of.setdefault(w.source, []).append(w)
         for _, display, _ in self._files:
             key = self._keys.get(display)
@@ -242,13 +260,15 @@ class PendingSpecs:
     def save_cache(self) -> None:
         """Save the cache this load used, after a load without problems (the disk's
         failures are the cache's own: never raised)."""
-        if self._cache is not None and self._workloads is not None:
+        if self._cache is not None and self._ok:
             self._cache.save()
 
     def _outcome(self) -> list[DesiredWorkload]:
         if self._error is not None:
             raise self._error
-        assert self._workloads is not None
+        if self._workloads is None:
+            self._workloads = self._made()
+            self._loaded = []
         return self._workloads
 
     def _reap(self) -> None:
@@ -256,7 +276,7 @@ class PendingSpecs:
         (then they exit once their reply is sent)."""
         for process, conn in self._children:
             conn.close()
-            if self._workloads is not None:
+            if self._ok:
                 process.join(5)  # it exits once its reply is sent; never wait on it for ever
             if process.exitcode is None:
                 process.kill()

@@ -2,7 +2,8 @@
 
     cache = SpecCache.for_folder("specs")     # None when turned off
     keys = cache.keys(files)                  # reads and hashes every listed file
-    hit = cache.get(keys[display])            # the file's workloads, or None
+    cache.lookup(keys[display])               # the file's workloads' (address, source, line)s, or None
+    cache.workloads(keys[display], share)     # its workloads, made when first asked for
     cache.put(keys[display], workloads)       # after a load without any problem
     cache.save()                              # to the user's cache folder, if anything changed
 
@@ -14,6 +15,13 @@ bytes of every `_defaults.yaml` that applies to it. A file edited in place, what
 size and time, is read again; so is every spec below an edited `_defaults.yaml`. Only a
 load without any problem is stored, so the messages of a bad spec always come from a
 real load.
+
+An entry keeps its workloads' keys (address, source, line: enough for the checks across
+files) apart from the workloads themselves, which are made only when asked for, and
+with a digest of each body's JSON. Asked with `share` (address -> the body the state
+last applied), a workload whose body is that one exactly (the same JSON, keys sorted)
+takes the state's body object instead of a copy of its own: an unchanged fleet's
+bodies are held once, not twice.
 
 On disk: one file per specs folder (by its absolute path) under
 `$XDG_CACHE_HOME/runai-reconcile/specs/` (else `~/.cache/...`), holding the entries of
@@ -37,9 +45,11 @@ import marshal
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 
@@ -47,7 +57,7 @@ __all__ = ["ENV", "SpecCache", "cache_folder"]
 
 ENV = "RUNAI_RECONCILE_SPEC_CACHE"  # "off" (or 0, false, no): no cache
 _OFF = {"off", "0", "false", "no"}
-_MAGIC = b"runai-reconcile spec cache 1\n"
+_MAGIC = b"runai-reconcile spec cache 2\n"
 _DIGEST = 32
 
 
@@ -106,7 +116,9 @@ class SpecCache:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
-        self._entries: dict[bytes, tuple[DesiredWorkload, ...]] = {}
+        # key -> (the workloads' (address, source, line)s, their marshalled form or None,
+        # the workloads once made or None)
+        self._entries: dict[bytes, list] = {}
         self._read = path is None  # the disk file is read at the first lookup
         self._used: set[bytes] = set()
         self._dirty = False
@@ -157,17 +169,41 @@ class SpecCache:
 
     # --- entries ---------------------------------------------------------------------
 
-    def get(self, key: bytes) -> tuple[DesiredWorkload, ...] | None:
+    def lookup(self, key: bytes) -> tuple[tuple[str, str, int | None], ...] | None:
+        """The (address, source, line) of each workload of the entry `key`, or None
+        when the cache has no such entry."""
         if not self._read:
             self._read = True
             self._entries.update(self._load())
-        found = self._entries.get(key)
-        if found is not None:
-            self._used.add(key)
-        return found
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._used.add(key)
+        return entry[0]
+
+    def workloads(self, key: bytes, share: Mapping[str, Any] | None = None,
+                  ) -> tuple[DesiredWorkload, ...]:
+        """The workloads of the entry `key` (found by `lookup`); with `share`, those whose
+        body is exactly `share[address]` take that object as their body."""
+        entry = self._entries[key]
+        if entry[2] is None:
+            made = []
+            for plain in marshal.loads(entry[1]):
+                body_digest = plain[-1]
+                body = None
+                if share and body_digest is not None:
+                    other = share.get(plain[0])
+                    if other is not None and _body_digest(other) == body_digest:
+                        body = other
+                made.append(_from_plain(plain, body))
+            entry[2] = tuple(made)
+            if not self._dirty:
+                entry[1] = None  # a save keeps the file as it is
+        return entry[2]
 
     def put(self, key: bytes, workloads: Iterable[DesiredWorkload]) -> None:
-        self._entries[key] = tuple(workloads)
+        made = tuple(workloads)
+        self._entries[key] = [tuple((w.address, w.source, w.line) for w in made), None, made]
         self._used.add(key)
         self._dirty = True
 
@@ -189,8 +225,10 @@ class SpecCache:
             return
         self._dirty = False
         try:
-            payload = marshal.dumps({k: tuple(_to_plain(w) for w in v)
-                                     for k, v in self._entries.items()})
+            payload = marshal.dumps({
+                k: (keys, packed if packed is not None else marshal.dumps(
+                    tuple(_to_plain(w) for w in made)))
+                for k, (keys, packed, made) in self._entries.items()})
         except ValueError:  # a value marshal cannot keep (an exotic YAML tag): not cached
             return
         data = _MAGIC + tool_identity() + hashlib.blake2b(
@@ -209,7 +247,7 @@ class SpecCache:
         except OSError:
             pass
 
-    def _load(self) -> dict[bytes, tuple[DesiredWorkload, ...]]:
+    def _load(self) -> dict[bytes, list]:
         if self.path is None:
             return {}
         try:
@@ -221,13 +259,18 @@ class SpecCache:
         if (not data.startswith(_MAGIC)
                 or data[head:head + _DIGEST] != tool_identity()):
             return {}
-        payload = data[head + 2 * _DIGEST:]
+        payload = memoryview(data)[head + 2 * _DIGEST:]
         if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != \
                 data[head + _DIGEST:head + 2 * _DIGEST]:
             return {}  # damaged
         try:
             raw = marshal.loads(payload)
-            return {k: tuple(_from_plain(w) for w in v) for k, v in raw.items()}
+            entries = {k: [tuple(tuple(x) for x in keys), packed, None]
+                       for k, (keys, packed) in raw.items()}
+            if not all(isinstance(k, bytes) and isinstance(e[1], bytes)
+                       for k, e in entries.items()):
+                return {}
+            return entries
         except Exception:  # noqa: BLE001 - whatever is wrong in it, the cache is not used
             return {}
 
@@ -248,18 +291,29 @@ class _quiet:
         return exc[0] is not None and issubclass(exc[0], OSError)
 
 
+def _body_digest(body: Any) -> bytes | None:
+    """A digest of `body`'s JSON, keys sorted (orjson tells 1 from 1.0 and from true),
+    or None when orjson cannot write it (an integer beyond 64 bits)."""
+    try:
+        text = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
 def _to_plain(w: DesiredWorkload) -> tuple:
     lc = w.lifecycle
-    return (w.kind, w.name, w.project_id, w.cluster_id, w.body, w.desired_phase,
+    return (w.address, w.kind, w.name, w.project_id, w.cluster_id, w.body, w.desired_phase,
             (lc.prevent_destroy, lc.ignore_changes, lc.sensitive), w.source, w.line,
-            w.project_name, w.project_at, w.warnings)
+            w.project_name, w.project_at, w.warnings, _body_digest(w.body))
 
 
-def _from_plain(t: tuple) -> DesiredWorkload:
-    (kind, name, project_id, cluster_id, body, desired_phase, (prevent, ignore, sensitive),
-     source, line, project_name, project_at, warnings) = t
+def _from_plain(t: tuple, body: Any = None) -> DesiredWorkload:
+    (_, kind, name, project_id, cluster_id, own_body, desired_phase,
+     (prevent, ignore, sensitive), source, line, project_name, project_at, warnings, _) = t
     return DesiredWorkload(kind=kind, name=name, project_id=project_id, cluster_id=cluster_id,
-                           body=body, desired_phase=desired_phase,
+                           body=own_body if body is None else body,
+                           desired_phase=desired_phase,
                            lifecycle=Lifecycle(prevent, tuple(ignore), tuple(sensitive)),
                            source=source, line=line, project_name=project_name,
                            project_at=project_at, warnings=tuple(warnings))

@@ -44,6 +44,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
     seen: dict[str, str] = {}  # the auto refresh's list fingerprints
     with loading(specs_dir) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
+        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await make_plan(client, specs, state, options, pending,

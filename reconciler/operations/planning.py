@@ -117,6 +117,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     rules = load_policy(options.policy)
     with loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
+        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:

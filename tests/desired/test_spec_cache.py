@@ -183,3 +183,35 @@ def test_the_cli_uses_the_cache_and_sees_an_edit(specdir, tmp_path):
     off = validate({spec_cache.ENV: "off", "XDG_CACHE_HOME": str(tmp_path / "xdg-off")})
     assert off.returncode == 1
     assert not (tmp_path / "xdg-off").exists()
+
+
+def test_a_served_spec_takes_the_state_body_only_when_it_is_exactly_the_same(specdir, cache_home):
+    """`share_bodies`: a body equal as JSON (keys in another order) is taken; one that
+    Python calls equal but JSON does not (4.0 for 4, true for 1) is not."""
+    root = _folder(specdir)
+    first, _ = _load(root)
+    same = {w.address: _reordered(w.body) for w in first}
+    other = dict(same)
+    a0, a1, a2 = (w.address for w in first)
+    other[a1] = _reordered(first[1].body)
+    other[a1]["spec"]["numWorkers"] = 4.0
+    other[a2] = _reordered(first[2].body)
+    other[a2]["spec"]["compute"]["largeShmRequest"] = 1
+    cache = SpecCache.for_folder(root)
+    pending = start_loading(root, processes=0, cache=cache)
+    pending.share_bodies(other)
+    got = pending.result()
+    assert got == first  # the same workloads, whatever body objects they hold
+    assert got[0].body is other[a0]
+    assert got[1].body is not other[a1] and got[1].body["spec"]["numWorkers"] == 4
+    assert type(got[1].body["spec"]["numWorkers"]) is int
+    assert got[2].body is not other[a2]
+
+
+def _reordered(body):
+    """A copy with every mapping's keys in reverse order (as a state file sorts them)."""
+    if isinstance(body, dict):
+        return {k: _reordered(body[k]) for k in reversed(list(body))}
+    if isinstance(body, list):
+        return [_reordered(x) for x in body]
+    return body
