@@ -57,7 +57,7 @@ __all__ = ["ENV", "SpecCache", "cache_folder"]
 
 ENV = "RUNAI_RECONCILE_SPEC_CACHE"  # "off" (or 0, false, no): no cache
 _OFF = {"off", "0", "false", "no"}
-_MAGIC = b"runai-reconcile spec cache 2\n"
+_MAGIC = b"runai-reconcile spec cache 3\n"
 _DIGEST = 32
 
 
@@ -302,17 +302,19 @@ def _body_digest(body: Any) -> bytes | None:
 
 
 def _to_plain(w: DesiredWorkload) -> tuple:
+    """The workload as marshal keeps it; its body marshalled apart, so that a body the
+    state's replaces is never made."""
     lc = w.lifecycle
-    return (w.address, w.kind, w.name, w.project_id, w.cluster_id, w.body, w.desired_phase,
-            (lc.prevent_destroy, lc.ignore_changes, lc.sensitive), w.source, w.line,
-            w.project_name, w.project_at, w.warnings, _body_digest(w.body))
+    return (w.address, w.kind, w.name, w.project_id, w.cluster_id, marshal.dumps(w.body),
+            w.desired_phase, (lc.prevent_destroy, lc.ignore_changes, lc.sensitive), w.source,
+            w.line, w.project_name, w.project_at, w.warnings, _body_digest(w.body))
 
 
 def _from_plain(t: tuple, body: Any = None) -> DesiredWorkload:
     (_, kind, name, project_id, cluster_id, own_body, desired_phase,
      (prevent, ignore, sensitive), source, line, project_name, project_at, warnings, _) = t
     return DesiredWorkload(kind=kind, name=name, project_id=project_id, cluster_id=cluster_id,
-                           body=own_body if body is None else body,
+                           body=marshal.loads(own_body) if body is None else body,
                            desired_phase=desired_phase,
                            lifecycle=Lifecycle(prevent, tuple(ignore), tuple(sensitive)),
                            source=source, line=line, project_name=project_name,
