@@ -25,6 +25,7 @@ from reconciler.operations.planning import (
     make_plan,
     quiet,
     refuse_denied,
+    resume_collector,
 )
 from reconciler.plans import Action, Plan
 from reconciler.state.model import State
@@ -53,6 +54,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
             if not options.targets:  # the state now follows this folder (its last write)
                 state.specs_folder = folder
             finish(the_plan, rules, options.policy)
+            resume_collector()  # the actions make garbage
             return the_plan, desired
 
         async def after(client, result) -> None:

@@ -72,15 +72,17 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
     the end.
 
-    The cycle collector is paused meanwhile: an operation's specs, state and live bodies
-    are millions of containers, none of them garbage, and its passes over them cost a
-    third of the CPU of a plan of 10,000 (docs/performance.md). When it resumes, what the
-    operation made is frozen (`gc.freeze`): the collector's next passes (the plan's GPU
-    impact and rendering come after) need not walk it."""
+    The cycle collector is paused meanwhile, until the plan is made (`resume_collector`,
+    which apply calls before it acts: its requests make garbage): an operation's specs,
+    state and live bodies are millions of containers, none of them garbage, and the
+    collector's passes over them cost a third of the CPU of a plan of 10,000
+    (docs/performance.md). When it resumes, what exists is frozen (`gc.freeze`): its next
+    passes (the plan's GPU impact, rendering, apply's actions) need not walk it."""
     from reconciler.desired import start_loading
     from reconciler.desired.cache import SpecCache
 
-    collecting = gc.isenabled()
+    global _paused
+    _paused = gc.isenabled()
     gc.disable()
     try:
         pending = start_loading(directory, caller_busy=caller_busy,
@@ -91,9 +93,19 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
             pending.cancel()
             pending.save_cache()
     finally:
-        if collecting:
-            gc.freeze()
-            gc.enable()
+        resume_collector()
+
+
+_paused = False  # the cycle collector was on when `loading` paused it
+
+
+def resume_collector() -> None:
+    """Turn the cycle collector back on if `loading` paused it, what exists frozen."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.freeze()
+        gc.enable()
 
 
 # --- validate and plan --------------------------------------------------------------
