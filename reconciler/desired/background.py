@@ -36,7 +36,6 @@ __all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "s
 MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
 FILES_PER_PROCESS = 200  # one more child for every this many files
 MAX_PROCESSES = 4
-CHILD_NICENESS = 10  # the caller's own work goes first when the cores are short
 
 
 def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
@@ -327,10 +326,6 @@ def _child(share: list, send: Any, others: list[Any]) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for conn in others:
         conn.close()  # the parent alone reads the pipes (this child's own included)
-    try:
-        os.nice(CHILD_NICENESS)
-    except OSError:
-        pass
     try:
         from reconciler.desired import loader
 
