@@ -41,7 +41,7 @@ def skip_reason(kind: str, body: dict) -> str | None:
     training that ran to its end), or None."""
     if phases.live_gone(body) or body.get("deletedAt"):
         return "deleted"
-    if kinds.get(kind).completes and phases.live_completed(body):
+    if kinds.get(kind).runs_to_completion(body) and phases.live_completed(body):
         return "completed"
     return None
 

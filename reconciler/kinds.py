@@ -192,7 +192,8 @@ class Kind:
     # the times). `reconciler.api.envelope` translates; everything else sees flat bodies.
     envelope: str = ""
     can_suspend: bool = False
-    # Trainings run to completion (live phase Completed) and may be auto-deleted then.
+    # Trainings run to completion (live phase Completed) and may be auto-deleted then; a
+    # Manifest may, by its type (`runs_to_completion` asks).
     completes: bool = False
     # The body holds a Kubernetes manifest (`manifest`, the Manifest kind): containers are
     # its pod templates', lists keyed as strategic merge keys them, quantities compared by
@@ -202,6 +203,19 @@ class Kind:
     @property
     def can_update(self) -> bool:
         return bool(self.updatable_paths)
+
+    def runs_to_completion(self, body: Mapping | None) -> bool:
+        """Whether the workload of this kind whose body (spec, state or live) is `body`
+        runs to its end: a training; a Manifest of a type that does (a Job, a PyTorchJob,
+        a RayJob, ...: `manifests.COMPLETES`), or of a type its body does not say (a list
+        item carries no manifest). Such a workload, once Completed, is left alone and not
+        created again after the API deleted it."""
+        if not self.completes:
+            return False
+        if self.manifest_body and isinstance(body, Mapping) \
+                and isinstance(body.get("manifest"), Mapping):
+            return manifests.completes(body["manifest"])
+        return True
 
     @property
     def delete_collection(self) -> str:

@@ -161,6 +161,43 @@ FROZEN: dict[str, tuple[str, ...]] = {
 COMPLETES = frozenset({"Job", "PyTorchJob", "RayJob", "TFJob", "XGBoostJob", "MPIJob"})
 
 
+def completes(manifest: Any) -> bool:
+    """Whether a manifest's type runs to its end (`COMPLETES`)."""
+    return type_of(manifest) in COMPLETES
+
+
+def _condition(status: Mapping, kind: str) -> bool:
+    return any(isinstance(c, Mapping) and c.get("type") == kind
+               and str(c.get("status")).lower() == "true"
+               for c in status.get("conditions") or ())
+
+
+def outcome(manifest_type: str, status: Any) -> str | None:
+    """"Completed" or "Failed" when the Kubernetes `status` of a workload of
+    `manifest_type` says it ran to its end, else None: a Job's condition Complete (or
+    Failed); a Kubeflow job's condition Succeeded (or Failed); a RayJob's `jobStatus`
+    SUCCEEDED (or FAILED); any type's `status.phase` Completed or Succeeded (or Failed).
+    The API does not say how a v2 workload's end shows (CONTRACT.md §12); these are the
+    types' own status fields."""
+    if not isinstance(status, Mapping):
+        return None
+    if manifest_type == "Job":
+        done = _condition(status, "Complete")
+    elif manifest_type in ("PyTorchJob", "TFJob", "XGBoostJob", "MPIJob"):
+        done = _condition(status, "Succeeded")
+    elif manifest_type == "RayJob":
+        done = status.get("jobStatus") == "SUCCEEDED"
+        if status.get("jobStatus") == "FAILED":
+            return "Failed"
+    else:
+        done = False
+    if done or status.get("phase") in ("Completed", "Succeeded"):
+        return "Completed"
+    if _condition(status, "Failed") or status.get("phase") == "Failed":
+        return "Failed"
+    return None
+
+
 def type_of(manifest: Any) -> str:
     """The manifest's own kind ("" when none)."""
     kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
@@ -315,7 +352,8 @@ def from_response(answer: Mapping) -> dict:
         out["syncStatus"] = sync.get("status")
         out["actualPhase"] = {"Synced": "Running", "Failed": "Failed", "Deleting": "Deleting",
                               "Deleted": "Deleted"}.get(str(sync.get("status")), "Creating")
-        phase = _obj(_obj(workload.get("workloadManifest")).get("status")).get("phase")
-        if phase in ("Completed", "Succeeded"):
-            out["actualPhase"] = "Completed"
+        ended = outcome(type_of(out["manifest"]),
+                        _obj(workload.get("workloadManifest")).get("status"))
+        if ended is not None:
+            out["actualPhase"] = ended
     return out

@@ -15,7 +15,10 @@ Choices where the API spec is silent:
   additions: `spec.schedulerName: runai-scheduler` in every pod template, the labels
   `runai/queue` and `project` on the manifest's metadata, a `uid`, and Kubernetes'
   container defaults (`terminationMessagePath`, `terminationMessagePolicy`,
-  `imagePullPolicy` by the image's tag).
+  `imagePullPolicy` by the image's tag). A record whose phase is Completed or Failed (forced
+  through `/_sim/workloads/{id}/phase`) has the `status` its type's operator writes: a
+  Job's condition Complete or Failed, a Kubeflow job's Succeeded or Failed, a RayJob's
+  `jobDeploymentStatus` and `jobStatus`, another type's `phase`.
 - `syncInfo.status` follows the record's phase: Queued (Creating), Applying
   (Initializing, Updating), Synced (Running), Deleting.
 - A manifest whose apiVersion's group and kind are not in `WORKLOAD_TYPES` answers 400.
@@ -128,6 +131,26 @@ def _fill_templates(node) -> None:
             _fill_templates(v)
 
 
+# A finished workload's Kubernetes status by its type (what each operator writes), when
+# the record's phase is Completed or Failed (`/_sim/workloads/{id}/phase` forces one).
+_KUBEFLOW = ("PyTorchJob", "TFJob", "XGBoostJob", "MPIJob")
+
+
+def _status(manifest_type: str, phase: str) -> dict | None:
+    if phase not in ("Completed", "Failed"):
+        return None
+    ok = phase == "Completed"
+    if manifest_type == "Job":
+        return {"conditions": [{"type": "Complete" if ok else "Failed", "status": "True"}]}
+    if manifest_type in _KUBEFLOW:
+        return {"conditions": [{"type": "Created", "status": "True"},
+                               {"type": "Succeeded" if ok else "Failed", "status": "True"}]}
+    if manifest_type == "RayJob":
+        return {"jobDeploymentStatus": "Complete" if ok else "Failed",
+                "jobStatus": "SUCCEEDED" if ok else "FAILED"}
+    return {"phase": phase}
+
+
 def _sync_status(phase: str) -> str:
     return {"Creating": "Queued", "Initializing": "Applying", "Updating": "Applying",
             "Deleting": "Deleting", "Failed": "Failed"}.get(phase, "Synced")
@@ -149,10 +172,13 @@ def workload(sim: Simulator, rec: Record) -> dict:
         "createdAt": b["createdAt"], "createdBy": b["createdBy"],
         "updatedAt": b["updatedAt"], "updatedBy": b["updatedBy"],
     }
+    running = _with_server_additions(b["rawManifest"], project_name, b["workloadId"])
+    status = _status(str(b["rawManifest"].get("kind")), sim.store.phase(rec))
+    if status is not None:
+        running["status"] = status
     return {"metadata": {k: v for k, v in meta.items() if v is not None},
             "desiredPhase": b["desiredPhase"], "rawManifest": b["rawManifest"],
-            "workloadManifest": _with_server_additions(b["rawManifest"], project_name,
-                                                       b["workloadId"])}
+            "workloadManifest": running}
 
 
 def routes(sim: Simulator, kind: Kind) -> list[Route]:
