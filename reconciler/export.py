@@ -114,10 +114,11 @@ def address(doc: dict, project_id: str) -> str:
 
 
 def _withhold_secrets(value: Any) -> None:
-    """Replace every sensitive environment variable's value, in place."""
+    """Replace every sensitive environment variable's value, in place: of the API's
+    `environmentVariables`, and of a Kubernetes container's `env` in a manifest."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "environmentVariables" and isinstance(item, list):
+            if key in ("environmentVariables", "env") and isinstance(item, list):
                 for var in item:
                     if (isinstance(var, dict) and masking.secret_name(var.get("name"))
                             and var.get("value") is not None):

@@ -204,6 +204,18 @@ def type_of(manifest: Any) -> str:
     return kind if isinstance(kind, str) else ""
 
 
+def kind_in(*bodies: Any) -> str | None:
+    """The manifest's own kind (`PyTorchJob`) of the first of `bodies` (a Manifest
+    workload's flat body: spec, state or live) that holds a manifest naming one; None
+    for any other kind's body: what every output shows beside `Manifest`."""
+    for body in bodies:
+        if isinstance(body, Mapping):
+            kind = type_of(body.get("manifest"))
+            if kind:
+                return kind
+    return None
+
+
 def forces_replacement(manifest_type: str, path: str) -> bool:
     """Whether a change at body `path` ("manifest.spec.template.spec...") of a manifest of
     `manifest_type` replaces the workload."""

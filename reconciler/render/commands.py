@@ -79,9 +79,10 @@ def imported_all(result, where: str) -> str:
 # --- state ----------------------------------------------------------------------------
 
 
-def state_list(rows: Sequence[tuple[str, str | None]]) -> str:
-    """`state list`: one address a line, with its project's name when known."""
-    return _lines([addr + words.project_name_note(name) for addr, name in rows])
+def state_list(rows: Sequence[tuple[str, str | None, str | None]]) -> str:
+    """`state list`: one address a line, with a Manifest's own kind and its project's name
+    when known: `Manifest/7/gpt-pretrain (PyTorchJob, project team-a)`."""
+    return _lines([addr + words.address_note(kind, name) for addr, name, kind in rows])
 
 
 def state_show(record, *, show_sensitive: bool = False) -> str:
