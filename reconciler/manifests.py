@@ -12,6 +12,7 @@ facts and rules the engine applies to them.
   the paths that cannot change in place (a change there replaces the workload).
 - `pod_templates`: every pod template of a manifest with its replica range, by type (GPU
   accounting and policy rules).
+- `conventional_order`: a manifest's keys as a person writes them (`export`).
 - `to_create_body`, `to_update_body`, `from_response`: the engine's flat body
   (name, projectId, clusterId, priority, category, preemptibility, manifest) to and from
   the API's `{metadata, manifest}` and `WorkloadV2GetResponse`.
@@ -129,6 +130,43 @@ def without_server_paths(manifest: Any) -> Any:
     if isinstance(meta, dict):
         out["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_METADATA}
     return out
+
+
+# --- a person's key order --------------------------------------------------------------
+
+_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec")
+_METADATA_ORDER = ("name", "namespace", "labels", "annotations")
+_ITEM_KEYS = ("name", "groupName", "containerPort")
+
+
+def conventional_order(manifest: Any) -> Any:
+    """A copy of `manifest` with its keys in the order Kubernetes manifests are written in:
+    `apiVersion`, `kind`, `metadata` (its `name`, `namespace`, `labels`, `annotations`
+    first), `spec`, then any other key; below that each object's keys as they came (the
+    API may answer them in another order than they were sent: JSON objects have none),
+    except that a list item leads with what identifies it (a container's or a variable's
+    `name`, a worker group's `groupName`, a port's `containerPort`), as `- name: ...` is
+    written. What `export` writes."""
+    if not isinstance(manifest, Mapping):
+        return manifest
+    out = _first(manifest, _TOP_ORDER, lambda k, v: _items_first(v))
+    if isinstance(out.get("metadata"), Mapping):
+        out["metadata"] = _first(out["metadata"], _METADATA_ORDER, lambda k, v: _items_first(v))
+    return out
+
+
+def _first(obj: Mapping, order: tuple[str, ...], below) -> dict:
+    keys = [k for k in order if k in obj] + [k for k in obj if k not in order]
+    return {k: below(k, obj[k]) for k in keys}
+
+
+def _items_first(value: Any, in_list: bool = False) -> Any:
+    if isinstance(value, Mapping):
+        lead = next((k for k in _ITEM_KEYS if k in value), None) if in_list else None
+        return _first(value, (lead,) if lead else (), lambda k, v: _items_first(v))
+    if isinstance(value, list):
+        return [_items_first(v, True) for v in value]
+    return copy.deepcopy(value)
 
 
 # --- workload types -------------------------------------------------------------------
