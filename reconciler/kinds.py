@@ -597,14 +597,22 @@ def of_list_type(list_type: object) -> Kind | None:
 def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
     """(path, container) of every container `body` of `kind` holds, in `kind.containers`'
     order (a container absent from the body, e.g. a masterSpec left to the worker's, is
-    left out). A Manifest's are every container of every pod template, named
-    `manifest[<n>].<name>`."""
+    left out). A Manifest's are every container (init containers too) of every pod
+    template, at their paths in the manifest
+    (`manifest.spec.pytorchReplicaSpecs.Worker.template.spec.containers[pytorch]`), each
+    seen as the API's containers are by policy rules: with the labels its pods carry (its
+    pod template's `metadata.labels`, and the manifest's own) as `labels` items."""
     out = []
     if kind.manifest_body:
-        templates, _ = manifests.pod_templates((body or {}).get("manifest"))
-        for n, (_, _, pod) in enumerate(templates):
-            for c in manifests.containers(pod):
-                out.append((f"manifest[{n}].{c.get('name', '')}", c))
+        manifest = (body or {}).get("manifest")
+        own = manifests.labels(manifest)
+        for t in manifests.templates(manifest)[0]:
+            labels = [{"name": k, "value": v} for k, v in {**own, **t.labels}.items()]
+            for key in ("initContainers", "containers"):
+                for c in t.pod.get(key) or ():
+                    if isinstance(c, Mapping):
+                        out.append((f"manifest.{t.path}.{key}[{c.get('name', '')}]",
+                                    {**c, "labels": labels}))
         return out
     for path in kind.containers:
         node: Any = body
