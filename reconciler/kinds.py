@@ -599,20 +599,14 @@ def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
     order (a container absent from the body, e.g. a masterSpec left to the worker's, is
     left out). A Manifest's are every container (init containers too) of every pod
     template, at their paths in the manifest
-    (`manifest.spec.pytorchReplicaSpecs.Worker.template.spec.containers[pytorch]`), each
-    seen as the API's containers are by policy rules: with the labels its pods carry (its
-    pod template's `metadata.labels`, and the manifest's own) as `labels` items."""
+    (`manifest.spec.pytorchReplicaSpecs.Worker.template.spec.containers[pytorch]`)."""
     out = []
     if kind.manifest_body:
-        manifest = (body or {}).get("manifest")
-        own = manifests.labels(manifest)
-        for t in manifests.templates(manifest)[0]:
-            labels = [{"name": k, "value": v} for k, v in {**own, **t.labels}.items()]
+        for t in manifests.templates((body or {}).get("manifest"))[0]:
             for key in ("initContainers", "containers"):
                 for c in t.pod.get(key) or ():
                     if isinstance(c, Mapping):
-                        out.append((f"manifest.{t.path}.{key}[{c.get('name', '')}]",
-                                    {**c, "labels": labels}))
+                        out.append((f"manifest.{t.path}.{key}[{c.get('name', '')}]", c))
         return out
     for path in kind.containers:
         node: Any = body
@@ -621,6 +615,25 @@ def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
         if isinstance(node, Mapping):
             out.append((path, node))
     return out
+
+
+def labels(kind: Kind, body: Mapping | None) -> list[tuple[str, frozenset[str]]]:
+    """(path, label names) of every set of labels a workload's pods carry, for policy
+    rules: each container's `labels` (`containers`); a Manifest's, each pod template's
+    `metadata.labels` together with the manifest's own `metadata.labels` (the workload's)."""
+    if kind.manifest_body:
+        manifest = (body or {}).get("manifest")
+        own = set(manifests.labels(manifest))
+        out = []
+        for t in manifests.templates(manifest)[0]:
+            where = (f"manifest.{t.path.removesuffix('.spec')}.metadata.labels"
+                     if t.path.endswith(".spec") else "manifest.metadata.labels")
+            if all(where != w for w, _ in out):
+                out.append((where, frozenset(own | set(t.labels))))
+        return out
+    return [(f"{path}.labels", frozenset(item.get("name") for item in c.get("labels") or ()
+                                        if isinstance(item, Mapping)))
+            for path, c in containers(kind, body)]
 
 
 def spelled(name: str, *, cutoff: float = 0.6) -> tuple[str | None, str | None]:

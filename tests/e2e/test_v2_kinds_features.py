@@ -131,7 +131,6 @@ def test_policy_rules_see_every_container_of_every_pod_template_and_a_nim_image(
     said = {name: {v["address"]: v["message"] for v in r["violations"]}
             for name, r in rules.items()}
     init = "manifest.spec.pytorchReplicaSpecs.Worker.template.spec.initContainers[fetch]"
-    master = "manifest.spec.pytorchReplicaSpecs.Master.template.spec.containers[pytorch]"
     # An init container of the second pod template, and the NIM service's image.
     assert set(said["registries"]) == {JOB, NIM}
     assert said["registries"][JOB].endswith(f': {init}.image "busybox:latest"')
@@ -140,7 +139,8 @@ def test_policy_rules_see_every_container_of_every_pod_template_and_a_nim_image(
     assert said["pinned"][JOB].endswith(f': {init}.image "busybox:latest"')
     # The master's pods lack the label; the worker's carry it (their template's labels).
     assert list(said["labelled"]) == [JOB]
-    assert said["labelled"][JOB].endswith(f": {master}.labels lacks team")
+    assert said["labelled"][JOB].endswith(
+        ": manifest.spec.pytorchReplicaSpecs.Master.template.metadata.labels lacks team")
     # 8 + 2 x 8 = 24 GPUs (every pod template, by its replicas); the NIM service's 2 pass.
     assert list(said["cap"]) == [JOB] and "24" in said["cap"][JOB]
     assert sim_server.writes() == []
