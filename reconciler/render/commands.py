@@ -40,7 +40,7 @@ def export_text(result, out_dir: str) -> str:
     lines += [f"  {path}  (the fields its folder's specs share)" for path in result.defaults_files]
     skipped = [f"{count} {why}" for why, count in result.skipped.items() if count]
     if skipped:
-        lines.append(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
+        lines.append(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings and jobs).")
     needing = [e for e in result.exported if e.secrets]
     if needing:
         lines.append(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a "
