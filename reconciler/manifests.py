@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 

@@ -80,11 +80,6 @@ def header(rc: ResourceChange) -> str:
     return f"# {rc.address} {phrase(rc)}"
 
 
-def project_name_note(project_name: str | None) -> str:
-    """` (project team-a)` after an address whose project's name is known, else ``."""
-    return f" (project {project_name})" if project_name else ""
-
-
 def address_note(manifest_kind: str | None, project_name: str | None) -> str:
     """What is said after an address: a Manifest's own kind and the project's name, each
     when known: ` (PyTorchJob, project team-a)`, ` (PyTorchJob)`, ` (project team-a)`, ``."""
