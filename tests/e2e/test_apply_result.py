@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import CLUSTER
-from tests.e2e.test_plan_apply_http import INFERENCE
+from tests.helpers.constants import CLUSTER
+from tests.helpers.specs import INFERENCE
 
 
 def training(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3", extra: str = "") -> str:

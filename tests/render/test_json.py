@@ -14,8 +14,8 @@ from reconciler import plans
 from reconciler.plans import Action, FieldChange
 from reconciler.render import json as json_render
 
-from . import examples
-from tests.finishing import finished
+from tests.helpers import examples
+from tests.helpers.finishing import finished
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
 GOLDEN = pathlib.Path(__file__).parent / "golden"

@@ -17,8 +17,8 @@ from reconciler.render import drift as drift_render
 from reconciler.render import json as json_render
 from reconciler.render import markdown
 from reconciler.render import text as text_render
-from tests.finishing import finished
-from tests.golden import assert_golden
+from tests.helpers.finishing import finished
+from tests.helpers.golden import assert_golden
 
 GOLDEN = pathlib.Path(__file__).parent / "golden_v2"
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
