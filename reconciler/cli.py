@@ -701,7 +701,7 @@ def watch(cfg: Config, directory, mode, interval_s, prune, max_actions, full_ref
     board = status.StatusBoard(status.Snapshot(mode=mode, role=status.STANDBY,
                                                specs_dir=directory, state=store.where,
                                                interval_s=interval_s))
-    observers, closers = _watch_publishers(board, listen, notify_urls, log)
+    observers, closers = _watch_publishers(board, listen, notify_urls)
     try:
         code = operations.watch(directory, store, _connect(cfg), options, board,
                                 observers=observers, log=log)
@@ -711,16 +711,11 @@ def watch(cfg: Config, directory, mode, interval_s, prune, max_actions, full_ref
     sys.exit(code)
 
 
-def _watch_publishers(board, listen: str, notify_urls, log):
+def _watch_publishers(board, listen: str, notify_urls):
     """What publishes the watch's snapshots: the HTTP endpoint at `listen`, and the
     notifier of `notify_urls`. Returns (observers of each snapshot, closers)."""
+    from reconciler.watch import notify, server  # imported when a watch starts
     observers, closers = [], []
-    try:
-        from reconciler.watch import notify, server
-    except ImportError:  # the endpoint and the alerts are not part of this build yet
-        if (listen and listen != "off") or notify_urls:
-            log("publishing_unavailable", listen=listen, notify=len(notify_urls))
-        return observers, closers
     if listen and listen != "off":
         closers.append(server.serve(board, listen).close)
     if notify_urls:

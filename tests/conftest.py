@@ -1,4 +1,7 @@
-"""Fixtures shared by every test area. Area fixtures live in tests/<area>/conftest.py.
+"""Fixtures shared by every test area. Area fixtures live in tests/<area>/conftest.py;
+those of several areas in tests/fixtures (loaded here by `pytest_plugins`), and shared
+helpers (constants, builders, the `sim serve` process) in tests/helpers. No test module
+imports another, nor a conftest (tests/test_layout.py).
 
 In CI (`CI` set, as `.ci/run` runs) no test may skip: a test that needs ../shared or a
 server and skips there would hide exactly what it is for, so the run fails, naming it."""
@@ -10,6 +13,10 @@ import os
 import pathlib
 
 import pytest
+
+pytest.register_assert_rewrite("tests.helpers")
+
+pytest_plugins = ["tests.fixtures.sim", "tests.fixtures.postgres", "tests.fixtures.tls"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_API = ROOT.parent / "shared" / "runai-api"

@@ -206,7 +206,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                             ) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     reads of the workloads the state knows start while the specs still load. The specs'
-    project names are resolved once they are loaded, before the lookups by name.
+    project names are resolved once they are loaded, before the lookups by name, and
+    their manifests' workload types checked against the control plane's
+    (`live.workload_types`: one read, only when a spec is a Manifest).
     Without a client, `desired` are the specs (already resolved). `pending`: the
     journal's open intents (a killed run's), whose deletes and creates the plan finishes.
 
@@ -217,11 +219,13 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     listed: dict[str, str | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
-        from reconciler.live import projects
+        from reconciler.live import projects, workload_types
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            desired = await projects.resolve_projects(client, await specs.wait())
+            resolved = await projects.resolve_projects(client, await specs.wait())
+            # A Manifest's type must be one the control plane registers (one read).
+            desired = await workload_types.check_manifests(client, resolved)
             return desired
 
         # While the specs load on the other core: the token and the transport's set-up.

@@ -37,7 +37,7 @@ and tests follow the table):
 3. `kinds.py`: any cross-field rules beyond the schema, then one `Kind` entry (path,
    bodies, rules, error shape, suspends or not, list `type` and `category`, where its
    containers sit if not at `spec`, OpenAPI file and component names, `fill`) appended to `KINDS`.
-4. tests/simulator/test_kinds.py: a sample create body (and PATCH body) for it; the
+4. tests/helpers/simulator.py: a sample create body (and PATCH body) for it; the
    tests then check its routes and answers against the OpenAPI file its entry names.
 """
 

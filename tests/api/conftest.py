@@ -1,32 +1,17 @@
-"""Fixtures for the API client tests: a controllable clock, JWTs, and a client over
-`httpx.MockTransport` whose handler each test writes as a small function."""
+"""Fixtures for the API client tests: a controllable clock, a client over
+`httpx.MockTransport` whose handler each test writes as a small function (tests/helpers/api.py
+has the handlers' materials), and a `sim serve` per module."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import json
-import pathlib
 import random
 import time
 
 import httpx
 import pytest
 
-from tests import simserve
-
 from reconciler.api import RunaiClient
-
-TOKEN = "static-token-s3cr3t"
-CLIENT_ID = "ci-bot"
-CLIENT_SECRET = "client-secret-XYZ"
-URL = "https://runai.example.test"
-
-
-def make_jwt(exp: float, **claims) -> str:
-    def part(obj) -> str:
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
-    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part({'exp': int(exp), **claims})}.sig"
+from tests.helpers.api import TOKEN, URL, sim_serve
 
 
 class FakeTime:
@@ -72,10 +57,6 @@ def make_client(fake_time):
     return factory
 
 
-def json_response(status: int, body, **headers) -> httpx.Response:
-    return httpx.Response(status, json=body, headers=headers)
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     """The client is asyncio-based (asyncio.Lock, asyncio.sleep): run the tests on asyncio."""
@@ -83,12 +64,6 @@ def anyio_backend() -> str:
 
 
 # --- a `runai-reconcile sim serve` process over real HTTP ----------------------------
-
-@contextlib.contextmanager
-def sim_serve(tmp_dir: pathlib.Path, *flags: str):
-    """Run `runai-reconcile sim serve` on a free loopback port; yields its base URL."""
-    with simserve.sim_serve(tmp_dir, *flags) as served:
-        yield served.url
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from reconciler import kinds
 from reconciler.api import errors
 from reconciler.api.auth import jwt_expiry
-from tests.api.conftest import CLIENT_ID, CLIENT_SECRET, json_response, make_jwt
+from tests.helpers.api import CLIENT_ID, CLIENT_SECRET, json_response, make_jwt
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ import pytest
 
 from reconciler import kinds
 from reconciler.api import errors
-from tests.api.conftest import json_response
-from tests.api.test_client import BODY, DT, WID, scripted
+from tests.helpers.api import json_response
+from tests.helpers.api import BODY, DT, WID, scripted
 
 pytestmark = pytest.mark.anyio
 

@@ -10,33 +10,15 @@ import pytest
 
 from reconciler import __version__, kinds
 from reconciler.api import RunaiClient, errors
-from tests import simserve
-from tests.api.conftest import TOKEN, URL, json_response
+from tests.helpers import simserve
+from tests.helpers.api import TOKEN, URL, json_response
+from tests.helpers.api import DT, WID, BODY, scripted
 
 pytestmark = pytest.mark.anyio
 
-DT = kinds.DISTRIBUTED_TRAINING
 DI = kinds.DISTRIBUTED_INFERENCE
-WID = "0b6f2a4e-5d1c-4c47-9b67-3f1e2d7a9c11"
-BODY = {"name": "bert", "projectId": "7", "clusterId": "71f69d83-ba66-4822-adf5-55ce55efd210",
-        "spec": {"image": "pytorch:24.05", "numWorkers": 2}}
 LIVE = {**BODY, "workloadId": WID, "requestedName": "bert", "createdBy": "me",
         "createdAt": "2026-01-01T00:00:00Z", "desiredPhase": "Running", "actualPhase": "Creating"}
-
-
-def scripted(*answers):
-    """A handler answering each request with the next answer (a Response or an
-    exception to raise); records the requests in `.seen`."""
-    queue = list(answers)
-
-    def handler(request: httpx.Request):
-        handler.seen.append(request)
-        answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-    handler.seen = []
-    return handler
 
 
 # --- endpoints ----------------------------------------------------------------------

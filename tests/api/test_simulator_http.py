@@ -12,8 +12,8 @@ import pytest
 from reconciler import kinds
 from reconciler.api import RunaiClient, errors
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET
-from tests import simserve
-from tests.api.conftest import sim_serve
+from tests.helpers import simserve
+from tests.helpers.api import sim_serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 

@@ -7,9 +7,6 @@ import textwrap
 
 import pytest
 
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
-
-
 class SpecDir:
     """A temporary spec directory; `write` dedents and writes a file under it."""
 

@@ -9,7 +9,7 @@ import pytest
 from reconciler.desired import load_specs, start_loading
 from reconciler.errors import SpecError
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 OTHER_CLUSTER = "0b0f4b4e-8f7e-4f0e-9a55-1c1e5e0d4c11"
 

@@ -12,7 +12,7 @@ import pytest
 from reconciler.desired import DesiredWorkload, Lifecycle, load_specs
 from reconciler.errors import SpecError
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 from reconciler.desired import load_specs
 from reconciler.errors import SpecError
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 
 def training(spec: str, top: str = "") -> str:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from .conftest import ROOT
+from tests.helpers.constants import ROOT
 
 PAGE = ROOT / "docs" / "adoption.md"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.e2e.conftest import CLUSTER
-from tests.e2e.test_plan_apply_http import INFERENCE
+from tests.helpers.constants import CLUSTER
+from tests.helpers.specs import INFERENCE
 
 
 def training(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3", extra: str = "") -> str:
@@ -32,7 +32,7 @@ def test_apply_json_is_one_document_with_each_outcome_and_the_counts(ws, sim_ser
 
     res, doc = apply_json(ws)
     assert res.exit_code == 0, res.stderr
-    assert doc["format_version"] == "1.1"
+    assert doc["format_version"] == "1.2"
     assert "Apply complete! Resources: 1 created, 0 updated, 1 replaced, 1 deleted" in res.stderr
     assert "Apply complete!" not in res.stdout
     state = ws.state()["resources"]

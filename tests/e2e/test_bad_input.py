@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import CLUSTER, ROOT
+from tests.helpers.constants import CLUSTER, ROOT
 
 pytestmark = pytest.mark.http
 

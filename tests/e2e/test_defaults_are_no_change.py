@@ -11,7 +11,8 @@ import textwrap
 import pytest
 import yaml
 
-from .conftest import CLUSTER, changes_by_address
+from tests.helpers.constants import CLUSTER
+from tests.helpers.workspace import changes_by_address
 
 pytestmark = pytest.mark.http
 

@@ -9,12 +9,12 @@ import httpx
 
 from reconciler import planner
 from reconciler.api import RunaiClient
-from reconciler.desired.types import DesiredWorkload
 from reconciler.executor import Executor
 from reconciler.plans import Action
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.state import MemoryStore
 from reconciler.state.model import State
+from tests.helpers.desired import dt, di
 
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
 
@@ -31,18 +31,6 @@ class CountingStore(MemoryStore):
         super().append(entries, lineage)
         seen = self.peer().read().resources
         self.snapshots.append({a for a, r in seen.items() if r.workload_id})
-
-
-def dt(name: str, image: str = "nvcr.io/nvidia/pytorch:24.05-py3", phase: str = "Running") -> DesiredWorkload:
-    body = {"name": name, "projectId": "7", "clusterId": CLUSTER,
-            "spec": {"image": image, "distributedFramework": "PyTorch", "numWorkers": 1}}
-    return DesiredWorkload("DistributedTraining", name, "7", CLUSTER, body, desired_phase=phase)
-
-
-def di(name: str, replicas: int = 1) -> DesiredWorkload:
-    body = {"name": name, "projectId": "7", "clusterId": CLUSTER,
-            "spec": {"replicas": replicas, "leader": {"image": "vllm/vllm-openai:v0.6.3"}}}
-    return DesiredWorkload("DistributedInference", name, "7", CLUSTER, body)
 
 
 async def converge(app, desired, state, store, parallelism=8):

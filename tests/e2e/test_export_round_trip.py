@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from reconciler import kinds, masking
-from tests.engine.export_bodies import EXAMPLES, split
+from tests.helpers.export_bodies import EXAMPLES, split
 
-from .conftest import changes_by_address
+from tests.helpers.workspace import changes_by_address
 
 pytestmark = pytest.mark.http
 

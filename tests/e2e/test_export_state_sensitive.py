@@ -16,7 +16,7 @@ import yaml
 
 from reconciler import masking
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

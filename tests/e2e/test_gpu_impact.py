@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from .conftest import CLUSTER
-from .test_plan_apply_http import TRAINING
+from tests.helpers.constants import CLUSTER
+from tests.helpers.specs import TRAINING
 
 pytestmark = pytest.mark.http
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

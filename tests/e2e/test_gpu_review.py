@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

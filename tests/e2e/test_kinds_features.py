@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from .conftest import changes_by_address
-from .test_kinds_http import INFERENCE, TRAINING, WORKSPACE, _setup
+from tests.helpers.workspace import changes_by_address
+from tests.helpers.kind_specs import INFERENCE, TRAINING, WORKSPACE, apply_kinds
 
 pytestmark = pytest.mark.http
 
@@ -26,7 +26,7 @@ def _faults(sim, **settings) -> None:
 
 
 def test_saved_plan_of_a_patch_applies_it_and_shows_it_in_markdown(ws, sim_server):
-    wid = _setup(ws, sim_server)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim_server)["mistral-chat"]["id"]
     ws.write("serve.yaml", INFERENCE.replace("maxReplicas: 4", "maxReplicas: 6"))
     path = ws.root / "plan.bin"
     res = ws.plan("--out", str(path))
@@ -60,7 +60,7 @@ def test_sensitive_values_of_an_inference_are_masked_in_every_format(ws, sim_ser
 
 
 def test_target_replace_and_destroy_on_the_new_kinds(ws, sim_server):
-    before = _setup(ws, sim_server)
+    before = apply_kinds(ws, sim_server)
     ws.write("ws.yaml", WORKSPACE.replace("gpuDevicesRequest: 1", "gpuDevicesRequest: 2"))
     ws.write("serve.yaml", INFERENCE.replace("v0.6.3", "v0.6.4"))
     doc = ws.plan_json("--target", W)
@@ -96,7 +96,7 @@ def test_lifecycle_prevent_destroy_and_ignore_changes(ws, sim_server):
 
 
 def test_drift_command_reports_the_new_kinds(ws, sim_server):
-    live = _setup(ws, sim_server)
+    live = apply_kinds(ws, sim_server)
     assert ws.cli("drift", str(ws.specs), "--detailed-exitcode").exit_code == 0
     sim_server.api("POST", f"/api/v1/workloads/workspaces/{live['jupyter-ana']['id']}/suspend")
     sim_server.admin.patch(f"/_sim/workloads/{live['mistral-chat']['id']}",
@@ -110,7 +110,7 @@ def test_drift_command_reports_the_new_kinds(ws, sim_server):
 
 
 def test_a_completed_training_is_left_alone_and_not_recreated(ws, sim_server):
-    live = _setup(ws, sim_server)
+    live = apply_kinds(ws, sim_server)
     wid = live["llama-lora"]["id"]
     sim_server.admin.post(f"/_sim/workloads/{wid}/phase", json={"phase": "Completed"})
     assert ws.apply().exit_code == 0  # records that it completed
@@ -124,7 +124,7 @@ def test_a_completed_training_is_left_alone_and_not_recreated(ws, sim_server):
 
 
 def test_a_workspace_never_completes(ws, sim_server):
-    live = _setup(ws, sim_server)
+    live = apply_kinds(ws, sim_server)
     wid = live["jupyter-ana"]["id"]
     assert sim_server.api("DELETE", f"/api/v1/workloads/workspaces/{wid}").status_code == 202
     rc = changes_by_address(ws.plan_json())[W]

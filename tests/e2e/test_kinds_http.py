@@ -10,95 +10,11 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from .conftest import CLUSTER, changes_by_address
+from tests.helpers.workspace import changes_by_address
+from tests.helpers.kind_specs import INFERENCE, TRAINING, WORKSPACE, apply_kinds, undefined_keys
 
 pytestmark = pytest.mark.http
 
-TRAINING = f"""
-kind: Training
-name: llama-lora
-projectId: "7"
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  command: accelerate
-  args: launch --num_processes 8 sft_lora.py --bf16
-  backoffLimit: 2
-  compute:
-    gpuDevicesRequest: 8
-    cpuMemoryRequest: 256Gi
-  environmentVariables:
-    - name: HF_HOME
-      value: /data/hf
-    - name: WANDB_PROJECT
-      value: llama-lora
-  labels:
-    - name: team
-      value: support-ml
-    - name: tier
-      value: gold
-  storage:
-    pvc:
-      - name: checkpoints
-        path: /checkpoints
-        claimInfo:
-          size: 200Gi
-"""
-
-WORKSPACE = f"""
-kind: Workspace
-name: jupyter-ana
-projectId: "7"
-clusterId: {CLUSTER}
-spec:
-  image: jupyter/pytorch-notebook:cuda12-python-3.11
-  command: start-notebook.sh
-  compute:
-    gpuDevicesRequest: 1
-  environmentVariables:
-    - name: JUPYTER_ENABLE_LAB
-      value: "yes"
-    - name: TZ
-      value: Europe/Berlin
-  labels:
-    - name: team
-      value: research
-    - name: owner
-      value: ana
-  ports:
-    - container: 8888
-      serviceType: ClusterIP
-"""
-
-INFERENCE = f"""
-kind: Inference
-name: mistral-chat
-projectId: "7"
-clusterId: {CLUSTER}
-spec:
-  image: vllm/vllm-openai:v0.6.3
-  command: python3 -m vllm.entrypoints.openai.api_server
-  args: --model mistralai/Mistral-7B-Instruct-v0.3 --port 8000
-  compute:
-    gpuDevicesRequest: 1
-  environmentVariables:
-    - name: HF_HOME
-      value: /models/hf
-    - name: VLLM_LOGGING_LEVEL
-      value: INFO
-  labels:
-    - name: team
-      value: serving
-    - name: model
-      value: mistral-7b
-  servingPort:
-    container: 8000
-  autoscaling:
-    minReplicas: 1
-    maxReplicas: 4
-    metric: concurrency
-    metricThreshold: 16
-"""
 
 SUSPENDING = {"Training": ("train.yaml", TRAINING, "llama-lora", "trainings"),
               "Workspace": ("ws.yaml", WORKSPACE, "jupyter-ana", "workspaces")}
@@ -122,32 +38,10 @@ def schema_check(shared_api_dir):
             {"$ref": f"{file}#/components/schemas/{name}"}, registry=registry)
         errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(body)]
         components = docs[file]["components"]["schemas"]
-        _undefined_keys(components[name], body, components, "", errors)
+        undefined_keys(components[name], body, components, "", errors)
         assert not errors, f"{name}: " + "\n".join(errors[:5])
 
     return check
-
-
-def _resolve(schema: dict, components: dict) -> dict:
-    if "$ref" in schema:
-        return _resolve(components[schema["$ref"].rsplit("/", 1)[1]], components)
-    props = dict(schema.get("properties", {}))
-    for part in schema.get("allOf", ()):
-        props.update(_resolve(part, components).get("properties", {}))
-    return {**schema, "properties": props}
-
-
-def _undefined_keys(schema: dict, value, components: dict, path: str, out: list[str]) -> None:
-    schema = _resolve(schema, components)
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            _undefined_keys(schema["items"], item, components, f"{path}[{i}]", out)
-    elif isinstance(value, dict):
-        for key, sub in value.items():
-            if key not in schema["properties"]:
-                out.append(f"{path}.{key}: not defined by the schema")
-            else:
-                _undefined_keys(schema["properties"][key], sub, components, f"{path}.{key}", out)
 
 
 @pytest.fixture
@@ -181,18 +75,8 @@ def sim(sim_server, schema_check, monkeypatch):
     assert seen["create"], "no create body was checked"
 
 
-def _setup(ws, sim):
-    ws.write("train.yaml", TRAINING)
-    ws.write("ws.yaml", WORKSPACE)
-    ws.write("serve.yaml", INFERENCE)
-    assert ws.plan("--detailed-exitcode").exit_code == 2
-    res = ws.apply()
-    assert res.exit_code == 0, res.output
-    return {w["name"]: w for w in sim.live()}
-
-
 def test_create_then_no_changes_although_the_simulator_filled_defaults(ws, sim):
-    live = _setup(ws, sim)
+    live = apply_kinds(ws, sim)
     assert {live[n]["type"] for n in ("llama-lora", "jupyter-ana", "mistral-chat")} == {
         "training", "workspace", "inference"}
     # the server filled defaults the specs do not set (autoscaling's, imagePullPolicy, ...)
@@ -230,7 +114,7 @@ def _swap(text: str, first: str, second: str) -> str:
      "    - name: model\n      value: mistral-7b\n"),
 ])
 def test_reordering_keyed_lists_is_no_change(ws, sim, file, text, first, second):
-    _setup(ws, sim)
+    apply_kinds(ws, sim)
     ws.write(file, _swap(text, first, second))
     res = ws.plan("--detailed-exitcode")
     assert res.exit_code == 0, res.output
@@ -239,7 +123,7 @@ def test_reordering_keyed_lists_is_no_change(ws, sim, file, text, first, second)
 @pytest.mark.parametrize("kind", sorted(SUSPENDING))
 def test_image_change_is_a_replace_naming_spec_image(ws, sim, kind):
     file, text, name, _ = SUSPENDING[kind]
-    before = _setup(ws, sim)
+    before = apply_kinds(ws, sim)
     old_image = yaml.safe_load(text)["spec"]["image"]
     ws.write(file, text.replace(old_image, old_image + "-r2"))
     rc = changes_by_address(ws.plan_json())[f"{kind}/7/{name}"]
@@ -255,7 +139,7 @@ def test_image_change_is_a_replace_naming_spec_image(ws, sim, kind):
 @pytest.mark.parametrize("kind", sorted(SUSPENDING))
 def test_desired_stopped_is_a_suspend_then_no_change(ws, sim, kind):
     file, text, name, path = SUSPENDING[kind]
-    live = _setup(ws, sim)
+    live = apply_kinds(ws, sim)
     ws.write(file, text.replace("spec:\n", "desiredPhase: Stopped\nspec:\n", 1))
     rc = changes_by_address(ws.plan_json())[f"{kind}/7/{name}"]
     assert (rc["change"]["actions"], rc["action"]) == (["update"], "suspend")
@@ -269,7 +153,7 @@ def test_desired_stopped_is_a_suspend_then_no_change(ws, sim, kind):
 @pytest.mark.parametrize("kind", sorted(SUSPENDING))
 def test_out_of_band_suspend_is_drift_resumed(ws, sim, kind):
     _, _, name, path = SUSPENDING[kind]
-    wid = _setup(ws, sim)[name]["id"]
+    wid = apply_kinds(ws, sim)[name]["id"]
     assert sim.api("POST", f"/api/v1/workloads/{path}/{wid}/suspend").status_code == 202
     doc = ws.plan_json()
     rc = changes_by_address(doc)[f"{kind}/7/{name}"]
@@ -294,20 +178,20 @@ def _one_patch(ws, sim, wid: str) -> dict:
 
 
 def test_inference_image_change_is_one_patch_of_the_image_alone(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     ws.write("serve.yaml", INFERENCE.replace("v0.6.3", "v0.6.4"))
     assert _one_patch(ws, sim, wid) == {"spec": {"image": "vllm/vllm-openai:v0.6.4"}}
 
 
 def test_inference_autoscaling_change_is_one_patch_of_its_full_value(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     ws.write("serve.yaml", INFERENCE.replace("maxReplicas: 4", "maxReplicas: 8"))
     assert _one_patch(ws, sim, wid) == {"spec": {"autoscaling": {
         "minReplicas": 1, "maxReplicas": 8, "metric": "concurrency", "metricThreshold": 16}}}
 
 
 def test_inference_image_and_compute_change_is_one_patch_of_both(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     ws.write("serve.yaml", INFERENCE.replace("v0.6.3", "v0.6.4").replace(
         "gpuDevicesRequest: 1", "gpuDevicesRequest: 2"))
     assert _one_patch(ws, sim, wid) == {"spec": {"image": "vllm/vllm-openai:v0.6.4",
@@ -315,7 +199,7 @@ def test_inference_image_and_compute_change_is_one_patch_of_both(ws, sim):
 
 
 def test_inference_serving_port_change_is_a_replace_naming_it(ws, sim):
-    before = _setup(ws, sim)
+    before = apply_kinds(ws, sim)
     ws.write("serve.yaml", INFERENCE.replace("container: 8000", "container: 8080").replace(
         "--port 8000", "--port 8080"))
     rc = changes_by_address(ws.plan_json())["Inference/7/mistral-chat"]
@@ -330,7 +214,7 @@ def test_inference_serving_port_change_is_a_replace_naming_it(ws, sim):
 
 
 def test_inference_patched_out_of_band_is_drift_patched_back(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     r = sim.admin.patch(f"/_sim/workloads/{wid}", json={"spec": {"autoscaling": {"maxReplicas": 2}}})
     assert r.status_code == 200, r.text
     doc = ws.plan_json()
@@ -340,9 +224,8 @@ def test_inference_patched_out_of_band_is_drift_patched_back(ws, sim):
         "minReplicas": 1, "maxReplicas": 4, "metric": "concurrency", "metricThreshold": 16}}}
 
 
-
 def test_inference_patched_through_the_api_out_of_band_is_drift_patched_back(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     r = sim.api("PATCH", f"/api/v1/workloads/inferences/{wid}",
                 json={"spec": {"image": "vllm/vllm-openai:nightly"}})
     assert r.status_code == 202, r.text
@@ -355,7 +238,7 @@ def test_inference_patched_through_the_api_out_of_band_is_drift_patched_back(ws,
 
 
 def test_removing_an_inference_environment_variable_is_one_patch_of_the_rest(ws, sim):
-    wid = _setup(ws, sim)["mistral-chat"]["id"]
+    wid = apply_kinds(ws, sim)["mistral-chat"]["id"]
     ws.write("serve.yaml", INFERENCE.replace("    - name: VLLM_LOGGING_LEVEL\n      value: INFO\n", ""))
     assert _one_patch(ws, sim, wid) == {"spec": {"environmentVariables": [
         {"name": "HF_HOME", "value": "/models/hf"}]}}

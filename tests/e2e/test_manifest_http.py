@@ -10,7 +10,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import CLUSTER
-from .test_kinds_http import _undefined_keys
+from tests.helpers.constants import CLUSTER
+from tests.helpers.kind_specs import undefined_keys
 
 pytestmark = pytest.mark.http
 
@@ -62,7 +62,7 @@ def nim_schema(shared_api_dir):
             {"$ref": f"nim.yml#/components/schemas/{name}"}, registry=registry)
         errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(body)]
         components = doc["components"]["schemas"]
-        _undefined_keys(components[name], body, components, "", errors)
+        undefined_keys(components[name], body, components, "", errors)
         assert not errors, f"{name}: " + "\n".join(errors[:5])
 
     return check

@@ -12,7 +12,7 @@ from reconciler.api import RunaiClient
 from reconciler.plans import Action
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.state import MemoryStore
-from tests.reliability.conftest import training_doc
+from tests.helpers.specs import training_doc
 
 
 @pytest.fixture

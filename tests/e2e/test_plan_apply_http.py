@@ -6,56 +6,10 @@ import json
 
 import pytest
 
-from .conftest import CLUSTER, changes_by_address
+from tests.helpers.workspace import changes_by_address
+from tests.helpers.specs import TRAINING, INFERENCE
 
 pytestmark = pytest.mark.http
-
-TRAINING = f"""
-kind: DistributedTraining
-name: bert-ddp
-projectId: "7"
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  distributedFramework: PyTorch
-  numWorkers: 2
-  command: torchrun
-  args: --nproc_per_node=8 train.py
-  compute:
-    gpuDevicesRequest: 8
-  environmentVariables:
-    - name: NCCL_DEBUG
-      value: INFO
-    - name: HF_HOME
-      value: /data/hf
-    - name: WANDB_API_KEY
-      value: wandb-0123456789
-  labels:
-    - name: team
-      value: nlp
-masterSpecSameAsWorker: true
-"""
-
-INFERENCE = f"""
-kind: DistributedInference
-name: llama-serve
-projectId: "7"
-clusterId: {CLUSTER}
-spec:
-  replicas: 2
-  workers: 1
-  servingPort:
-    port: 8000
-  leader:
-    image: vllm/vllm-openai:v0.6.3
-    command: python3 -m vllm.entrypoints.openai.api_server
-    compute:
-      gpuDevicesRequest: 8
-  worker:
-    image: vllm/vllm-openai:v0.6.3
-    compute:
-      gpuDevicesRequest: 8
-"""
 
 
 def _setup(ws, sim_server):

@@ -7,33 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
+from tests.helpers.policy import training, write_policy
 
 pytestmark = pytest.mark.http
-
-
-def training(name: str = "llama-ft", *, image: str = "nvcr.io/nvidia/pytorch:24.05-py3",
-             gpus: int = 8, labels: str = "team") -> str:
-    return textwrap.dedent(f"""\
-        kind: Training
-        name: {name}
-        projectId: "7"
-        clusterId: {CLUSTER}
-        spec:
-          image: {image}
-          compute: {{gpuDevicesRequest: {gpus}}}
-          labels: [{{name: {labels}, value: x}}]
-        """)
-
-
-def write_policy(ws, text: str, name: str = "policy.yaml") -> str:
-    path = ws.root / name
-    path.write_text(textwrap.dedent(text).lstrip())
-    return str(path)
 
 
 # (rule, what makes the plan break it, the violation's words); each plan is a first
@@ -153,7 +133,7 @@ def test_json_output_carries_the_policy_results(ws, sim_server):
     res = ws.cli("plan", str(ws.specs), "--format", "json", "--policy", pol)
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
-    assert doc["format_version"] == "1.7"
+    assert doc["format_version"] == "1.8"
     assert doc["policy"]["passed"] is False
     assert [(r["name"], r["status"]) for r in doc["policy"]["rules"]] == [
         ("cap", "failed"), ("labels", "passed")]

@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from .conftest import CLUSTER
-from .test_policy import training, write_policy
+from tests.helpers.constants import CLUSTER
+from tests.helpers.policy import training, write_policy
 
 pytestmark = pytest.mark.http
 

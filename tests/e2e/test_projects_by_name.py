@@ -9,26 +9,13 @@ import urllib.parse
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
+from tests.helpers.projects import serve, define
 
 pytestmark = pytest.mark.http
 
 OTHER_CLUSTER = "2b8e4c1a-9f3d-4e7b-8a6c-5d4e3f2a1b0c"
 PROJECTS = "/api/v1/org-unit/projects"
-
-
-def serve(name: str = "serve", project: str | None = "project: team-a",
-          cluster: str = CLUSTER, replicas: int = 1) -> str:
-    head = f"kind: DistributedInference\nname: {name}\n"
-    if project:
-        head += project + "\n"
-    return (head + f"clusterId: {cluster}\nspec:\n  replicas: {replicas}\n"
-            "  leader:\n    image: vllm/vllm-openai:v0.6.3\n")
-
-
-def define(sim_server, pid: str, name: str, cluster: str = CLUSTER) -> None:
-    sim_server.admin.post("/_sim/projects", json={"id": pid, "name": name, "clusterId": cluster,
-                                                  "gpuQuota": 16}).raise_for_status()
 
 
 def project_lookups(sim_server) -> list[dict[str, str]]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLUSTER, ROOT
-from tests.golden import assert_golden
+from tests.helpers.constants import CLUSTER, ROOT
+from tests.helpers.golden import assert_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "pr-comment.md"
 PAGE = ROOT / "docs" / "review-and-policy.md"

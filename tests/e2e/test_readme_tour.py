@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from tests.helpers.constants import ROOT
 
 README = ROOT / "README.md"
 TOUR = "## A five-minute tour on `--sim`"

@@ -14,7 +14,7 @@ import pytest
 
 from reconciler import kinds
 
-from .conftest import changes_by_address
+from tests.helpers.workspace import changes_by_address
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import specgen  # noqa: E402

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_plan_apply_http import INFERENCE, TRAINING
+from tests.helpers.specs import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.simulator import Faults
-from tests import simserve
+from tests.helpers import simserve
 
 pytestmark = pytest.mark.http
 

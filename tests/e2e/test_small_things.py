@@ -5,8 +5,6 @@ terminal (a pty) and nowhere else."""
 
 from __future__ import annotations
 
-import os
-import pty
 import re
 import socket
 import subprocess
@@ -17,9 +15,10 @@ import time
 import pytest
 
 from reconciler.state import LocalFileStore
-from tests.simserve import free_port
+from tests.helpers.simserve import free_port
 
-from .conftest import CLIENT_SECRET, CLUSTER
+from tests.helpers.constants import CLIENT_SECRET, CLUSTER
+from tests.helpers.cli import PROGRESS, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 
@@ -29,48 +28,6 @@ def fleet(ws, n: int) -> None:
         f"kind: DistributedTraining\nname: job-{i:03d}\nprojectId: \"7\"\nclusterId: {CLUSTER}\n"
         "spec:\n  image: nvcr.io/nvidia/pytorch:24.05-py3\n  distributedFramework: PyTorch\n"
         "  numWorkers: 2\n" for i in range(n)))
-
-
-def env_of(ws, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
-    env.update({k: v for k, v in ws.env.items() if v is not None})
-    return {**env, **extra}
-
-
-def run(ws, *args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reconciler.cli", "--state",
-                           str(ws.state_path), *args], env=env_of(ws, **extra), cwd=ws.root,
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-
-
-def run_on_a_terminal(ws, *args: str) -> tuple[int, str, str]:
-    """The CLI with its stderr on a pseudo-terminal: (exit code, stdout, what the terminal got)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", "--state",
-                             str(ws.state_path), *args], env=env_of(ws), cwd=ws.root,
-                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    seen = bytearray()
-    def read_stdout() -> None:
-        with proc.stdout:
-            seen.extend(proc.stdout.read())
-
-    reader = threading.Thread(target=read_stdout)
-    reader.start()
-    terminal = bytearray()
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the last holder of the slave side closed it
-            break
-        if not chunk:
-            break
-        terminal.extend(chunk)
-    os.close(master)
-    code = proc.wait(timeout=120)
-    reader.join()
-    return code, seen.decode(), terminal.decode()
 
 
 def error_lines(text: str) -> list[str]:
@@ -200,9 +157,6 @@ def test_state_list_of_a_state_emptied_by_state_rm_says_so(ws):
 
 
 # --- the progress line --------------------------------------------------------------
-
-PROGRESS = re.compile(r"\r\x1b\[K(Refreshing|Applying): (\d+) of (\d+) done, "
-                      r"(\d+\.\d) s elapsed, (\d+) failed")
 
 
 def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, sim_server):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 SECRET = "hunter2-in-defaults"
 

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from .conftest import CLUSTER
-from .test_projects_by_name import define, serve
+from tests.helpers.constants import CLUSTER
+from tests.helpers.projects import define, serve
 
 pytestmark = pytest.mark.http
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

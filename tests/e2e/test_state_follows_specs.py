@@ -7,8 +7,8 @@ import pytest
 
 from reconciler import diff
 
-from .conftest import changes_by_address
-from .test_plan_apply_http import INFERENCE, TRAINING
+from tests.helpers.workspace import changes_by_address
+from tests.helpers.specs import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 
@@ -108,7 +108,7 @@ def test_a_name_held_by_an_unmanaged_workload_of_another_kind_is_said_at_plan_ti
         ws, sim_server, caplog):
     import logging
 
-    from .conftest import CLUSTER
+    from tests.helpers.constants import CLUSTER
 
     body = {"name": "bert-ddp", "projectId": "7", "clusterId": CLUSTER,
             "spec": {"leader": {"image": "vllm/vllm-openai:v0.6.3"}}}

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from .conftest import changes_by_address
-from .test_plan_apply_http import TRAINING
+from tests.helpers.workspace import changes_by_address
+from tests.helpers.specs import TRAINING
 
 pytestmark = pytest.mark.http
 

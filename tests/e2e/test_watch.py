@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from .conftest import CLUSTER
-from .watchproc import Watch
+from tests.helpers.constants import CLUSTER
+from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 
@@ -258,7 +258,7 @@ def pg_state():
     import os
     import uuid
 
-    from tests.state.conftest import PG_ENV, missing
+    from tests.helpers.postgres import PG_ENV, missing
 
     url = os.environ.get(PG_ENV)
     if not url:
@@ -349,7 +349,7 @@ def test_health_of_workloads_the_list_vouches_for_comes_from_their_listed_phase(
     the status answer gives is still each workload's listed phase, never Missing."""
     import httpx
 
-    from tests.simserve import free_port
+    from tests.helpers.simserve import free_port
 
     applied(ws, sim_server)
     time.sleep(1.0)  # the phases move on (Creating -> Running), moving the list entries

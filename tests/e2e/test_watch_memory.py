@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CLUSTER
-from .watchproc import Watch
+from tests.helpers.constants import CLUSTER
+from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 

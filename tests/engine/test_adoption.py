@@ -19,7 +19,7 @@ from reconciler.live import workloads
 from reconciler.desired.loader import load_specs
 from reconciler.simulator import kinds as sim_kinds
 
-from .builders import live_of
+from tests.helpers.builders import live_of
 
 # The example specs, with the project a name stands for resolved (the simulator's
 # `project-7` is project 7).

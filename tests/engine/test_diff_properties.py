@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler import diff, kinds
 
-from .builders import CLUSTER, DI, DT
+from tests.helpers.builders import CLUSTER, DI, DT
 
 # Generating nested bodies is the slow part: small pools of names keep it fast.
 FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

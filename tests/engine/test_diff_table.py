@@ -9,7 +9,7 @@ import pytest
 
 from reconciler import diff
 
-from .builders import DI, DT, di_body, dt_body, edit, live_of, set_path
+from tests.helpers.builders import DI, DT, di_body, dt_body, edit, live_of, set_path
 
 B = dt_body()
 I = di_body()  # noqa: E741

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from reconciler import export, kinds, masking
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
-from tests.engine.export_bodies import CLUSTER, EXAMPLES, KIND_NAMES, bodies, split
+from tests.helpers.export_bodies import CLUSTER, EXAMPLES, KIND_NAMES, bodies, split
 
 
 class _Sim:

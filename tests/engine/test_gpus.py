@@ -17,7 +17,8 @@ from reconciler.gpus import Gpus
 from reconciler.plans import Action
 from reconciler.simulator import kinds as sim_kinds
 
-from .builders import CLUSTER, addr, desired, di_body, dt_body, live_of, rstate, state_of
+from tests.helpers.builders import (CLUSTER, addr, desired, di_body, dt_body, live_of, rstate,
+                                    state_of)
 
 GI = 2**30
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

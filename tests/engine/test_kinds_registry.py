@@ -23,7 +23,7 @@ from reconciler.plans import Action
 from reconciler.simulator import defaults
 from reconciler.simulator import kinds as sim_kinds
 
-from .builders import CLUSTER, desired, live_of, rstate, set_path, state_of
+from tests.helpers.builders import CLUSTER, desired, live_of, rstate, set_path, state_of
 
 NEW = {"Training": ("trainings.yml", sim_kinds.TRAINING),
        "Workspace": ("workspaces.yml", sim_kinds.WORKSPACE),

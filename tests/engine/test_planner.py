@@ -7,7 +7,7 @@ import pytest
 from reconciler import errors, kinds, planner, plans
 from reconciler.plans import Action
 
-from .builders import (addr, desired, di_body, dt_body, edit, live_of, rstate, set_path,
+from tests.helpers.builders import (addr, desired, di_body, dt_body, edit, live_of, rstate, set_path,
                        state_of)
 
 B = dt_body()

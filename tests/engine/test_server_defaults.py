@@ -13,7 +13,7 @@ import pytest
 from reconciler import kinds, planner
 from reconciler.plans import Action
 
-from .builders import CLUSTER, desired, live_of, rstate, state_of
+from tests.helpers.builders import CLUSTER, desired, live_of, rstate, state_of
 
 T, W, I, D, DI = "Training", "Workspace", "Inference", "DistributedTraining", "DistributedInference"
 N = "NIMService"

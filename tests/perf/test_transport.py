@@ -15,8 +15,7 @@ from reconciler import kinds
 from reconciler.api import errors as api_errors
 from reconciler.api.client import RunaiClient
 from reconciler.api.transport import AiohttpTransport
-from tests.e2e.conftest import CLIENT_ID, CLIENT_SECRET
-from tests.reliability.test_surroundings import self_signed_https  # noqa: F401 - a fixture
+from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET
 
 pytestmark = pytest.mark.http
 

@@ -10,9 +10,9 @@ from reconciler.plans import Action, Plan
 from reconciler.render import json as json_render
 from reconciler.render import markdown
 from reconciler.render import text as text_render
-from tests.policy.test_rules import dt, rules
-from tests.finishing import finished
-from tests.review.test_markdown import _big_plan
+from tests.helpers.policy import dt, rules
+from tests.helpers.finishing import finished
+from tests.helpers.plans import big_plan
 
 RULES = ({"name": "cap", "maxGpusPerWorkload": 16},
          {"name": "registries", "allowedImages": ["nvcr.io/*"], "enforcement": "warn"},
@@ -24,7 +24,7 @@ def checked(plan: Plan, *entries: dict) -> Plan:
 
 
 def test_text_lists_failures_then_warnings_after_the_summary():
-    out = text_render.render_plan(checked(_big_plan(4)))
+    out = text_render.render_plan(checked(big_plan(4)))
     tail = out[out.index("Plan: "):].splitlines()
     assert tail[2] == ("Policy failed (policy.yaml): 3 rules: 1 failed, 1 warned, 1 passed; "
                        "apply refuses a plan that breaks a deny rule.")
@@ -49,7 +49,7 @@ def test_a_plan_without_changes_shows_what_its_workloads_break_as_pre_existing()
 
 
 def test_400_changed_workloads_with_policy_results_fit_one_comment_with_complete_counts():
-    out = markdown.render_plan(checked(_big_plan(400)))
+    out = markdown.render_plan(checked(big_plan(400)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 200 to create, 0 to update, 200 to replace," in out
     assert "| **total** | **200** | **0** | **200** |" in out
@@ -76,9 +76,9 @@ def test_markdown_keeps_globs_and_pipes_from_breaking_the_table():
 
 
 def test_json_has_the_policy_only_when_a_policy_was_given():
-    assert "policy" not in json_render.plan_document(finished(_big_plan(2)))
-    doc = json_render.plan_document(checked(_big_plan(2)))
-    assert doc["format_version"] == "1.7"
+    assert "policy" not in json_render.plan_document(finished(big_plan(2)))
+    doc = json_render.plan_document(checked(big_plan(2)))
+    assert doc["format_version"] == "1.8"
     assert doc["policy"]["passed"] is False
     assert doc["policy"]["files"] == ["policy.yaml"]
     assert [r["status"] for r in doc["policy"]["rules"]] == ["failed", "warned", "passed"]

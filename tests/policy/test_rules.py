@@ -7,31 +7,15 @@ import pytest
 
 from reconciler import gpus, policy
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
-from tests.finishing import finished
-from tests.render.examples import inference_body, training_body
-
-
-def dt(name: str, action: Action = Action.CREATE, project: str = "7", *, workers: int = 4,
-       image: str = "nvcr.io/nvidia/pytorch:24.05-py3", before: dict | None = None,
-       project_name: str | None = None, **kw) -> ResourceChange:
-    after = None if action is Action.DELETE else {**training_body(name, image, workers),
-                                                  "projectId": project}
-    return ResourceChange(address=f"DistributedTraining/{project}/{name}",
-                          kind="DistributedTraining", name=name, project_id=project,
-                          action=action, reason="new", after=after, before=before,
-                          desired_phase=None if after is None else "Running",
-                          project_name=project_name, **kw)
+from tests.helpers.finishing import finished
+from tests.helpers.examples import inference_body, training_body
+from tests.helpers.policy import dt, rules
 
 
 def di(name: str, replicas: int = 1, action: Action = Action.CREATE) -> ResourceChange:
     return ResourceChange(address=f"DistributedInference/7/{name}", kind="DistributedInference",
                           name=name, project_id="7", action=action, reason="new",
                           after=inference_body(name, replicas), desired_phase="Running")
-
-
-def rules(*entries: dict) -> list[policy.Source]:
-    doc = policy.PolicyFile.model_validate({"rules": list(entries)})
-    return [policy.Source(r, "policy.yaml") for r in doc.rules]
 
 
 def check(plan: Plan, *entries: dict) -> policy.Report:

@@ -12,8 +12,10 @@ import pytest
 
 from reconciler.state import LocalFileStore, ResourceState
 from reconciler.state import journal
-from tests.reliability.conftest import (CLUSTER, convergence, interrupt_after_posts, live_names,
-                                        spawn, training_doc, wait_for_posts, write_fleet)
+from tests.helpers.constants import CLUSTER
+from tests.helpers.reliability import (convergence, interrupt_after_posts, live_names, spawn,
+                                       wait_for_posts, write_fleet)
+from tests.helpers.specs import training_doc
 
 pytestmark = pytest.mark.http
 

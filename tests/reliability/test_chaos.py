@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import (backends, convergence, interrupt_after_posts,
-                                        journal_left, live_names, spawn, stored_state,
-                                        wait_for_posts, write_fleet)
+from tests.helpers.reliability import (backends, convergence, interrupt_after_posts, journal_left,
+                                       live_names, spawn, stored_state, wait_for_posts, write_fleet)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 

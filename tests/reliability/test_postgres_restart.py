@@ -12,9 +12,8 @@ import subprocess
 
 import pytest
 
-from tests.reliability.conftest import (convergence, journal_left, spawn, wait_for_posts,
-                                        write_fleet)
-from tests.state.conftest import missing
+from tests.helpers.reliability import convergence, journal_left, spawn, wait_for_posts, write_fleet
+from tests.helpers.postgres import missing
 
 pytestmark = [pytest.mark.postgres, pytest.mark.http]
 

@@ -16,7 +16,8 @@ from reconciler.plans import Action
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.state import MemoryStore, journal
 from reconciler.state.model import State
-from tests.reliability.conftest import training_doc
+from tests.helpers.desired import dt
+from tests.helpers.specs import training_doc
 
 ADDRESS = "DistributedTraining/7/a"
 DT = kinds.get("DistributedTraining")
@@ -95,8 +96,6 @@ def vanishing_after_409(app):
 
 
 def test_a_name_freed_between_the_409_and_the_lookup_is_created():
-    from tests.e2e.test_executor import dt
-
     app = create_app(phase_seconds=60)  # a delete would hold the name for a minute
     desired = [dt("a")]
 

@@ -14,33 +14,15 @@ import uuid
 
 import pytest
 
-from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
-                                        write_fleet)
-from tests.state.conftest import PG_ENV, missing
+from tests.helpers.reliability import convergence, live_names, spawn, wait_for_posts, write_fleet
+from tests.helpers.postgres import PG_ENV, missing
+from tests.helpers.reliability import faults, wait_until, journal
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 
 
-def faults(sim, **settings) -> None:
-    # tokenTtl too: the session's simulator keeps another test's short token lifetime
-    # (the `sim_server` fixture resets latency and error rates only), and a token that
-    # expires within one slow request is refused again after its renewal.
-    sim.admin.put("/_sim/faults", json={"tokenTtl": 3600, **settings}).raise_for_status()
-
-
 def deletes(sim) -> int:
     return sum(1 for r in sim.requests() if r["method"] == "DELETE")
-
-
-def wait_until(check, proc, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
-
-
-def journal(ws):
-    return ws.state_path.with_name("state.json.journal")
 
 
 def applied_fleet(ws, sim, n: int) -> list[str]:

@@ -4,22 +4,17 @@ dead processes. Each gives exit 1, one clear line per failure and a correct stat
 
 from __future__ import annotations
 
-import http.server
-import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
 
 from reconciler.state import LocalFileStore
-from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
-                                        write_fleet)
-from tests.simserve import free_port
+from tests.helpers.reliability import convergence, live_names, spawn, wait_for_posts, write_fleet
+from tests.helpers.simserve import free_port
 
 pytestmark = pytest.mark.http
 
@@ -52,26 +47,6 @@ def test_a_host_name_that_does_not_resolve_is_one_clear_line(ws):
     [line] = error_lines(res.stderr)
     assert "cannot resolve the control plane's host name" in line
     assert time.monotonic() - start < 5  # not retried
-
-
-@pytest.fixture
-def self_signed_https(tmp_path):
-    """An https server on loopback whose certificate nobody signed."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(cert, key)
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"https://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
 
 
 def test_a_certificate_that_does_not_verify_is_one_clear_line(ws, self_signed_https):

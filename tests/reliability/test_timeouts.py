@@ -18,8 +18,7 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import (convergence, live_names, spawn, wait_for_posts,
-                                        write_fleet)
+from tests.helpers.reliability import convergence, live_names, spawn, wait_for_posts, write_fleet
 
 pytestmark = pytest.mark.http
 
@@ -151,7 +150,7 @@ def test_a_budget_spent_mid_apply_loses_nothing_and_the_next_apply_converges(ws,
 
 
 def test_a_refused_connection_is_still_three_quick_tries(ws):
-    from tests.simserve import free_port
+    from tests.helpers.simserve import free_port
 
     write_fleet(ws, 3)
     ws.env = dict(ws.env, RUNAI_URL=f"http://127.0.0.1:{free_port()}")

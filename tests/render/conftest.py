@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .examples import PLANS
+from tests.helpers.examples import PLANS
 
 
 @pytest.fixture(params=sorted(PLANS))

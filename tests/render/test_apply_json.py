@@ -8,9 +8,11 @@ import re
 from reconciler import executor
 from reconciler.plans import Action
 from reconciler.render import json as json_render
-from tests.finishing import finished
-from tests.render import examples
-from tests.render.test_json import DOC
+from tests.helpers.finishing import finished
+from tests.helpers import examples
+from tests.helpers.constants import ROOT
+
+DOC = ROOT / "docs" / "plan-format.md"
 
 
 def _result() -> executor.ApplyResult:

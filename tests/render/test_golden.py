@@ -8,13 +8,13 @@ import pathlib
 
 import pytest
 
-from tests.golden import assert_golden
+from tests.helpers.golden import assert_golden
 
 from reconciler.render import json as json_render
 from reconciler.render import text as text_render
 
-from .examples import PLANS
-from tests.finishing import finished
+from tests.helpers.examples import PLANS
+from tests.helpers.finishing import finished
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 RENDERERS = {

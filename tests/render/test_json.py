@@ -14,8 +14,8 @@ from reconciler import plans
 from reconciler.plans import Action, FieldChange
 from reconciler.render import json as json_render
 
-from . import examples
-from tests.finishing import finished
+from tests.helpers import examples
+from tests.helpers.finishing import finished
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "plan-format.md"
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -33,7 +33,7 @@ def test_every_address_appears_once_noops_included(example):
     _, plan = example
     doc = json_render.plan_document(finished(plan))
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.7"
+    assert doc["format_version"] == "1.8"
     assert doc["has_changes"] == plan.has_changes
 
 

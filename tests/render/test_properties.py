@@ -12,7 +12,7 @@ from reconciler import plans
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import json as json_render
 from reconciler.render import text as text_render
-from tests.finishing import finished
+from tests.helpers.finishing import finished
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),

@@ -9,8 +9,8 @@ from reconciler import plans
 from reconciler.plans import Action, FieldChange, Plan
 from reconciler.render import text as text_render
 
-from . import examples
-from tests.finishing import finished
+from tests.helpers import examples
+from tests.helpers.finishing import finished
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -4,22 +4,19 @@ and validators built from NVIDIA's OpenAPI files (../shared/runai-api)."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
 
 import httpx
 import jsonschema
 import pytest
 
-from tests import simserve
+from tests.helpers import simserve
 import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.simulator.kinds import KINDS
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
+from tests.helpers.constants import CLUSTER
 
 
 class Clock:
@@ -179,15 +176,3 @@ def conforms(openapi):
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
 
     return check
-
-
-def schema_scalars(node, path: str = "") -> dict:
-    """Every scalar of a `simulator.validator` description (as `simulator.schema` writes them) by its path (`spec.ports[].container`)."""
-    from reconciler.simulator import validator
-
-    if isinstance(node, validator.Obj):
-        return {p: v for key, sub in node.properties.items()
-                for p, v in schema_scalars(sub, f"{path}.{key}").items()}
-    if isinstance(node, validator.Arr):
-        return schema_scalars(node.items, path + "[]")
-    return {path: node}

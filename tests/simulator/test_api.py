@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.simulator.conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 D = "/api/v1/workloads/distributed"
 DI = "/api/v1/workloads/distributed-inferences"

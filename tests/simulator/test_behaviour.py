@@ -14,8 +14,9 @@ from reconciler.cli import main
 from reconciler.simulator import (DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, Faults,
                                   SimulatorDataError, create_app)
 from reconciler.simulator.kinds import KINDS
-from tests import simserve
-from tests.simulator.conftest import CLUSTER, schema_scalars
+from tests.helpers import simserve
+from tests.helpers.constants import CLUSTER
+from tests.helpers.simulator import schema_scalars
 
 D = "/api/v1/workloads/distributed"
 DI = "/api/v1/workloads/distributed-inferences"

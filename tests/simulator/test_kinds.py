@@ -17,35 +17,13 @@ import pytest
 from reconciler.simulator import SimulatorDataError, create_app
 from reconciler.simulator.kinds import (DISTRIBUTED, DISTRIBUTED_INFERENCE, INFERENCE, KINDS,
                                         TRAINING, WORKSPACE, Kind)
-from tests.simulator.conftest import CLUSTER, ROOT
+from tests.helpers.constants import CLUSTER, ROOT
+from tests.helpers.simulator import SAMPLES, PATCHES
 
 # The v1-shaped kinds; Manifest (its own routes, `simulator/manifests.py`) is checked by
 # tests/e2e/test_manifest_http.py.
 KINDS = tuple(k for k in KINDS if not k.custom)
 
-# A valid create body per kind (a kind added to the table needs one here) and, for kinds
-# with PATCH, a valid update body: GET shows each scalar it sends at its path after it.
-SAMPLES = {
-    "distributed": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3",
-                             "distributedFramework": "PyTorch", "numWorkers": 2}},
-    "distributed-inference": {"spec": {"leader": {"image": "vllm/vllm-openai:v0.6"}}},
-    "training": {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "completions": 1}},
-    "workspace": {"spec": {"image": "jupyter/scipy-notebook:2024-05-27",
-                           "ports": [{"container": 8888, "serviceType": "ClusterIP"}]}},
-    "inference": {"spec": {"image": "vllm/vllm-openai:v0.6",
-                           "servingPort": {"container": 8000}}},
-    "nim-service": {"spec": {"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3",
-                             "ngcAuthSecret": "ngc-api", "servingPort": {"port": 8000},
-                             "modelStore": {"nimCache": {"name": "llama-8b-cache"}},
-                             "compute": {"gpuDevicesRequest": 1}}},
-}
-PATCHES = {"distributed-inference": {"spec": {"replicas": 3}},
-           "inference": {"spec": {"image": "vllm/vllm-openai:v0.7",
-                                  "autoscaling": {"minReplicas": 2}}},
-           # NimServiceUpdateRequest: the whole spec.
-           "nim-service": {"spec": {"image": "nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.4",
-                                    "replicas": 2, "servingPort": {"port": 8000},
-                                    "modelStore": {"nimCache": {"name": "llama-8b-cache"}}}}}
 
 # Test-only entries: copies of the two kinds under other paths, types and a category.
 COPY = dataclasses.replace(DISTRIBUTED, type="test-copy", path="/api/v1/workloads/test-copies",

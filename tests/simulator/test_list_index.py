@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.simulator import listing
-from tests.simulator.conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 D = "/api/v1/workloads/distributed"
 

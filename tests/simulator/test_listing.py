@@ -15,8 +15,8 @@ from reconciler.simulator import queries
 from reconciler.simulator.kinds import DISTRIBUTED_INFERENCE, Kind
 from reconciler.simulator.kinds import KINDS as ALL_KINDS
 from reconciler.simulator.listing import FILTER, list_item
-from tests.simulator.conftest import CLUSTER
-from tests.simulator.test_kinds import PATCHES, SAMPLES
+from tests.helpers.constants import CLUSTER
+from tests.helpers.simulator import PATCHES, SAMPLES
 
 # The flat kinds (one create body shape); a Manifest's and a NIM service's listing are tested over HTTP in
 # tests/e2e/test_manifest_http.py and tests/e2e/test_refresh_auto.py.

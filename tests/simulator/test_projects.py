@@ -10,7 +10,7 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from .conftest import CLUSTER
+from tests.helpers.constants import CLUSTER
 
 OTHER_CLUSTER = "2b8e4c1a-9f3d-4e7b-8a6c-5d4e3f2a1b0c"
 LIST = "/api/v1/org-unit/projects"

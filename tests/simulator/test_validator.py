@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reconciler.simulator import schema, validator
 from reconciler.simulator.kinds import KINDS
-from tests.simulator.conftest import schema_scalars
+from tests.helpers.simulator import schema_scalars
 
 
 SCALARS = {}  # by path; a path that another kind describes otherwise, also with its kind

@@ -1,16 +1,14 @@
-"""Fixtures for the state tests: a controllable clock and every store behind one interface."""
+"""Fixtures for the state tests: a controllable clock and every store behind one interface
+(`pg_url` is tests/fixtures/postgres.py's)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.state import LocalFileStore, MemoryStore, ResourceState
-
-PG_ENV = "RUNAI_RECONCILE_TEST_PG"  # a PostgreSQL URL the tests may create schemas in
+from reconciler.state import LocalFileStore, MemoryStore
 
 
 @dataclass
@@ -36,22 +34,6 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def missing(what: str) -> None:
-    """Skip the test for want of `what`, except in CI (which provides it), where it fails."""
-    if os.environ.get("CI"):
-        pytest.fail(f"CI runs the PostgreSQL tests: {what}")
-    pytest.skip(what)
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> str:
-    """$RUNAI_RECONCILE_TEST_PG; without it the test skips, except in CI, where it fails."""
-    url = os.environ.get(PG_ENV)
-    if not url:
-        missing(f'{PG_ENV} is not set: start a server with eval "$(.ci/postgres.sh start)"')
-    return url
 
 
 @pytest.fixture(scope="session")
@@ -106,14 +88,3 @@ def open_store(request, tmp_path, clock):
         return first[0].peer(lock_timeout=lock_timeout)
 
     return factory
-
-
-def resource(name: str = "bert-ddp", *, project: str = "7", image: str = "img:1",
-             workload_id: str | None = "0b6f6a4e-1d2c-4a43-9c44-3d1d5f1c9a01") -> ResourceState:
-    return ResourceState(
-        kind="DistributedTraining", name=name, project_id=project,
-        cluster_id="71f69d83-ba66-4822-adf5-55ce55efd210", workload_id=workload_id,
-        applied={"name": name, "projectId": project,
-                 "clusterId": "71f69d83-ba66-4822-adf5-55ce55efd210",
-                 "spec": {"image": image, "numWorkers": 2}},
-        last_phase="Running")

@@ -9,7 +9,7 @@ from reconciler import operations
 from reconciler.errors import ReconcileError
 from reconciler.state import LocalFileStore, journal
 
-from .conftest import resource
+from tests.helpers.state import resource
 
 
 def three_versions(open_store) -> str:

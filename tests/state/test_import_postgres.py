@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401
-from tests.e2e.test_import import examples_live_without_state, post_training
-from tests.state.test_postgres_cli import PgState
+from tests.helpers.adoption import examples_live_without_state, post_training
+from tests.helpers.postgres import PgState
 
 pytestmark = [pytest.mark.postgres, pytest.mark.http]
 

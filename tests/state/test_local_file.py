@@ -15,7 +15,7 @@ import pytest
 from reconciler.errors import StateError
 from reconciler.state import LocalFileStore, State
 
-from .conftest import resource
+from tests.helpers.state import resource
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from reconciler.errors import StateError
 from reconciler.state import State
 
-from .conftest import resource
+from tests.helpers.state import resource
 
 ADDR = "DistributedTraining/7/bert-ddp"
 

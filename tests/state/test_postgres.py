@@ -22,7 +22,8 @@ from reconciler.errors import StateError
 from reconciler.state import State, journal
 from reconciler.state.postgres import SCHEMA_VERSION, PostgresStore
 
-from .conftest import missing, resource
+from tests.helpers.postgres import missing
+from tests.helpers.state import resource
 
 pytestmark = pytest.mark.postgres
 

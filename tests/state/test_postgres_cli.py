@@ -10,70 +10,15 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reconciler.state.postgres import PostgresStore
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401
-from tests.reliability.conftest import live_names, posts, wait_for_posts, write_fleet
+from tests.helpers.reliability import posts, wait_for_posts, write_fleet
+from tests.helpers.postgres import PgState
 
 pytestmark = [pytest.mark.postgres, pytest.mark.http]
-
-
-class PgState:
-    """One state name in the test server, and the CLI as a subprocess pointed at it."""
-
-    def __init__(self, ws, url: str, name: str | None = None):
-        self.ws, self.url = ws, url
-        self.name = name or f"cli-{uuid.uuid4().hex[:8]}"
-        self.password = conninfo_to_dict(url).get("password") or ""
-        self.outputs: list[str] = []
-
-    def spawn(self, *args: str, state: str | None = None,
-              name: str | None = None) -> subprocess.Popen:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RUNAI_", "PG"))}
-        env.update({k: v for k, v in self.ws.env.items() if v is not None})
-        return subprocess.Popen(
-            [sys.executable, "-m", "reconciler.cli", "--state", state or self.url,
-             "--state-name", name or self.name, *args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            stdin=subprocess.DEVNULL, cwd=self.ws.root)
-
-    def wait(self, proc: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
-        out, err = proc.communicate(timeout=timeout)
-        self.outputs += [out, err]
-        return proc.returncode, out, err
-
-    def run(self, *args: str, state: str | None = None,
-            name: str | None = None) -> tuple[int, str, str]:
-        return self.wait(self.spawn(*args, state=state, name=name))
-
-    def apply(self, *extra: str) -> tuple[int, str, str]:
-        return self.run(*extra, "apply", str(self.ws.specs), "--auto-approve")
-
-    def store(self) -> PostgresStore:
-        return PostgresStore(self.url, name=self.name)
-
-    def converged(self, sim, names: list[str]) -> None:
-        """Live holds each name once, and the state tracks exactly those workloads."""
-        counts = live_names(sim)
-        assert {n: c for n, c in counts.items() if c > 1} == {}, "duplicates"
-        assert set(counts) == set(names)
-        live = {w["name"]: w["workloadId"] for w in sim.admin.get("/_sim/workloads").json()
-                ["workloads"] if w["projectId"] == "7" and w["desiredPhase"] != "Deleted"}
-        store = self.store()
-        try:
-            state = store.read()
-            assert not store.has_journal()
-        finally:
-            store.close()
-        assert {r.name: r.workload_id for r in state.resources.values()} == live
-
-    def no_password_anywhere(self) -> None:
-        assert self.password and not any(self.password in o for o in self.outputs)
 
 
 def faults(sim, **settings) -> None:
@@ -148,7 +93,7 @@ def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_say
 
 
 def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server):
-    from tests.e2e.conftest import Workspace
+    from tests.helpers.workspace import Workspace
 
     # 20 creates, 2 at a time, 500 ms each: the first holds its lock for ~5 s, while the
     # second (1 create) runs from start to end.

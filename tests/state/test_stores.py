@@ -10,7 +10,7 @@ import pytest
 from reconciler.errors import StateError
 from reconciler.state import State, StateStore
 
-from .conftest import resource
+from tests.helpers.state import resource
 
 
 def test_is_a_state_store(open_store):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from reconciler.watch import events as ev
 from reconciler.watch import status as st
-from tests.watch import snapshots as b
+from tests.helpers import snapshots as b
 
 JOB = "Training/7/job-1"
 

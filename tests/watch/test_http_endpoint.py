@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler import errors
 from reconciler.watch import server
 from reconciler.watch import status as st
-from tests.watch import snapshots as b
+from tests.helpers import snapshots as b
 
 SECRET = "s3cr3t-from-the-environment"
 

@@ -12,8 +12,8 @@ import pytest
 from reconciler import errors
 from reconciler.watch import notify
 from reconciler.watch import status as st
-from tests.watch import receiver as rx
-from tests.watch import snapshots as b
+from tests.helpers import receiver as rx
+from tests.helpers import snapshots as b
 
 JOB = "Training/7/job-1"
 

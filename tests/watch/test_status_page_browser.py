@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.watch import server
 from reconciler.watch import status as st
-from tests.watch import snapshots as b
+from tests.helpers import snapshots as b
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import INFERENCE, TRAINING
+from tests.helpers.specs import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 

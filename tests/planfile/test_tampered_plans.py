@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401 - fixtures
-from tests.e2e.test_policy import training, write_policy
+from tests.helpers.plans import saved_plan
+from tests.helpers.policy import training, write_policy
 
 pytestmark = pytest.mark.http
 
@@ -84,9 +84,8 @@ def test_a_saved_plan_that_passed_is_checked_again_by_the_rules_given_to_apply(w
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
 def test_a_quota_that_is_not_a_finite_number_is_a_damaged_file(value):
     from reconciler import planfile
-    from tests.review.test_planfile import _saved
 
-    doc = json.loads(planfile.encode(_saved()))
+    doc = json.loads(planfile.encode(saved_plan()))
     text = json.dumps({**doc, "gpu_quotas": {"7": float(value)}})
     with pytest.raises(planfile.PlanFileError, match=r"damaged or incomplete \(gpu_quotas: 7: "):
         planfile.decode(text, "plan.json")
@@ -118,9 +117,8 @@ def test_any_field_of_the_policy_and_quotas_of_a_saved_plan_damaged_is_one_clear
     exception."""
     from reconciler import planfile
     from reconciler.plans import Report, RuleResult, Violation
-    from tests.review.test_planfile import _saved
 
-    saved = _saved()
+    saved = saved_plan()
     saved.plan.gpu_quotas = {"7": 8, "9": None}
     saved.plan.policy = Report(files=("p.yaml",), rules=(
         RuleResult("cap", "maxGpusPerWorkload", 4, "deny", "p.yaml",

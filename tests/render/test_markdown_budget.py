@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.render import markdown
-from tests.finishing import finished
+from tests.helpers.finishing import finished
 
 BODY = {"spec": {"image": "nvcr.io/nvidia/pytorch:24.05-py3", "compute": {"gpuDevicesRequest": 1}}}
 

@@ -7,26 +7,14 @@ import json
 import pytest
 
 from reconciler import gpus, planfile
-from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.plans import Action
 from reconciler.state.model import State
-from tests.render.examples import PLANS, inference_body
-
-
-def _saved() -> planfile.SavedPlan:
-    plan = PLANS["mixed"]()
-    plan.changes[0].sensitive = ("spec.args",)
-    desired = [DesiredWorkload("DistributedInference", "llama-70b-serve", "7", "c1",
-                               inference_body("llama-70b-serve", 4),
-                               lifecycle=Lifecycle(True, ("spec.replicas",), ("spec.args",)),
-                               source="specs/serve.yaml", line=1)]
-    return planfile.SavedPlan(plan=plan, desired=desired,
-                              live={plan.changes[0].address: "sha256:ab", "x": planfile.ABSENT},
-                              replace=["DistributedTraining/7/llama-ft-ddp"])
+from tests.helpers.examples import PLANS
+from tests.helpers.plans import saved_plan
 
 
 def test_round_trip_keeps_every_field():
-    saved = _saved()
+    saved = saved_plan()
     back = planfile.decode(planfile.encode(saved))
     assert back == saved
     assert planfile.encode(back) == planfile.encode(saved)
@@ -59,7 +47,7 @@ def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
     (lambda d: d.update(gpu_quotas=[16]), r"damaged or incomplete \(gpu_quotas"),
 ])
 def test_damaged_or_foreign_files_are_refused_clearly(mutate, message):
-    doc = json.loads(planfile.encode(_saved()))
+    doc = json.loads(planfile.encode(saved_plan()))
     mutate(doc)
     with pytest.raises(planfile.PlanFileError, match=message):
         planfile.decode(json.dumps(doc), "plan.json")
@@ -84,7 +72,7 @@ def test_fingerprint_follows_what_the_planner_uses():
 
 
 def test_staleness_checks():
-    saved = _saved()
+    saved = saved_plan()
     saved.plan.lineage, saved.plan.serial = "L", 3
     assert planfile.state_problems(saved, State(lineage="L", serial=3)) == []
     assert "lineage" in planfile.state_problems(saved, State(lineage="M", serial=3))[0]
@@ -97,7 +85,7 @@ def test_staleness_checks():
 
 
 def test_a_plan_made_before_any_state_adopts_the_new_state():
-    saved = _saved()
+    saved = saved_plan()
     saved.plan.lineage, saved.plan.serial = "L", 0
     fresh = State()
     planfile.adopt_new_state(saved, fresh)
@@ -109,7 +97,7 @@ def test_a_journal_that_changed_the_records_since_the_plan_makes_it_stale():
     digest of the records and open intents tells; the same reads give the same digest."""
     from reconciler.state import ResourceState, journal
 
-    saved = _saved()
+    saved = saved_plan()
     state = State(lineage="L", serial=3)
     saved.plan.lineage, saved.plan.serial = "L", 3
     saved.state_digest = planfile.state_digest(state, [])
@@ -134,7 +122,7 @@ def test_a_plan_is_written_whole_beside_the_old_one_then_renamed(tmp_path, monke
     import os
 
     path = tmp_path / "plan.json"
-    planfile.write(path, _saved())
+    planfile.write(path, saved_plan())
     old = path.read_bytes()
     inode = path.stat().st_ino
 
@@ -148,7 +136,7 @@ def test_a_plan_is_written_whole_beside_the_old_one_then_renamed(tmp_path, monke
     assert path.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
 
-    again = _saved()
+    again = saved_plan()
     again.plan_id = "another"
     planfile.write(path, again)
     assert path.stat().st_ino != inode and oct(path.stat().st_mode & 0o777) == "0o600"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import changes_by_address
+from tests.helpers.workspace import changes_by_address
 
-from .conftest import INFERENCE, TRAINING
+from tests.helpers.specs import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import CLUSTER, _sim_process, sim_server, ws  # noqa: F401 - fixtures
-from tests.e2e.test_small_things import PROGRESS, run, run_on_a_terminal
+from tests.helpers.constants import CLUSTER
+from tests.helpers.cli import PROGRESS, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 

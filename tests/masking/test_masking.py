@@ -8,7 +8,7 @@ import json
 import jsonpatch
 import pytest
 
-from .conftest import TRAINING
+from tests.helpers.specs import TRAINING
 
 pytestmark = pytest.mark.http
 

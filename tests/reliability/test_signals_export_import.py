@@ -14,9 +14,8 @@ import pytest
 
 from reconciler import errors
 from reconciler.operations import specfiles
-from tests.e2e.conftest import _sim_process, sim_server, ws  # noqa: F401 - fixtures
-from tests.reliability.conftest import spawn, write_fleet
-from tests.reliability.test_signals import faults, journal, wait_until
+from tests.helpers.reliability import spawn, write_fleet
+from tests.helpers.reliability import faults, journal, wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.http]
 

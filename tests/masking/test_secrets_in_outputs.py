@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.e2e.conftest import CLUSTER, _sim_process, sim_server, ws  # noqa: F401 - fixtures
+from tests.helpers.constants import CLUSTER
 
 pytestmark = pytest.mark.http
 

@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from tests.e2e.conftest import CLIENT_SECRET
+from tests.helpers.constants import CLIENT_SECRET
 
-from .conftest import INFERENCE, TRAINING
+from tests.helpers.specs import INFERENCE, TRAINING
 
 pytestmark = pytest.mark.http
 

@@ -7,15 +7,16 @@ import re
 
 import pytest
 
-from tests.golden import assert_golden
+from tests.helpers.golden import assert_golden
 
 from reconciler import drift, gpus
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import markdown
-from tests.render.examples import PLANS, inference, inference_body, training, training_body
-from tests.finishing import finished
+from tests.helpers.examples import PLANS, inference, inference_body, training, training_body
+from tests.helpers.finishing import finished
+from tests.helpers.plans import big_plan
 
-GOLDEN = pathlib.Path(__file__).parent / "golden"
+GOLDEN = pathlib.Path(__file__).parent / "golden_markdown"
 
 
 def _drift_report() -> drift.DriftReport:
@@ -59,22 +60,8 @@ def test_every_golden_has_a_case():
     assert not stale, f"golden files without a case: {sorted(stale)}"
 
 
-def _big_plan(n: int) -> Plan:
-    changes = []
-    for i in range(n):
-        name = f"job-{i:04d}"
-        if i % 2:
-            changes.append(training(name, Action.REPLACE, "spec_changed",
-                                    before=training_body(name), after=training_body(name, "img:2"),
-                                    changes=[FieldChange("spec.image", "img:1", "img:2",
-                                                         forces_replacement=True)]))
-        else:
-            changes.append(inference(name, Action.CREATE, "new", after=inference_body(name, 2)))
-    return Plan(changes=sorted(changes, key=lambda rc: rc.address))
-
-
 def test_400_changed_workloads_fit_one_comment_with_complete_counts():
-    out = markdown.render_plan(finished(_big_plan(400)))
+    out = markdown.render_plan(finished(big_plan(400)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 200 to create, 0 to update, 200 to replace," in out
     assert "| DistributedInference | 200 | 0 | 0 | 0 | 0 | 0 |" in out
@@ -89,14 +76,14 @@ def test_400_changed_workloads_fit_one_comment_with_complete_counts():
 
 
 def test_huge_plans_only_count_what_does_not_fit():
-    out = markdown.render_plan(finished(_big_plan(5000)))
+    out = markdown.render_plan(finished(big_plan(5000)))
     assert len(out) <= markdown.GITHUB_LIMIT
     assert "**Plan:** 2500 to create, 0 to update, 2500 to replace," in out
     assert re.search(r"…and \d+ more changed workloads, not listed\.", out)
 
 
 def test_small_plans_are_not_shortened():
-    out = markdown.render_plan(finished(_big_plan(10)))
+    out = markdown.render_plan(finished(big_plan(10)))
     assert "shortened" not in out and out.count("<details>") == 10
 
 

@@ -1,26 +1,22 @@
-"""End-to-end fixtures: a `runai-reconcile sim serve` process over real HTTP, spec folders,
-and a CLI runner pointed at them."""
+"""The end-to-end tests' world: the simulator's credentials and cluster, `SimServer` (a
+`sim serve` process and its admin routes), and `Workspace` (a project folder with specs/ and
+state/, and the CLI bound to a simulator). The fixtures `sim_server` and `ws` of
+tests/fixtures/sim.py make them; the e2e, drift, masking, saved-plan, reliability, perf and
+state tests use them."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import textwrap
 from pathlib import Path
 
 import httpx
-import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
-from tests import simserve
-
-ROOT = Path(__file__).resolve().parents[2]
-CLIENT_ID = "runai-sim"
-CLIENT_SECRET = "runai-sim-secret"
-CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
+from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET, ROOT
 
 
 class SimServer:
@@ -50,24 +46,6 @@ class SimServer:
 
     def live(self) -> list[dict]:
         return self.api("GET", "/api/v1/workloads", params={"limit": 500}).json()["workloads"]
-
-
-@pytest.fixture(scope="session")
-def _sim_process(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("sim")
-    with simserve.sim_serve(tmp_path, "--data", str(tmp_path / "sim.json"),
-                            "--phase-seconds", "0.2") as served:
-        server = SimServer(served.url, served.proc)
-        yield server
-        server.admin.close()
-
-
-@pytest.fixture
-def sim_server(_sim_process):
-    """The session's `sim serve` as it started: no workloads, every fault setting back to
-    its start-up value, an empty request log (`simserve.reset`)."""
-    simserve.reset(_sim_process.admin)
-    return _sim_process
 
 
 class Workspace:
@@ -110,15 +88,5 @@ class Workspace:
         return json.loads(self.state_path.read_text())
 
 
-@pytest.fixture
-def ws(tmp_path, sim_server):
-    env = {"RUNAI_URL": sim_server.url, "RUNAI_CLIENT_ID": CLIENT_ID,
-           "RUNAI_CLIENT_SECRET": CLIENT_SECRET, "RUNAI_TOKEN": None, "NO_COLOR": "1"}
-    return Workspace(tmp_path / "project", env)
-
-
 def changes_by_address(doc: dict) -> dict[str, dict]:
     return {rc["address"]: rc for rc in doc["resource_changes"]}
-
-
-os.environ.pop("RUNAI_TOKEN", None)

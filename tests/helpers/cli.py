@@ -1,0 +1,58 @@
+"""`runai-reconcile` as a subprocess on a workspace: `run` (output captured) and
+`run_on_a_terminal` (stderr on a pseudo-terminal), and `PROGRESS`, the progress line a
+terminal shows. Used by the e2e small-things tests and the secrets-in-output tests."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+import threading
+
+
+def env_of(ws, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
+    env.update({k: v for k, v in ws.env.items() if v is not None})
+    return {**env, **extra}
+
+
+def run(ws, *args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reconciler.cli", "--state",
+                           str(ws.state_path), *args], env=env_of(ws, **extra), cwd=ws.root,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def run_on_a_terminal(ws, *args: str) -> tuple[int, str, str]:
+    """The CLI with its stderr on a pseudo-terminal: (exit code, stdout, what the terminal got)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", "--state",
+                             str(ws.state_path), *args], env=env_of(ws), cwd=ws.root,
+                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+    def read_stdout() -> None:
+        with proc.stdout:
+            seen.extend(proc.stdout.read())
+
+    reader = threading.Thread(target=read_stdout)
+    reader.start()
+    terminal = bytearray()
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the last holder of the slave side closed it
+            break
+        if not chunk:
+            break
+        terminal.extend(chunk)
+    os.close(master)
+    code = proc.wait(timeout=120)
+    reader.join()
+    return code, seen.decode(), terminal.decode()
+
+
+PROGRESS = re.compile(r"\r\x1b\[K(Refreshing|Applying): (\d+) of (\d+) done, "
+                      r"(\d+\.\d) s elapsed, (\d+) failed")
