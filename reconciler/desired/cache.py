@@ -43,6 +43,7 @@ import hashlib
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -51,6 +52,7 @@ from typing import Any
 
 import orjson
 
+from reconciler.desired.sources import MAX_FILE_BYTES
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 
 __all__ = ["ENV", "SpecCache", "cache_folder"]
@@ -276,11 +278,21 @@ class SpecCache:
 
 
 def _content_digest(path: Path) -> bytes | None:
+    """A digest of the file's bytes; None for what the loader refuses unread (not a
+    regular file: a FIFO would block, a device never end; or too large) or cannot read:
+    it is loaded, and the loader says why."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.blake2b(f.read(), digest_size=_DIGEST).digest()
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            return None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError:
-        return None  # the loader reads it and says why it cannot
+        return None
+    if len(data) > MAX_FILE_BYTES:
+        return None
+    return hashlib.blake2b(data, digest_size=_DIGEST).digest()
 
 
 class _quiet:
