@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -67,14 +68,44 @@ def quiet(message: str) -> None:
 def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     """The specs loading (on the other core for a big folder) while the caller reads the
     state and the live workloads; stopped when the operation ends. `caller_busy=False`
-    when the caller only waits (validate): then the loaders take every core."""
-    from reconciler.desired import start_loading
+    when the caller only waits (validate): then the loaders take every core. The files
+    the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
+    the end.
 
-    pending = start_loading(directory, caller_busy=caller_busy)
+    The cycle collector is paused meanwhile, until the plan is made (`resume_collector`,
+    which apply calls before it acts: its requests make garbage): an operation's specs,
+    state and live bodies are millions of containers, none of them garbage, and the
+    collector's passes over them cost a third of the CPU of a plan of 10,000
+    (docs/performance.md). When it resumes, what exists is frozen (`gc.freeze`): its next
+    passes (the plan's GPU impact, rendering, apply's actions) need not walk it."""
+    from reconciler.desired import start_loading
+    from reconciler.desired.cache import SpecCache
+
+    global _paused
+    _paused = gc.isenabled()
+    gc.disable()
     try:
-        yield pending
+        pending = start_loading(directory, caller_busy=caller_busy,
+                                cache=SpecCache.for_folder(directory))
+        try:
+            yield pending
+        finally:
+            pending.cancel()
+            pending.save_cache()
     finally:
-        pending.cancel()
+        resume_collector()
+
+
+_paused = False  # the cycle collector was on when `loading` paused it
+
+
+def resume_collector() -> None:
+    """Turn the cycle collector back on if `loading` paused it, what exists frozen."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.freeze()
+        gc.enable()
 
 
 # --- validate and plan --------------------------------------------------------------
@@ -98,6 +129,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     rules = load_policy(options.policy)
     with loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
+        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:

@@ -81,13 +81,18 @@ class _Loaded:
 
 
 class _Specs:
-    """The specs of a folder, parsed again only when a file under it changed (its path,
-    size, modification time or inode)."""
+    """The specs of a folder, read again only when a file under it changed (its path,
+    size, modification time or inode); then only the files whose content changed are
+    parsed (the spec cache, kept in memory between cycles; `parsed` counts them)."""
 
     def __init__(self, directory: str) -> None:
+        from reconciler.desired.cache import SpecCache
+
         self.directory = directory
         self._seen: tuple | None = None
         self._workloads: list | None = None
+        self.cache = SpecCache.for_folder(directory) or SpecCache()
+        self.parsed = 0  # files parsed by the last read
 
     def _fingerprint(self) -> tuple:
         out = []
@@ -106,10 +111,13 @@ class _Specs:
         seen = self._fingerprint()
         if seen == self._seen and self._workloads is not None:
             return self._workloads, False
-        from reconciler.desired import load_specs
+        from reconciler.desired import start_loading
 
         self._workloads, self._seen = None, None
-        workloads = load_specs(self.directory)
+        pending = start_loading(self.directory, processes=0, cache=self.cache)
+        workloads = pending.result()
+        pending.save_cache()
+        self.parsed = pending.parsed
         self._workloads, self._seen = workloads, seen
         return workloads, True
 
@@ -311,7 +319,8 @@ class _Loop:
             renew()
         desired, parsed = await asyncio.to_thread(self.specs.get)
         if parsed:
-            self.log("specs", loaded=len(desired), dir=self.specs_dir, commit=self.commit)
+            self.log("specs", loaded=len(desired), parsed=self.specs.parsed, dir=self.specs_dir,
+                     commit=self.commit)
         state, pending = await asyncio.to_thread(self.store.read_with_pending)
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
