@@ -70,7 +70,8 @@ def test_a_second_load_parses_nothing_and_gives_the_same_workloads(specdir, cach
     assert again == first
     assert [w.source for w in again] == [w.source for w in first]
     assert again[0].lifecycle.ignore_changes == ("spec.numWorkers",)
-    assert list(cache_home.rglob("*.cache"))
+    (path,) = cache_home.rglob("*.cache")
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds what the specs hold
 
 
 @pytest.mark.parametrize("processes", [0, 2])
