@@ -1,14 +1,26 @@
 """Benchmarks `runai-reconcile watch` at N unchanged workloads against `sim serve` with latency.
 
 Run from a clone (the package installed): `python benchmarks/watch_cycle.py` (N = 1,000,
-50 ms), `--n 100 --latency-ms 50 --cycles 10` for a smaller run.
-It generates N specs (`specgen`), applies them with the real CLI, then runs `watch --mode
-heal --log-format json` for `--cycles` cycles at `--interval`, and reads each cycle's log
-line: its wall time, the HTTP requests the watch sent (token and retries included) and
-the CPU seconds the watch process spent. The issue's targets, side by side: at most
-ceil(N/500) + one per project + 2 requests and 0.3 CPU-s per unchanged cycle. Then it
-deletes one workload out of band and times drift to heal (target: interval + 2 s).
-Callers: people, docs/watch.md.
+50 ms), `--n 100 --cycles 6 --drifts 2` for a smaller run.
+It generates N specs (`specgen`), applies them with the real CLI, then, side by side in
+one run:
+
+- `plan` of the unchanged fleet (`--refresh=auto`), the whole process, as a cron job would
+  run it between watch cycles: its wall time, CPU seconds (its rusage) and the requests
+  the simulator counted;
+- `watch --mode heal --log-format json` for `--cycles` cycles at `--interval`, with a full
+  refresh every `--full-refresh-every`: each cycle's wall time, the HTTP requests the watch
+  sent (token and retries included) and the CPU seconds the watch process spent on it,
+  from its log line; the first cycle (specs parsed, the first full refresh) is shown apart;
+- drift to heal, `--drifts` times: a moment into the interval (spread over it), one
+  workload is deleted or PATCHed out of band, and the time until the watch's cycle that
+  healed it ends is taken, with that cycle's refresh.
+
+The issue's targets are printed beside the figures: per unchanged cycle at most
+ceil(N/500) + one per project + 2 requests and 0.3 CPU-s; drift to heal within interval
++ 2 s. With `--baseline DIR` (a source tree of another version, such as one `git archive`
+wrote), that version's watch runs the same cycles first, on the same simulator and state,
+and its rows come beside this one's. Callers: people, docs/performance.md and docs/watch.md.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,7 +39,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import specgen  # noqa: E402
-from bench import CLIENT_ID, CLIENT_SECRET, Sim, run_cli  # noqa: E402
+from bench import CLIENT_ID, CLIENT_SECRET, Sim  # noqa: E402
+
+from reconciler.watch import intervals  # noqa: E402
 
 
 def _api(sim: Sim, method: str, path: str, body: dict | None = None) -> dict:
@@ -44,6 +59,14 @@ def _api(sim: Sim, method: str, path: str, body: dict | None = None) -> dict:
         return json.loads(resp.read())
 
 
+def _admin_patch(sim: Sim, path: str, body: dict) -> None:
+    req = urllib.request.Request(sim.url + path, method="PATCH",
+                                 headers={"Content-Type": "application/json"},
+                                 data=json.dumps(body).encode())
+    with urllib.request.urlopen(req, timeout=60):
+        pass
+
+
 def _cycles(log: Path) -> list[dict]:
     out = []
     for line in log.read_text().splitlines():
@@ -56,13 +79,44 @@ def _cycles(log: Path) -> list[dict]:
     return out
 
 
+def _run(args: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s of the process and its children, exit code) of one CLI run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], env=env,
+                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.stderr.close()
+    return (time.perf_counter() - start, usage.ru_utime + usage.ru_stime,
+            os.waitstatus_to_exitcode(status))
+
+
+def _drift(sim: Sim, specs: Path, i: int) -> str:
+    """One drift out of band, by turns a deletion (healed by a create) and a PATCH of an
+    Inference's image (healed by a PATCH); what it was."""
+    prefix = "*" if i % 2 == 0 else "chat-*"
+    name = sorted(specs.glob(f"batch-*/{prefix}.yaml"))[i * 37].stem
+    [victim] = _api(sim, "GET", f"/api/v1/workloads?filterBy=name=={name}")["workloads"]
+    if i % 2 == 0:
+        sim.admin("DELETE", f"/_sim/workloads/{victim['id']}")
+        return f"delete of {name}"
+    _admin_patch(sim, f"/_sim/workloads/{victim['id']}",
+                 {"spec": {"image": "vllm/vllm-openai:drifted"}})
+    return f"PATCH of {name} (an Inference's image)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--latency-ms", type=float, default=50)
-    ap.add_argument("--cycles", type=int, default=6)
+    ap.add_argument("--cycles", type=int, default=12)
     ap.add_argument("--interval", default="5s")
+    ap.add_argument("--full-refresh-every", type=int, default=10)
+    ap.add_argument("--drifts", type=int, default=4)
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="a source tree of another version: its watch's cycles beside")
     args = ap.parse_args(argv)
+    interval_s = intervals.parse(args.interval)
     root = Path(tempfile.mkdtemp(prefix="watch-bench-"))
     specs = root / "specs"
     specgen.write_specs(specs, args.n)
@@ -72,48 +126,90 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("RUNAI_TOKEN", None)
     state = ["--state", str(root / "state.json")]
     try:
-        wall, _, code = run_cli(state + ["apply", str(specs), "--auto-approve"], env, root)
+        wall, _, code = _run(state + ["apply", str(specs), "--auto-approve"], env, root)
         print(f"apply of {args.n}: {wall:.1f} s (exit {code})", file=sys.stderr)
         projects = len({r["projectId"] for r in _api(sim, "GET", "/api/v1/workloads?limit=500")
                         ["workloads"]})
-        log = root / "watch.log"
-        with open(log, "w") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "reconciler.cli", *state, "watch", str(specs),
+        # A plan of the fleet now, as a cron job runs it; twice, the second one counted
+        # (the first after an apply reads what moved since: Creating -> Running).
+        _run(state + ["plan", str(specs)], env, root)
+        sim.admin("DELETE", "/_sim/requests")
+        plan_wall, plan_cpu, code = _run(state + ["plan", str(specs)], env, root)
+        plan_requests = sim.request_count()
+        watch = [sys.executable, "-m", "reconciler.cli", *state, "watch", str(specs),
                  "--mode", "heal", "--interval", args.interval, "--log-format", "json",
-                 "--listen", "off"], env=env, cwd=root, stdout=subprocess.DEVNULL, stderr=err)
+                 "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"]
+        baseline: list[dict] = []
+        if args.baseline:
+            log = root / "baseline.log"
+            with open(log, "w") as err:
+                proc = subprocess.Popen(
+                    watch + ["--max-cycles", str(args.cycles)], cwd=root, stderr=err,
+                    env={**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
+                    stdout=subprocess.DEVNULL)
+                if proc.wait(600) != 0:
+                    raise SystemExit(log.read_text())
+            baseline = _cycles(log)
+        log = root / "watch.log"
+        heals: list[tuple[str, float | None, str | None]] = []
+        with open(log, "w") as err:
+            proc = subprocess.Popen(watch, env=env, cwd=root, stdout=subprocess.DEVNULL,
+                                    stderr=err)
             try:
                 while len(_cycles(log)) < args.cycles:
                     if proc.poll() is not None:
                         raise SystemExit(log.read_text())
                     time.sleep(0.1)
-                # Drift: one workload deleted out of band, timed until the watch re-created it.
-                live = _api(sim, "GET", "/api/v1/workloads?limit=1")["workloads"][0]
-                t0 = time.monotonic()
-                before = len(_cycles(log))
-                sim.admin("DELETE", f"/_sim/workloads/{live['id']}")
-                healed_s = None
-                while time.monotonic() - t0 < 120:
-                    done = [c for c in _cycles(log)[before:] if c.get("healed")]
-                    if done:
-                        healed_s = time.monotonic() - t0
-                        break
-                    time.sleep(0.05)
+                for i in range(args.drifts):
+                    # A moment into the interval after a cycle ends, spread over it.
+                    before = len(_cycles(log))
+                    while len(_cycles(log)) == before:
+                        time.sleep(0.02)
+                    time.sleep(interval_s * (i + 0.5) / (args.drifts + 1))
+                    before = len(_cycles(log))
+                    t0 = time.monotonic()
+                    what = _drift(sim, specs, i)
+                    took = refresh = None
+                    while time.monotonic() - t0 < 120:
+                        done = [c for c in _cycles(log)[before:] if c.get("healed")]
+                        if done:
+                            took, refresh = time.monotonic() - t0, done[0].get("refresh")
+                            break
+                        time.sleep(0.02)
+                    heals.append((what, took, refresh))
             finally:
                 proc.terminate()
                 proc.wait(30)
-        cycles = _cycles(log)[1:args.cycles]  # the first reads the specs and warms up
-        target_requests = math.ceil(args.n / 500) + projects + 2
-        print(f"\nwatch at N = {args.n}, latency {args.latency_ms:g} ms, {projects} projects")
-        print("| cycle | refresh | wall s | requests (target) | CPU s (target) |")
-        print("|---|---|---|---|---|")
-        for c in cycles:
-            print(f"| {c['cycle']} | {c.get('refresh')} | {c['duration_s']:.2f} | "
-                  f"{c['requests']} ({target_requests}) | {c['cpu_s']:.2f} (0.3) |")
-        print(f"\ndrift to heal: {healed_s if healed_s is None else round(healed_s, 2)} s "
-              f"(target: interval + 2 s = {args.interval} + 2 s)")
+        cycles = _cycles(log)[:args.cycles]
     finally:
         sim.close()
+    target_requests = math.ceil(args.n / 500) + projects + 2
+    print(f"\nwatch at N = {args.n}, latency {args.latency_ms:g} ms, {projects} projects, "
+          f"interval {args.interval}, a full refresh every {args.full_refresh_every} cycles")
+    extra = (" baseline requests | baseline CPU s |", "---:|---:|") if baseline else ("", "")
+    print(f"\n| run | refresh | wall s | requests (target) | CPU s (target) |{extra[0]}")
+    print(f"|---|---|---:|---:|---:|{extra[1]}")
+    print(f"| `plan`, whole process (for comparison) | auto | {plan_wall:.2f} | "
+          f"{plan_requests} | {plan_cpu:.2f} |{' | |' if baseline else ''}")
+    for c in cycles:
+        first = " (specs parsed, first refresh)" if c["cycle"] == 1 else ""
+        target = (f" ({target_requests})", " (0.3)") if c.get("refresh") == "auto" else ("", "")
+        then = next((b for b in baseline if b["cycle"] == c["cycle"]), None)
+        was = (f" | {then['requests']} | {then['cpu_s']:.2f}" if then else " | – | –") \
+            if baseline else ""
+        print(f"| watch cycle {c['cycle']}{first} | {c.get('refresh')} | {c['duration_s']:.2f} | "
+              f"{c['requests']}{target[0]} | {c['cpu_s']:.2f}{target[1]}{was} |")
+    for name, rows in (("baseline", baseline), ("this version", cycles)):
+        auto = [c for c in rows if c.get("refresh") == "auto"]
+        if auto:
+            cpu = [c["cpu_s"] for c in auto]
+            print(f"\n{name}: {len(auto)} auto cycles, requests at most "
+                  f"{max(c['requests'] for c in auto)} (target {target_requests}), CPU s median "
+                  f"{statistics.median(cpu):.2f}, at most {max(cpu):.2f} (target 0.3)")
+    print(f"\n| drift | to heal s (target {interval_s + 2:g}) | healing cycle's refresh |")
+    print("|---|---:|---|")
+    for what, took, refresh in heals:
+        print(f"| {what} | {'not healed' if took is None else f'{took:.2f}'} | {refresh} |")
     return 0
 
 

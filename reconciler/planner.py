@@ -37,9 +37,12 @@ _NOT_REFRESHED = object()
 def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, dict | None], *,
               targets: Sequence[str] = (), replace: Sequence[str] = (),
               destroy: bool = False, interrupted: Collection[str] = (),
-              listed: Mapping[str, str | None] | None = None) -> plans.Plan:
+              listed: Mapping[str, str | None] | None = None,
+              refuse_protected: bool = True) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
     (a protected workload would be deleted or replaced, an unknown --target or --replace).
+    `refuse_protected=False` makes the plan anyway: the caller skips what `protected`
+    names (watch does, workload by workload).
 
     `interrupted`: the addresses a killed apply was deleting or creating (from the
     journal's open intents, `operations`); one gone from live is finished, not called deleted
@@ -88,7 +91,8 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
                            interrupted=addr in interrupted_)
         changes.append(rc)
 
-    _check_prevent_destroy(changes, by_addr, state)
+    if refuse_protected:
+        _check_prevent_destroy(changes, by_addr, state)
     deletes = [c for c in changes if c.action is Action.DELETE]
     if not by_addr and deletes and not destroy and not targets:
         # An empty or mistyped specs folder must not read as "delete everything".
@@ -320,9 +324,12 @@ def _check_addresses(flag: str, addrs: Sequence[str], known: set[str]) -> list[s
     return list(dict.fromkeys(addrs))
 
 
-def _check_prevent_destroy(changes: list[plans.ResourceChange],
-                           by_addr: dict[str, DesiredWorkload], state: State) -> None:
-    blocked: list[str] = []
+def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[DesiredWorkload],
+              state: State) -> dict[str, str]:
+    """address -> why, for each change that would delete or replace a workload that
+    `preventDestroy` protects (in its spec, or recorded in the state once its spec is gone)."""
+    by_addr = {d.address: d for d in desired}
+    out: dict[str, str] = {}
     for rc in changes:
         if rc.action not in (Action.DELETE, Action.REPLACE):
             continue
@@ -331,16 +338,23 @@ def _check_prevent_destroy(changes: list[plans.ResourceChange],
             if dw.lifecycle.prevent_destroy:
                 where = f"lifecycle.preventDestroy in {dw.source}" if dw.source else \
                     "lifecycle.preventDestroy in its spec"
-                blocked.append(f"  {rc.address} ({rc.action.value}): protected by {where}; "
-                               "set it to false and run again to allow this")
+                out[rc.address] = (f"protected by {where}; set it to false and run again "
+                                   "to allow this")
         else:
             rs = state.resources.get(rc.address)
             if rs is not None and rs.prevent_destroy:
-                blocked.append(
-                    f"  {rc.address} ({rc.action.value}): protected by preventDestroy recorded "
-                    "in the state; restore its spec with preventDestroy: false and apply, or "
-                    f"forget it with `runai-reconcile state rm {rc.address}` (the workload "
-                    "keeps running)")
+                out[rc.address] = (
+                    "protected by preventDestroy recorded in the state; restore its spec "
+                    "with preventDestroy: false and apply, or forget it with "
+                    f"`runai-reconcile state rm {rc.address}` (the workload keeps running)")
+    return out
+
+
+def _check_prevent_destroy(changes: list[plans.ResourceChange],
+                           by_addr: dict[str, DesiredWorkload], state: State) -> None:
+    found = protected(changes, list(by_addr.values()), state)
+    blocked = [f"  {rc.address} ({rc.action.value}): {found[rc.address]}"
+               for rc in changes if rc.address in found]
     if blocked:
         raise errors.PlanError(
             "the plan would delete or replace protected workloads:\n" + "\n".join(blocked))

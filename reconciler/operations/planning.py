@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
@@ -50,6 +50,9 @@ class PlanOptions:
     # Another specs folder than the state's may delete what only that one names:
     specs_moved: bool = False  # --specs-moved: the folder moved; the state follows it
     prune_others: bool = False  # --prune-others: delete the other folder's workloads
+    # False: a plan that deletes or replaces a protected workload is made anyway, and the
+    # caller skips those actions itself (`planner.protected`; watch does, per workload).
+    refuse_protected: bool = True
 
 
 @dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
@@ -160,30 +163,69 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     return result
 
 
+class Reuse:
+    """What a caller that plans again and again with the same options (watch) keeps from
+    one plan to the next:
+
+    - `projects`: the project reads (quota, name) that succeeded, used instead of reading
+      them again (the caller empties it when it wants them read afresh);
+    - the last plans and their inputs: the planner is pure, so when the specs and the
+      state are the very objects a kept plan was made from (the caller re-reads neither
+      when they did not change) and live, the list's vouchers and the open intents are
+      equal to its, that plan is the answer, not made again. Two are kept, so that an auto
+      refresh after a full one finds the plan of the auto refresh before it."""
+
+    KEPT = 2
+
+    def __init__(self) -> None:
+        self.projects: dict[str, Any] = {}
+        self._kept: list[tuple[tuple, Plan]] = []  # (inputs, plan), the latest first
+
+    def plan(self, make: Callable[[], Plan], desired, state: State, live: dict,
+             listed: dict, interrupted_: Collection[str]) -> Plan:
+        for i, (inputs, plan) in enumerate(self._kept):
+            if inputs[1] is state and len(inputs[0]) == len(desired) \
+                    and all(a is b for a, b in zip(inputs[0], desired)) \
+                    and inputs[2:] == (live, listed, frozenset(interrupted_)):
+                self._kept.insert(0, self._kept.pop(i))
+                return plan
+        plan = make()
+        # Copies: the caller goes on to change its dicts (a second plan after the GETs).
+        inputs = (list(desired), state, dict(live), dict(listed), frozenset(interrupted_))
+        self._kept = [(inputs, plan), *self._kept][:self.KEPT]
+        return plan
+
+
 async def make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None,
-                     progress=None, seen: dict[str, str] | None = None
-                     ) -> tuple[Plan, dict, list]:
+                     progress=None, seen: dict[str, str] | None = None,
+                     reuse: Reuse | None = None) -> tuple[Plan, dict, list]:
     """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
     (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
     it, then those only the specs name. Without a client, none is read. `seen`, when
-    given, receives the list fingerprint of each address the auto refresh listed."""
+    given, receives the list fingerprint of each address the auto refresh listed.
+    `reuse`: what the last plans left to use again (`Reuse`)."""
     early = None
+    known = reuse.projects if reuse is not None else {}
     if client is not None:
         from reconciler.live.projects import read_projects  # the HTTP client's errors
 
         early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
-            if not options.targets or a in options.targets}))
+            if (not options.targets or a in options.targets) and r.project_id not in known}))
     try:
         the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
                                                           pending, desired=desired,
-                                                          progress=progress, seen=seen)
+                                                          progress=progress, seen=seen,
+                                                          reuse=reuse)
         if early is not None:
             projects = {c.project_id for c in the_plan.changes}
             read = await early
-            read.update(await read_projects(client, projects - read.keys()))
+            read.update(await read_projects(client, projects - read.keys() - known.keys()))
+            if reuse is not None:  # only what was read: a failed read is tried again
+                known.update((p, r) for p, r in read.items() if r.unknown is None)
+            read = {**known, **read}
             the_plan.gpu_quotas = {p: read[p].quota for p in projects}
             the_plan.quota_unknown = {p: read[p].unknown for p in sorted(projects)
                                       if read[p].unknown is not None}
@@ -202,8 +244,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
 async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                             pending: Sequence[journal.Intent] = (), *,
                             desired: list[DesiredWorkload] | None = None,
-                            progress=None, seen: dict[str, str] | None = None
-                            ) -> tuple[Plan, dict, list]:
+                            progress=None, seen: dict[str, str] | None = None,
+                            reuse: Reuse | None = None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     reads of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name, and
@@ -251,9 +293,14 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
     def make() -> Plan:
-        return planner.make_plan(desired, state, live, targets=options.targets,
-                                 replace=options.replace, destroy=options.destroy,
-                                 interrupted=interrupted(pending), listed=listed)
+        def new() -> Plan:
+            return planner.make_plan(desired, state, live, targets=options.targets,
+                                     replace=options.replace, destroy=options.destroy,
+                                     interrupted=interrupted(pending), listed=listed,
+                                     refuse_protected=options.refuse_protected)
+        if reuse is None:
+            return new()
+        return reuse.plan(new, desired, state, live, listed, interrupted(pending))
 
     the_plan = make()
     acted = [c.address for c in the_plan.changes

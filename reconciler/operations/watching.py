@@ -33,10 +33,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from reconciler import errors, gpus
+from reconciler import errors, gpus, planner, plans
 from reconciler.operations.planning import (
     ClientFactory,
     PlanOptions,
+    Reuse,
     finish,
     load_policy,
     make_plan,
@@ -194,6 +195,13 @@ class _Loop:
         self.last_success: float | None = None
         self.acting = 0  # cycles this process was the active controller in
         self.snapshot = board.snapshot
+        # Kept from one cycle to the next while nothing changed (`_read_state`, the plan
+        # and the project reads in `reuse`, the GPU impact of the plan in `impact_for`):
+        self.state_read: tuple | None = None  # (the store's version stamp, what it read)
+        self.vouched: dict[str, str] = {}  # address -> list fingerprint found unchanged
+        self.reuse = Reuse()
+        self.impact_for: tuple | None = None
+        self.statuses: tuple | None = None  # (what they were worked out from, the result)
 
     # --- the loop ------------------------------------------------------------------
 
@@ -265,6 +273,7 @@ class _Loop:
     async def _cycle(self, client, number: int) -> float:
         started, t0, cpu0 = time.time(), time.monotonic(), time.process_time()
         requests0 = getattr(client, "request_count", 0)
+        by_status0 = dict(getattr(client, "requests_by_status", {}))
         refresh = "full"
         try:
             if not await asyncio.to_thread(self._elected):
@@ -288,6 +297,7 @@ class _Loop:
                 number, started, time.monotonic() - t0, "failed", error=message,
                 refresh=refresh, commit=self.commit,
                 requests=getattr(client, "request_count", 0) - requests0,
+                requests_by_status=_since(client, by_status0),
                 cpu_s=time.process_time() - cpu0)
             self._publish(summary, workloads=None, backoff=wait)
             self.log("cycle", cycle=number, result="failed", error=message,
@@ -297,6 +307,7 @@ class _Loop:
         self.last_success = time.time()
         summary = replace(summary, duration_s=time.monotonic() - t0,
                           requests=getattr(client, "request_count", 0) - requests0,
+                          requests_by_status=_since(client, by_status0),
                           cpu_s=time.process_time() - cpu0)
         self._publish(summary, workloads=workloads, projects=projects)
         self.log("cycle", cycle=number, result=summary.result, refresh=summary.refresh,
@@ -321,18 +332,33 @@ class _Loop:
         if parsed:
             self.log("specs", loaded=len(desired), parsed=self.specs.parsed, dir=self.specs_dir,
                      commit=self.commit)
-        state, pending = await asyncio.to_thread(self.store.read_with_pending)
+        if wants == "full":  # the quotas are read afresh with each full refresh
+            self.reuse.projects.clear()
+        state, pending = await asyncio.to_thread(self._read_state)
+        for address, fingerprint in self.vouched.items():
+            record = state.resources.get(address)
+            if record is not None:
+                record.listed = fingerprint
         value, used = _refresh_option(wants)
         options = PlanOptions(refresh=value, refresh_mode=used,
-                              parallelism=self.options.parallelism, policy=self.options.policy)
+                              parallelism=self.options.parallelism, policy=self.options.policy,
+                              refuse_protected=False)
+        seen: dict[str, str] = {}
         the_plan, live, desired = await make_plan(client, _Loaded(desired), state, options,
-                                                  pending)
+                                                  pending, reuse=self.reuse, seen=seen)
+        if used == "auto":
+            self._vouch(the_plan, seen)
         chosen = modes.candidates(the_plan, self.options.mode, prune=self.options.prune)
+        protected = planner.protected(chosen, desired, state)
+        chosen = [c for c in chosen if c.address not in protected]
         denied = self._denied(the_plan, chosen, state)
         selection = modes.select(the_plan, self.options.mode, prune=self.options.prune,
-                                 max_actions=self.options.max_actions, denied=denied)
-        for address, why in denied.items():
-            self.log("denied", address=address, reason=why)
+                                 max_actions=self.options.max_actions, denied=denied,
+                                 protected=protected)
+        for address, why in protected.items():
+            self.log("protected", address=address, reason=why)
+        for address, block in denied.items():
+            self.log("denied", address=address, rules=block.label, reason=block.why)
         outcomes: dict = {}
         note = None
         if self.stopping.is_set():  # stopped while it planned: nothing new starts
@@ -342,8 +368,34 @@ class _Loop:
         return self._summarise(number, started, used, the_plan, live, selection, outcomes,
                                note)
 
-    def _denied(self, the_plan: Plan, chosen, state) -> dict[str, str]:
-        """address -> why a deny rule of the policy skips it: the rules judge the actions
+    def _read_state(self):
+        """The state and the journal's open intents: the last ones read while the store's
+        version stamp says neither changed (a cycle over an unchanged fleet reads nothing
+        of it), else read again (and the fingerprints vouched for in memory forgotten:
+        they held for the state read before)."""
+        stamp = self.store.version_stamp()
+        if stamp is not None and self.state_read is not None and self.state_read[0] == stamp:
+            return self.state_read[1]
+        read = self.store.read_with_pending()
+        self.state_read = (stamp, read) if stamp is not None else None
+        self.vouched.clear()
+        return read
+
+    def _vouch(self, the_plan: Plan, seen: dict[str, str]) -> None:
+        """Remember, for the next cycles, the list fingerprint of each workload this auto
+        cycle found unchanged, as `apply` records them in the state (watch writes nothing
+        for it): a workload whose list entry moved on its own (a phase moving: Creating to
+        Running) is read by GET once, not every cycle until the next apply."""
+        for change in the_plan.changes:
+            address = change.address
+            if change.action is Action.NOOP and not change.changes_state \
+                    and change.reason in _VOUCHED and address in seen:
+                self.vouched[address] = seen[address]
+            else:
+                self.vouched.pop(address, None)
+
+    def _denied(self, the_plan: Plan, chosen, state) -> dict[str, modes.Block]:
+        """address -> the deny rules of the policy skips it: the rules judge the actions
         the mode would take, as `apply --target` of them (the rest held as the state has
         them)."""
         if self.rules is None or not chosen:
@@ -356,7 +408,8 @@ class _Loop:
         acting.gpu_elsewhere = gpus.held_elsewhere(
             r for a, r in state.resources.items() if a not in picked)
         report = finish(acting, self.rules, self.options.policy).policy
-        violations = [(v.address, v.message) for r in report.failed for v in r.violations]
+        violations = [(v.address, v.message, r.name) for r in report.failed
+                      for v in r.violations]
         return modes.denied_by(violations, chosen)
 
     async def _act(self, client, selection: modes.Selection, desired, planned_state, pending):
@@ -376,6 +429,7 @@ class _Loop:
             moved = state.serial != planned_state.serial or (
                 state.serial and state.lineage != planned_state.lineage)
             if moved or len(pending_now) != len(pending):
+                self.state_read = None
                 self.log("deferred", reason="the state changed while the cycle planned")
                 return {}, "not acted: the state changed while planning; planned again next cycle"
             if pending_now:
@@ -405,42 +459,77 @@ class _Loop:
     def _summarise(self, number, started, refresh, the_plan: Plan, live, selection, outcomes,
                    note):
         now = time.time()
-        impact = the_plan.gpu_impact or finish(the_plan, None, ()).impact
+        # The impact of a plan made again (or reused) with the same quotas is the same.
+        made_for = (id(the_plan), sorted((the_plan.gpu_quotas or {}).items()),
+                    sorted((the_plan.project_names or {}).items()))
+        if the_plan.gpu_impact is None or made_for != self.impact_for:
+            finish(the_plan, None, ())
+            self.impact_for = made_for
+        impact = the_plan.gpu_impact
+        # The same plan, live, selection and failures as the last cycle, nothing done:
+        # every workload's status is the last one (no need to work it out again).
+        inputs = (the_plan, made_for, live, selection.skipped, selection.blocked,
+                  selection.deferred, dict(self.failures))
+        last = self.statuses
+        if not outcomes and last is not None and last[0][0] is the_plan \
+                and last[0][1:] == inputs[1:]:
+            workloads, projects, counts, drift, healed = last[1]
+        else:
+            workloads, projects, counts, drift, healed = self._statuses(
+                the_plan, impact, live, selection, outcomes, now)
+            self.statuses = None if outcomes else (
+                (*inputs[:2], dict(live or {}) if live is not None else None,
+                 *inputs[3:]), (workloads, projects, counts, drift, healed))
+        result = "ok" if not any(k.endswith("/failed") for k in counts) else "failed"
+        summary = status.CycleSummary(
+            number=number, started_at=started, duration_s=0.0, result=result,
+            error=note if result == "ok" else "some actions failed",
+            refresh=refresh, commit=self.commit, actions=dict(counts), drift_found=drift,
+            healed=healed, deferred=len(selection.deferred))
+        return summary, workloads, projects
+
+    def _statuses(self, the_plan: Plan, impact, live, selection, outcomes, now):
+        """Each workload's status (logging each change of its sync or health), the
+        projects', this cycle's actions by `<action>/<result>`, drift found and healed."""
+        held_by = {w.address: w for w in impact.workloads}
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0
         workloads = []
         for change in the_plan.changes:
-            outcome = outcomes.get(change.address)
+            address = change.address
+            outcome = outcomes.get(address)
             acted = outcome is not None and outcome.ok
+            drifting = health.is_healing(change)
+            done = None  # this cycle's action on it, "<action>/<ok|failed|skipped|deferred>"
             if outcome is not None:
                 key = "ok" if outcome.ok else "failed"
                 if change.action is not Action.NOOP:
-                    counts[f"{change.action.value}/{key}"] += 1
+                    done = f"{change.action.value}/{key}"
                 if outcome.ok:
-                    self.failures.pop(change.address, None)
-                    if health.is_healing(change):
-                        healed += 1
+                    self.failures.pop(address, None)
+                    healed += drifting
                 else:
-                    self.failures[change.address] = outcome.message or outcome.status
-                    self.log("action_failed", address=change.address,
+                    self.failures[address] = outcome.message or outcome.status
+                    self.log("action_failed", address=address,
                              action=change.action.value, error=outcome.message)
-            elif change.address in selection.skipped and change.action is not Action.NOOP \
-                    and selection.skipped[change.address].startswith("denied"):
-                counts[f"{change.action.value}/skipped"] += 1
-            if health.is_healing(change):
-                drift += 1
-            sync, why = health.sync_of(change, acted=acted,
-                                       error=self.failures.get(change.address))
+            elif change.action is not Action.NOOP and address in selection.blocked:
+                done = (f"{change.action.value}/deferred" if address in selection.deferred
+                        else f"{change.action.value}/skipped")
+            if done is not None:
+                counts[done] += 1
+            drift += drifting
+            sync, why = health.sync_of(change, acted=acted, error=self.failures.get(address))
+            blocked = selection.blocked.get(address) if not acted else None
             if sync == status.SYNCED:
-                self.failures.pop(change.address, None)
-            elif not acted and change.address in selection.skipped and sync != status.FAILED:
-                skipped = selection.skipped[change.address]
-                if skipped.startswith("denied"):
-                    why = f"{why}; {skipped}"
-            elif change.address in selection.deferred:
-                why = f"{why}; deferred: over --max-actions this cycle"
-            body = live.get(change.address) if live else None
-            if body is None and live is not None and change.address not in live \
+                self.failures.pop(address, None)
+                blocked = None
+            elif blocked is not None and sync != status.FAILED:
+                if address in selection.deferred:
+                    why = f"{why}; deferred: over --max-actions this cycle"
+                else:
+                    why = f"{why}; not done: {selection.skipped[address]}"
+            body = live.get(address) if live else None
+            if body is None and live is not None and address not in live \
                     and change.live_phase:
                 # Vouched for by the workload list (--refresh=auto): not read, but listed
                 # in this phase, which the plan carries.
@@ -448,21 +537,23 @@ class _Loop:
             state_health, health_why = health.health_of(change.kind, body)
             if body is None and change.reason == "completed":
                 state_health, health_why = status.HEALTHY, "completed, then removed"
+            if acted and change.action in _MOVES:  # live was read before the action
+                state_health, health_why = _MOVES[change.action]
             phase = body.get("actualPhase") if body else None
-            held = impact.workload(change.address)
-            previous = self.seen.get(change.address)
+            held = held_by.get(address)
+            previous = self.seen.get(address)
             since = previous[2] if previous and previous[:2] == (sync, state_health) else now
             if previous and previous[:2] != (sync, state_health):
-                self.log("workload", address=change.address, sync=sync, health=state_health,
+                self.log("workload", address=address, sync=sync, health=state_health,
                          was_sync=previous[0], was_health=previous[1], reason=why)
-            self.seen[change.address] = (sync, state_health, since)
+            self.seen[address] = (sync, state_health, since)
             workloads.append(status.WorkloadStatus(
-                address=change.address, kind=change.kind, project=change.project_id,
+                address=address, kind=change.kind, project=change.project_id,
                 name=change.name, sync=sync, health=state_health, phase=phase,
                 gpus=_gpus_text(held.before) if held is not None else None,
                 reason=why or health_why,
-                error=self.failures.get(change.address) if sync == status.FAILED else None,
-                changed_at=since))
+                error=self.failures.get(address) if sync == status.FAILED else None,
+                changed_at=since, acted=done, drift_found=drifting, blocked_by=blocked))
         known = {c.address for c in the_plan.changes}
         for gone in [a for a in self.seen if a not in known]:
             del self.seen[gone]
@@ -471,13 +562,7 @@ class _Loop:
             gpus_planned=p.after.high, quota=p.quota,
             quota_why=None if p.quota is not None else "not read, or not readable")
             for p in impact.projects)
-        result = "ok" if not any(k.endswith("/failed") for k in counts) else "failed"
-        summary = status.CycleSummary(
-            number=number, started_at=started, duration_s=0.0, result=result,
-            error=note if result == "ok" else "some actions failed",
-            refresh=refresh, commit=self.commit, actions=dict(counts), drift_found=drift,
-            healed=healed, deferred=len(selection.deferred))
-        return summary, tuple(workloads), projects
+        return tuple(workloads), projects, dict(counts), drift, healed
 
     def _publish(self, summary: status.CycleSummary, *, workloads, projects=None,
                  backoff: float = 0.0) -> None:
@@ -499,6 +584,24 @@ class _Loop:
                 observe(snapshot)
             except Exception as exc:  # noqa: BLE001 - an alert that fails never stops the loop
                 self.log("observer_failed", error=_one_line(exc))
+
+
+# The reasons of a no-op whose list fingerprint vouches for it next time (as `apply`'s).
+_VOUCHED = (plans.REASON_UNCHANGED, plans.REASON_COMPLETED)
+
+# The health of a workload an action of this cycle moved (its live body predates it).
+_MOVES = {
+    Action.CREATE: (status.PROGRESSING, "created, awaiting the next cycle"),
+    Action.REPLACE: (status.PROGRESSING, "replaced, awaiting the next cycle"),
+    Action.RESUME: (status.PROGRESSING, "resumed, awaiting the next cycle"),
+    Action.SUSPEND: (status.SUSPENDED, None),
+}
+
+
+def _since(client, before: dict[str, int]) -> dict[str, int]:
+    """The client's requests by answer since it counted `before` (the cycle's)."""
+    now = getattr(client, "requests_by_status", {})
+    return {k: n - before.get(k, 0) for k, n in sorted(now.items()) if n > before.get(k, 0)}
 
 
 def _gpus_text(g: gpus.Gpus) -> str:

@@ -35,7 +35,7 @@ import threading
 import time
 import weakref
 import zlib
-from typing import Callable, Iterator
+from typing import Callable, Hashable, Iterator
 from urllib.parse import quote
 
 import psycopg
@@ -307,6 +307,21 @@ class PostgresStore(_Store):
         self._id = int(row[0])
         raw = None if row[1] is None else row[1].encode()
         return raw, _lines(row[2])
+
+    def version_stamp(self) -> Hashable | None:
+        """The newest version's serial and time and the journal's last entry, in one small
+        query (the body stays on the server)."""
+        with self._mutex:
+            if self._state_id(create=False) is None:
+                return ()
+            with self._errors("read the state"):
+                row = self._db().execute(sql.SQL(
+                    "SELECT (SELECT serial FROM {s}.versions WHERE state_id = %(id)s ORDER BY "
+                    "serial DESC LIMIT 1), (SELECT written_at::text FROM {s}.versions WHERE "
+                    "state_id = %(id)s ORDER BY serial DESC LIMIT 1), (SELECT count(*) FROM "
+                    "{s}.journal WHERE state_id = %(id)s), (SELECT max(n) FROM {s}.journal "
+                    "WHERE state_id = %(id)s)").format(s=self._s), {"id": self._id}).fetchone()
+        return tuple(row)
 
     def _load(self) -> bytes | None:
         """The newest version's body (inside `write`'s transaction)."""

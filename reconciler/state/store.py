@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Protocol, runtime_checkable
+from typing import Callable, Hashable, Iterator, Protocol, runtime_checkable
 
 import orjson
 
@@ -68,6 +68,8 @@ class StateStore(Protocol):
     def read(self) -> State: ...
 
     def read_with_pending(self) -> tuple[State, list[journal.Intent]]: ...
+
+    def version_stamp(self) -> Hashable | None: ...
 
     def has_journal(self) -> bool: ...
 
@@ -197,6 +199,12 @@ class _Store:
         if not jraw:
             return state, []
         return state, journal.replay(state, jraw, self.journal_where)
+
+    def version_stamp(self) -> Hashable | None:
+        """A cheap value that changes whenever the state or its journal does, so that a
+        reader polling the state (watch) reads it again only then; None when the store
+        cannot tell (read it every time). Take it before the read it vouches for."""
+        return None
 
     def has_journal(self) -> bool:
         with self._mutex:
@@ -350,6 +358,11 @@ class LocalFileStore(_Store):
     def _load(self) -> bytes | None:
         return _read_or_none(self.path, f"the state file {self.path}")
 
+    def version_stamp(self) -> Hashable | None:
+        """The state file's and the journal's inode, size and times: a write replaces the
+        file (a new inode), an append grows the journal."""
+        return _file_stamp(self.path), _file_stamp(self.journal_path)
+
     def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
         # The state file's mtime is when it was written; the backup's is when it became
         # the backup (the next command's first write), so its version's time is unknown.
@@ -430,6 +443,16 @@ def _read_or_none(path: Path, what: str) -> bytes | None:
         return None
     except OSError as exc:
         raise StateError(f"cannot read {what}: {exc.strerror}") from exc
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}") from exc
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _mtime(path: Path) -> str | None:
@@ -516,6 +539,9 @@ class MemoryStore(_Store):
     def _load_journal(self) -> bytes | None:
         chunks = self._backing.journal
         return None if chunks is None else b"".join(chunks)
+
+    def version_stamp(self) -> Hashable | None:
+        return self._backing.data, tuple(self._backing.journal or ())
 
     def _append_journal(self, data: bytes) -> None:
         if self._backing.journal is None:

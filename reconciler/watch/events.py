@@ -6,15 +6,16 @@ health, the policy rule blocking it), never one per cycle, so an unchanged next 
 yields nothing. Which changes count, and the JSON an event becomes, are in docs/watch.md
 ("Alerts"):
 
-- drifted: the workload moved into Drifted, or into Healing a drift (`drift_found`, or
-  any action in heal mode: Healing alone is any action that succeeded this cycle);
-- healed: it is Synced again after a drift or a failure, or one cycle found drift and
-  healed it (one event, not two);
+- drifted: the workload moved into Drifted (report mode, or a heal not taken: blocked,
+  deferred, or one that did not hold); a drift the watch heals is told once, as healed;
+- healed: it is Synced again after a drift (healed: the cycle after the heal confirms
+  it; or put back outside the watch) or after a failure;
 - heal_failed / apply_failed: it turned Failed (a heal when it was drifting or the mode
   is heal, an apply otherwise);
 - degraded / missing: its health turned Degraded or Missing;
 - recovered: its health left Degraded or Missing;
-- blocked: a policy deny skipped its action (a new `blocked_by`);
+- blocked: a policy deny, `preventDestroy` or sync mode without `--prune` skipped its
+  action (a new `blocked_by`; the cap, `--max-actions`, only defers it: no event);
 - cycles_failing / cycles_recovered: the last few cycles all failed, and the first
   success after that;
 - summary: the first snapshot of an active process (at start-up, or on taking over from
@@ -47,7 +48,7 @@ CYCLES_RECOVERED = "cycles_recovered"
 SUMMARY = "summary"
 
 # The most severe first: the word an event takes when one change matches several.
-_PRIORITY = (HEAL_FAILED, APPLY_FAILED, MISSING, DEGRADED, DRIFTED, BLOCKED, HEALED, RECOVERED)
+_PRIORITY = (HEAL_FAILED, APPLY_FAILED, MISSING, DEGRADED, BLOCKED, DRIFTED, HEALED, RECOVERED)
 SEVERITY = {
     HEAL_FAILED: "error", APPLY_FAILED: "error", MISSING: "error", DEGRADED: "error",
     CYCLES_FAILING: "error", DRIFTED: "warning", BLOCKED: "warning", SUMMARY: "warning",
@@ -155,9 +156,10 @@ def _workload_event(p: st.WorkloadStatus | None, c: st.WorkloadStatus,
     seen = p is not None
     p = p or _NEW
     mode = snapshot.mode
-    was, now = _drifting(p, mode), _drifting(c, mode)
+    was = _drifting(p, mode)
     words: list[str] = []
-    if now and not was and p.sync != st.FAILED:
+    # Healing a drift is no news yet: the next cycle says healed, or drifted again.
+    if c.sync == st.DRIFTED and p.sync not in (st.DRIFTED, st.FAILED):
         words.append(DRIFTED)
     if c.sync == st.FAILED and p.sync != st.FAILED:
         words.append(HEAL_FAILED if was or c.drift_found or mode == "heal" else APPLY_FAILED)
@@ -170,7 +172,8 @@ def _workload_event(p: st.WorkloadStatus | None, c: st.WorkloadStatus,
         words.append(MISSING)
     if seen and p.health in _BAD_HEALTH and c.health not in _BAD_HEALTH:
         words.append(RECOVERED)
-    if c.blocked_by is not None and c.blocked_by != p.blocked_by:
+    if c.blocked_by is not None and c.blocked_by != p.blocked_by \
+            and not c.blocked_by.startswith(DEFERRED_BY):
         words.append(BLOCKED)
     if not words:
         return None
@@ -180,6 +183,10 @@ def _workload_event(p: st.WorkloadStatus | None, c: st.WorkloadStatus,
                  cycle=number, mode=snapshot.mode, commit=snapshot.commit, workload=c,
                  previous_sync=p.sync if seen else None,
                  previous_health=p.health if seen else None)
+
+
+# The `blocked_by` of an action the cap (`--max-actions`) left to the next cycle.
+DEFERRED_BY = "--max-actions"
 
 
 def _drifting(w: st.WorkloadStatus, mode: str) -> bool:
@@ -201,11 +208,13 @@ def _workload_text(word: str, words: list[str], p: st.WorkloadStatus,
         DEGRADED: "is Degraded",
         MISSING: "is Missing",
         RECOVERED: f"is {c.health} now",
-        BLOCKED: f"was not changed: policy {c.blocked_by} denies it",
+        BLOCKED: f"was not changed: blocked by {c.blocked_by}",
     }
-    also = [said[w] for w in words if w != word]
-    head = f"{c.address} {said[word]}" + (f" and {' and '.join(also)}" if also else "")
+    # The words in the order of what happened (drifted, then what came of it).
+    head = f"{c.address} {' and '.join(said[w] for w in words)}"
     why = c.error if word in (HEAL_FAILED, APPLY_FAILED) and c.error else c.reason
+    if word == HEALED and p.reason:  # what was healed (Synced says nothing more)
+        why = p.reason
     tail = f"{p.sync}/{p.health} → {c.sync}/{c.health}, {snapshot.mode} mode"
     return f"{head}: {why} ({tail})" if why else f"{head} ({tail})"
 
@@ -263,7 +272,7 @@ def _summary_words(w: st.WorkloadStatus) -> list[str]:
     if w.health in _BAD_HEALTH and (w.health == st.DEGRADED or w.sync != st.OUT_OF_SYNC):
         out.append(w.health)
     if w.blocked_by is not None:
-        out.append("blocked by policy")
+        out.append("blocked")
     return out
 
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler import kinds, phases
+from reconciler import kinds, phases, plans
 from reconciler.plans import Action, ResourceChange
+from reconciler.render import words
 from reconciler.watch import status
 
 PROGRESSING_PHASES = frozenset({"Creating", "Initializing", "Pending", "Resuming", "Updating"})
@@ -83,6 +84,25 @@ def is_healing(change: ResourceChange) -> bool:
     return all(c.drift for c in change.changes)
 
 
+def drift_words(change: ResourceChange) -> str:
+    """What moved outside, in words for the status and the alerts, values masked as in a
+    plan: `spec.replicas changed outside: 2 -> 5 live`, `suspended outside`,
+    `deleted outside`."""
+    if change.reason == plans.REASON_DELETED_OUTSIDE:
+        return "deleted outside"
+    if change.reason == plans.REASON_PHASE_DRIFT:
+        return "suspended outside" if change.action is Action.RESUME else "resumed outside"
+    drifted = [c for c in change.changes if c.drift]
+    if not drifted:
+        return f"{change.action.value} ({change.reason})"
+    first = drifted[0]
+    # A drift's change goes from live (`before`) to the spec, which is what was applied.
+    text = (f"{first.path} changed outside: "
+            f"{words.shown(first.path, first.after, change.sensitive)} -> "
+            f"{words.shown(first.path, first.before, change.sensitive)} live")
+    return text + (f" (and {len(drifted) - 1} more)" if len(drifted) > 1 else "")
+
+
 def sync_of(change: ResourceChange | None, *, acted: bool = False, error: str | None = None,
             ) -> tuple[str, str | None]:
     """(sync, why) for the plan's `change` (None: the address is in no spec or state any
@@ -90,13 +110,15 @@ def sync_of(change: ResourceChange | None, *, acted: bool = False, error: str | 
     failed with this (masked) error and it is still not in sync."""
     if change is None or (change.action is Action.NOOP and not change.changes_state):
         return status.SYNCED, None
+    drift = is_healing(change)
     if acted:
+        if drift:
+            return status.HEALING, f"{drift_words(change)}; {change.action.value} sent to undo it"
         return status.HEALING, f"{change.action.value} done, awaiting the next cycle"
     if error is not None:
         return status.FAILED, error
-    why = f"{change.action.value} ({change.reason})"
     if change.action is Action.NOOP:  # an adoption or a lifecycle flag for the state
         return status.OUT_OF_SYNC, f"state only ({change.reason})"
-    if is_healing(change):
-        return status.DRIFTED, why
-    return status.OUT_OF_SYNC, why
+    if drift:
+        return status.DRIFTED, f"{drift_words(change)}: {change.action.value} to undo it"
+    return status.OUT_OF_SYNC, f"{change.action.value} ({change.reason})"

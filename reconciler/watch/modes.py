@@ -5,9 +5,12 @@
   suspend, resume or deletion undone); spec changes stay OutOfSync for `apply`;
 - `sync`: every change of the plan, deletions only with `prune` (Argo CD's default), and
   the state-only no-ops (adoptions, lifecycle flags).
-Then the deny rules of the policy (`denied`: address -> why) skip what they name, and at
-most `max_actions` API actions are taken, in address order; the rest wait for the next
-cycle (`deferred`).
+Then what blocks an action skips it: a deny rule of the policy (`denied`: address ->
+`Block`, made by `denied_by`), `preventDestroy` (`protected`: address -> why); and at most
+`max_actions` API actions are taken, in address order; the rest wait for the next cycle
+(`deferred`). `Selection.blocked` names, per address, what held its action back (the
+status' `blocked_by`): `policy <rules>`, `preventDestroy`, `--max-actions N`, or
+`sync without --prune`.
 Callers: `operations.watching`, tests.
 """
 
@@ -25,11 +28,25 @@ SYNC = "sync"
 MODES = (REPORT, HEAL, SYNC)
 
 
+PRUNE_OFF = "sync without --prune"
+PROTECTED = "preventDestroy"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A deny of the policy for one address: `label` names the rules (`policy gpu-cap`),
+    `why` says what they found."""
+    label: str
+    why: str
+
+
 @dataclass
 class Selection:
     take: list[ResourceChange] = field(default_factory=list)  # to perform, address order
     skipped: dict[str, str] = field(default_factory=dict)  # address -> why not (mode, policy)
     deferred: list[str] = field(default_factory=list)  # over the cap: the next cycle's
+    # address -> what held back an action the mode wanted (see the module's docstring)
+    blocked: dict[str, str] = field(default_factory=dict)
 
     @property
     def actions(self) -> int:
@@ -53,23 +70,34 @@ def wanted(change: ResourceChange, mode: str, *, prune: bool = False) -> str | N
 
 
 def select(plan: Plan, mode: str, *, prune: bool = False, max_actions: int,
-           denied: Mapping[str, str] | None = None) -> Selection:
+           denied: Mapping[str, Block] | None = None,
+           protected: Mapping[str, str] | None = None) -> Selection:
     """What a cycle performs of `plan` (see the module's docstring)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}")
     out = Selection()
     denied = denied or {}
+    protected = protected or {}
     for change in sorted(plan.changes, key=lambda c: c.address):
+        address = change.address
         why = wanted(change, mode, prune=prune)
         if why is not None:
             if change.changes_state:
-                out.skipped[change.address] = why
+                out.skipped[address] = why
+                if mode == SYNC and change.action is Action.DELETE:
+                    out.blocked[address] = PRUNE_OFF
             continue
-        if change.address in denied:
-            out.skipped[change.address] = denied[change.address]
+        if address in protected:
+            out.skipped[address] = f"protected by preventDestroy: {protected[address]}"
+            out.blocked[address] = PROTECTED
+            continue
+        if address in denied:
+            out.skipped[address] = denied[address].why
+            out.blocked[address] = denied[address].label
             continue
         if change.action is not Action.NOOP and out.actions >= max_actions:
-            out.deferred.append(change.address)
+            out.deferred.append(address)
+            out.blocked[address] = f"--max-actions {max_actions}"
             continue
         out.take.append(change)
     return out
@@ -80,14 +108,16 @@ def candidates(plan: Plan, mode: str, *, prune: bool = False) -> list[ResourceCh
     return [c for c in plan.changes if wanted(c, mode, prune=prune) is None]
 
 
-def denied_by(violations: Sequence[tuple[str, str]],
-              chosen: Sequence[ResourceChange]) -> dict[str, str]:
-    """address -> the first deny message naming it, from `violations` ((address, message)
-    of the failed deny rules): a workload's address skips it; `project <id>` skips the
-    chosen changes of that project; anything else (`plan`) skips them all."""
-    out: dict[str, str] = {}
+def denied_by(violations: Sequence[tuple[str, ...]],
+              chosen: Sequence[ResourceChange]) -> dict[str, Block]:
+    """address -> its `Block`, from `violations` ((address, message, rule name) of the
+    failed deny rules; the name may be left out): a workload's address skips it;
+    `project <id>` skips the chosen changes of that project; anything else (`plan`) skips
+    them all. The block's `why` is the first message naming it; its label, every rule."""
+    messages: dict[str, str] = {}
+    rules: dict[str, set[str]] = {}
     addresses = {c.address for c in chosen}
-    for where, message in violations:
+    for where, message, *rule in violations:
         if where in addresses:
             hit = [where]
         elif where.startswith("project "):
@@ -96,5 +126,7 @@ def denied_by(violations: Sequence[tuple[str, str]],
         else:
             hit = sorted(addresses)
         for address in hit:
-            out.setdefault(address, f"denied by policy: {message}")
-    return out
+            messages.setdefault(address, f"denied by policy: {message}")
+            rules.setdefault(address, set()).update(r for r in rule if r)
+    return {a: Block(label=("policy " + ", ".join(sorted(rules[a]))) if rules[a] else "policy",
+                     why=why) for a, why in messages.items()}

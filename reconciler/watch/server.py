@@ -251,6 +251,9 @@ class _Latest(Collector):
         yield GaugeMetricFamily(f"{PREFIX}_active", "1 when this process is the active "
                                 "watch (holds the state's lock), 0 on standby.",
                                 value=1 if s.role == st.ACTIVE else 0)
+        yield GaugeMetricFamily(f"{PREFIX}_backoff_seconds", "The wait before the next "
+                                "cycle after cycles that failed in a row (0: none failed).",
+                                value=s.backoff_s if s.failed_in_row else 0.0)
         info = GaugeMetricFamily(f"{PREFIX}_info", "Always 1: the git commit the last cycle "
                                  "planned at, the mode and the version.",
                                  labels=["commit", "mode", "version"])
@@ -281,6 +284,8 @@ def status_document(board: st.StatusBoard) -> dict[str, Any]:
         "alive": board.alive(),
         "stopping": board.stopping,
         "last_success_at": ev.iso(s.last_success_at),
+        "failed_in_row": s.failed_in_row,
+        "backoff_s": round(s.backoff_s, 3),
         "counts": {"sync": _counts(s, "sync", st.SYNCS),
                    "health": _counts(s, "health", st.HEALTHS)},
         "last_cycle": _cycle_json(s.cycles[-1]) if s.cycles else None,

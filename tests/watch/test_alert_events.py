@@ -57,17 +57,27 @@ def test_drift_is_one_event_and_an_unchanged_next_cycle_none():
     assert ev.between(drifted, drifted) == []  # the same cycle published twice
 
 
-def test_heal_mode_drift_then_healed_then_quiet():
+def test_a_drift_the_watch_heals_is_one_healed_event_once_the_next_cycle_confirms_it():
     first = _start()
     healing = _then(first, sync=st.HEALING, acted="update/ok", drift_found=True,
-                    reason="update done, awaiting the next cycle")
+                    reason="spec.replicas changed outside: 2 -> 5 live; update sent to undo it")
     healed = _then(healing, sync=st.SYNCED, acted=None, drift_found=False, reason=None)
 
-    assert [e.event for e in ev.between(first, healing)] == [ev.DRIFTED]
+    assert ev.between(first, healing) == []
     found = ev.between(healing, healed)
     assert [e.event for e in found] == [ev.HEALED]
-    assert "was healed" in found[0].text and found[0].severity == "info"
+    assert found[0].severity == "info"
+    assert found[0].text.startswith(f"{JOB} was healed: spec.replicas changed outside: 2 -> 5 "
+                                    "live; update sent to undo it")
     assert ev.between(healed, b.next_cycle(healed)) == []
+
+
+def test_a_heal_that_did_not_hold_is_told_as_drifted():
+    first = _start()
+    healing = _then(first, sync=st.HEALING, acted="update/ok", drift_found=True)
+    again = _then(healing, sync=st.DRIFTED, acted="update/deferred", drift_found=True,
+                  blocked_by="--max-actions 10")
+    assert [e.event for e in ev.between(healing, again)] == [ev.DRIFTED]
 
 
 def test_a_sync_mode_apply_is_no_drift():
@@ -105,7 +115,7 @@ def test_deleted_outside_is_one_event_naming_both_changes():
     [event] = ev.between(first, gone)
 
     assert event.event == ev.MISSING
-    assert "is Missing and drifted from what was applied" in event.text
+    assert "drifted from what was applied and is Missing" in event.text
     assert event.as_json()["workload"]["health"] == "Missing"
 
 
@@ -135,10 +145,18 @@ def test_a_policy_block_is_told_once_while_it_lasts():
     other = _then(again, blocked_by="gpu-cap, quota")
 
     [event] = ev.between(first, blocked)
-    assert event.event == ev.DRIFTED and "policy gpu-cap denies it" in event.text
+    assert event.event == ev.BLOCKED and event.severity == "warning"
+    assert "drifted from what was applied and was not changed: blocked by gpu-cap" in event.text
     assert event.as_json()["workload"]["blocked_by"] == "gpu-cap"
     assert ev.between(blocked, again) == []
     assert [e.event for e in ev.between(again, other)] == [ev.BLOCKED]
+
+
+def test_the_cap_defers_without_a_blocked_event():
+    first = _start()
+    deferred = _then(first, sync=st.OUT_OF_SYNC, blocked_by="--max-actions 10",
+                     acted="create/deferred")
+    assert ev.between(first, deferred) == []
 
 
 def test_cycles_failing_once_after_a_few_then_recovered():
