@@ -13,18 +13,16 @@ from collections.abc import Sequence
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations.judging import finish, load_policy, refuse_denied
 from reconciler.operations.planning import (
     Approve,
     ClientFactory,
     OnEvent,
     PlanOptions,
     check_specs_folder,
-    finish,
-    load_policy,
     loading,
     make_plan,
     quiet,
-    refuse_denied,
     resume_collector,
 )
 from reconciler.plans import Action, Plan

@@ -1,9 +1,8 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
 plan's projects (`live.projects.read_projects`: each with its quota, name, or why it is
-unknown), and finishing a plan (`finish`: its GPU impact, then the results of the policy
-rules, the typed fields of `plans.Plan` that the renderers, the executor and a saved plan
-read), with the policy's loading and refusal (`load_policy`, `refuse_denied`).
+unknown), and finishing a plan with its GPU impact and the policy rules' results
+(`judging.finish`).
 Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
 when a client is (`--no-refresh` starts without the HTTP client).
 
@@ -20,12 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
 from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations.judging import finish, load_policy
+from reconciler.operations.reuse import Reuse
 from reconciler.plans import Action, Plan
 from reconciler.state import journal
 from reconciler.state.model import State
@@ -163,39 +164,6 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     return result
 
 
-class Reuse:
-    """What a caller that plans again and again with the same options (watch) keeps from
-    one plan to the next:
-
-    - `projects`: the project reads (quota, name) that succeeded, used instead of reading
-      them again (the caller empties it when it wants them read afresh);
-    - the last plans and their inputs: the planner is pure, so when the specs and the
-      state are the very objects a kept plan was made from (the caller re-reads neither
-      when they did not change) and live, the list's vouchers and the open intents are
-      equal to its, that plan is the answer, not made again. Two are kept, so that an auto
-      refresh after a full one finds the plan of the auto refresh before it."""
-
-    KEPT = 2
-
-    def __init__(self) -> None:
-        self.projects: dict[str, Any] = {}
-        self._kept: list[tuple[tuple, Plan]] = []  # (inputs, plan), the latest first
-
-    def plan(self, make: Callable[[], Plan], desired, state: State, live: dict,
-             listed: dict, interrupted_: Collection[str]) -> Plan:
-        for i, (inputs, plan) in enumerate(self._kept):
-            if inputs[1] is state and len(inputs[0]) == len(desired) \
-                    and all(a is b for a, b in zip(inputs[0], desired)) \
-                    and inputs[2:] == (live, listed, frozenset(interrupted_)):
-                self._kept.insert(0, self._kept.pop(i))
-                return plan
-        plan = make()
-        # Copies: the caller goes on to change its dicts (a second plan after the GETs).
-        inputs = (list(desired), state, dict(live), dict(listed), frozenset(interrupted_))
-        self._kept = [(inputs, plan), *self._kept][:self.KEPT]
-        return plan
-
-
 async def make_plan(client, specs, state: State, options: PlanOptions,
                      pending: Sequence[journal.Intent] = (), *,
                      desired: list[DesiredWorkload] | None = None,
@@ -326,62 +294,6 @@ async def resolved_without_refresh(specs, connect: ClientFactory) -> list[Desire
 
     async with connect() as client:
         return await projects.resolve_projects(client, desired)
-
-
-# --- policy -------------------------------------------------------------------------
-
-
-def load_policy(paths: Sequence[str]) -> list | None:
-    """The rules (`policy.Source`s) of the policy files at `paths`, None without any;
-    `errors.PolicyFileError` lists every problem (file, line, field) of every file."""
-    if not paths:
-        return None
-    from reconciler import policy
-    from reconciler.desired import documents
-    from reconciler.desired.sources import Problem
-
-    rules: list = []
-    problems: list[Problem] = []
-    for path in paths:
-        doc, raw, found = documents.read_model(path, policy.PolicyFile)
-        problems += [Problem(p.file, p.line, p.path, policy.problem_words(p.path, p.message))
-                     for p in found]
-        if doc is not None and raw is not None:
-            rules += policy.sources_of(path, doc, raw.line_of)
-    problems += [Problem(f, line, "", m) for f, line, m in policy.duplicate_names(rules)]
-    if problems:
-        raise errors.PolicyFileError([str(p) for p in problems])
-    return rules
-
-
-def finish(the_plan: Plan, rules: list | None, files: Sequence[str]) -> Plan:
-    """Finish `the_plan` for the renderers, the executor and a saved plan: its GPU impact
-    (from its changes and the quota reads it carries) and, with `rules` (None: no
-    policy, and a saved plan keeps the results it recorded), their results
-    (`plan.policy`), which read that impact. Returns the plan."""
-    the_plan.gpu_impact = gpus.impact_of(the_plan)
-    if rules is not None:
-        from reconciler import policy
-
-        the_plan.policy = policy.evaluate(rules, the_plan, files=files)
-    return the_plan
-
-
-def policy_refusal(the_plan: Plan) -> str | None:
-    """Why apply refuses `the_plan` for its policy results, None when it does not."""
-    report = the_plan.policy
-    if report is None or report.passed:
-        return None
-    failed = report.failed
-    return (f"the plan breaks {len(failed)} deny rule{'s' if len(failed) != 1 else ''} of the "
-            f"policy ({', '.join(r.name for r in failed)})")
-
-
-def refuse_denied(the_plan: Plan) -> None:
-    """`errors.PolicyDenied` when the plan's policy results failed: nothing is applied."""
-    reason = policy_refusal(the_plan)
-    if reason:
-        raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
 
 
 def check_specs_folder(specs_dir: str, store, state: State, the_plan: Plan,

@@ -34,14 +34,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler import errors, gpus, planner, plans
-from reconciler.operations.planning import (
-    ClientFactory,
-    PlanOptions,
-    Reuse,
-    finish,
-    load_policy,
-    make_plan,
-)
+from reconciler.operations.judging import finish, load_policy
+from reconciler.operations.reuse import Reuse
+from reconciler.operations.planning import ClientFactory, PlanOptions, make_plan
 from reconciler.plans import Action, Plan
 from reconciler.watch import health, modes, status
 
