@@ -2,7 +2,9 @@
 plan, and what plan, apply and drift share), `judging` (policy rules, and the finished
 plan), `reuse` (what watch keeps between plans), `applying` (apply a specs folder or a
 saved plan, show), `drifting`, `importing` (import), `exporting` (export), `specfiles` (writing
-spec files), `states` (the state commands) and `watching` (watch: the engine as a controller).
+spec files), `states` (the state commands) and `watching` (watch: the engine as a
+controller, with `specfolder`, what it reads of the specs, and `reporting`, what each cycle
+says).
 
 Each takes plain inputs (a specs folder, a state store, a client factory, options) and
 returns plain results (a `PlanResult`, an `executor.ApplyResult`, a `drift.DriftReport`,

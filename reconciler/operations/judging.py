@@ -1,7 +1,8 @@
 """Judging a plan: the policy files' rules loaded (`load_policy`: every problem of every
 file at once), a plan finished for the renderers, the executor and a saved plan (`finish`:
 its GPU impact, then the rules' results, typed fields of `plans.Plan`), and apply's
-refusal of a plan whose deny rules failed (`policy_refusal`, `refuse_denied`).
+refusal of a plan whose deny rules failed (`policy_refusal`, `refuse_denied`), and the
+actions of a watch cycle that deny rules skip (`denied_actions`).
 
 Callers: the package's `planning`, `applying`, `drifting` and `watching`, and
 `reconciler.cli` through `reconciler.operations`.
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 
 from reconciler import errors, gpus
 from reconciler.plans import Plan
+from reconciler.watch import modes
 
 
 def load_policy(paths: Sequence[str]) -> list | None:
@@ -66,3 +68,23 @@ def refuse_denied(the_plan: Plan) -> None:
     reason = policy_refusal(the_plan)
     if reason:
         raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
+
+
+def denied_actions(the_plan: Plan, chosen, state, rules: list | None,
+                   files: Sequence[str]) -> dict:
+    """address -> why the deny `rules` skip the action `chosen` holds for it
+    (`watch.modes.Block`): the rules judge the actions a watch would take, as
+    `apply --target` of them would (the rest held as the state has them)."""
+    if rules is None or not chosen:
+        return {}
+    acting = Plan(changes=list(chosen), lineage=the_plan.lineage, serial=the_plan.serial,
+                  targets=[c.address for c in chosen], gpu_quotas=the_plan.gpu_quotas,
+                  project_names=the_plan.project_names,
+                  quota_unknown=the_plan.quota_unknown)
+    picked = {c.address for c in chosen}
+    acting.gpu_elsewhere = gpus.held_elsewhere(
+        r for a, r in state.resources.items() if a not in picked)
+    report = finish(acting, rules, files).policy
+    violations = [(v.address, v.message, r.name) for r in report.failed
+                  for v in r.violations]
+    return modes.denied_by(violations, chosen)
