@@ -8,8 +8,17 @@ folder of generated specs (`specgen`). Each step runs the real CLI in a subproce
 
   plan (new fleet)     empty state, nothing live: a few list calls
   apply (N creates)    plan + N POSTs, state written as it goes
-  plan (unchanged)     N GETs + a token + a quota GET per project
+  plan (unchanged)     N GETs + a token + a quota GET per project (--refresh=full)
   plan --no-refresh    CPU only: load specs, read state, diff, render
+  plan (unchanged), auto / full, default P
+                       side by side: the list-first refresh (list pages, a quota GET
+                       per project) and one GET per workload; then auto again with the
+                       spec cache off (every file parsed)
+  raw aiohttp GETs (floor)
+                       N GETs by id with raw aiohttp, no CLI: the per-GET floor
+
+Every CLI run has the spec cache in the work folder (XDG_CACHE_HOME), so the first
+plan fills it and the later ones use it, as a user's repeated plans do.
 
 With `--state postgresql://...`, each N also gets `--repeat` alternating pairs of applies
 of N creates (nothing live, a fresh state each): one on a state file, one on a fresh
@@ -44,6 +53,9 @@ from reconciler.cli import DEFAULT_PARALLELISM  # noqa: E402
 
 DEFAULT_STEP = "plan (unchanged), default P"  # --refresh=full, as before
 AUTO_STEP = "plan (unchanged), auto, default P"  # --refresh=auto, side by side with it
+# The same without the spec cache (RUNAI_RECONCILE_SPEC_CACHE=off): every file parsed, as
+# the first plan after a change of every spec (or of the tool) parses them.
+AUTO_COLD_STEP = "plan (unchanged), auto, default P, no spec cache"
 FULL_STEP = "plan (unchanged), full, default P"  # the same in the same run, --refresh=full
 FLOOR_STEP = "raw aiohttp GETs (floor), default P"  # N GETs by id, no CLI: the per-GET floor
 # Terraform refreshes 10 at a time: 1,000 objects at 50 ms take it at least 5 s; the
@@ -153,9 +165,13 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
     specs = work / "specs"
     specgen.write_specs(specs, n)
     sim = Sim(latency_ms, work)
+    # The spec cache (desired.cache) in the work folder: each run starts without one, and
+    # leaves none behind in the user's cache folder.
     env = dict(os.environ, RUNAI_URL=sim.url, RUNAI_CLIENT_ID=CLIENT_ID,
-               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1")
+               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1",
+               XDG_CACHE_HOME=str(work / "cache"))
     env.pop("RUNAI_TOKEN", None)
+    env.pop("RUNAI_RECONCILE_SPEC_CACHE", None)
     state = ["--state", str(work / "state.json")]
     per_request = latency_ms / 1000 / parallelism
     steps = [
@@ -171,7 +187,8 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
         steps.append((DEFAULT_STEP, ["plan", str(specs), "--refresh=full"], default_bound,
                       None))
     steps += [(AUTO_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None),
-              (FULL_STEP, ["plan", str(specs), "--refresh=full"], default_bound, None)]
+              (FULL_STEP, ["plan", str(specs), "--refresh=full"], default_bound, None),
+              (AUTO_COLD_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None)]
     rows = []
     try:
         for label, args, bound, p in steps:
@@ -180,12 +197,14 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
             for _ in range(1 if label.startswith("apply") else max(1, repeat)):
                 sim.admin("DELETE", "/_sim/requests")
                 cpu0 = sim.cpu_seconds()
-                wall, rss, code = run_cli(state + flag + args, env, work)
+                run_env = dict(env, RUNAI_RECONCILE_SPEC_CACHE="off") \
+                    if label == AUTO_COLD_STEP else env
+                wall, rss, code = run_cli(state + flag + args, run_env, work)
                 runs.append(Row(label, n, latency_ms, p or DEFAULT_PARALLELISM, wall, bound,
                                 sim.request_count(), rss, sim.cpu_seconds() - cpu0, code))
             runs.sort(key=lambda r: r.wall_s)
             rows.append(runs[len(runs) // 2])
-            if label == AUTO_STEP:
+            if label in (AUTO_STEP, AUTO_COLD_STEP):
                 rows[-1].requests_limit = auto_request_limit(n)
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
         rows.append(floor_row(sim, n, default_bound, repeat))
@@ -363,7 +382,8 @@ def checks(rows: list[Row]) -> list[str]:
     small = {r.step: r for r in rows if r.n == 1000}
     for r in rows:
         # linear: N times more costs at most ~N times more
-        if r.n > 1000 and r.step in small and r.step not in (AUTO_STEP, FLOOR_STEP):
+        if r.n > 1000 and r.step in small and r.step not in (AUTO_STEP, FLOOR_STEP,
+                                                               AUTO_COLD_STEP):
             k = r.n / 1000
             base = small[r.step]
             out.append(_check(r.n, f"{r.step}: wall ≤ {k:g} × N = 1,000's (linear)",

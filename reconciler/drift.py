@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import diff, errors, gpus, kinds, phases, planner, plans
+from reconciler import diff, errors, gpus, kinds, manifests, phases, planner, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
 
@@ -53,6 +53,7 @@ class DriftedWorkload:
     sensitive: tuple[str, ...] = ()  # the spec's lifecycle.sensitive, for masking
     gpus_state: gpus.Gpus = gpus.NONE  # what it holds as last applied (`gpus.held`)
     gpus_live: gpus.Gpus = gpus.NONE  # what it holds live (nothing once deleted)
+    manifest_kind: str | None = None  # a Manifest's own kind (`PyTorchJob`), as applied
 
 
 @dataclass
@@ -101,7 +102,8 @@ def find_drift(desired: list[DesiredWorkload], state: State,
             continue
         if addr in interrupted and live[addr] is None:
             cut_short.append(DriftedWorkload(addr, rs.kind, rs.name, rs.project_id,
-                                             rs.workload_id, INTERRUPTED))
+                                             rs.workload_id, INTERRUPTED,
+                                             manifest_kind=manifests.kind_in(rs.applied)))
             continue
         if not rs.workload_id:
             continue
@@ -128,7 +130,8 @@ def _one(addr: str, rs, live_body: dict | None,
                            gpus_state=gpus.held(rs.kind, rs.applied,
                                                 desired_phase=rs.desired_phase,
                                                 actual_phase=completed),
-                           gpus_live=gpus.held(rs.kind, live_body))
+                           gpus_live=gpus.held(rs.kind, live_body),
+                           manifest_kind=manifests.kind_in(rs.applied, live_body))
     if live_body is None:
         if phases.state_completed(rs):
             return None  # a finished training that was cleaned up

@@ -6,7 +6,9 @@ when suspended, and the kind's body keys; without what the server owns: read-onl
 fields (workloadId, createdAt, phases, ...), values it generated (a new PVC's
 `claimName`, assigned `ports[].external`, exposed URLs), documented server defaults
 (CONTRACT.md §5) whose live value equals the default, nulls and empty objects and
-lists. Lists keep the API's order. A sensitive environment variable's `value`
+lists. Lists keep the API's order. A Manifest's manifest is the API's `rawManifest` (what
+was submitted: nothing the server added) with its keys in Kubernetes' conventional order
+(`manifests.conventional_order`). A sensitive environment variable's `value`
 (`masking.secret_name`) becomes `masking.SECRET_PLACEHOLDER`, which `validate` refuses,
 unless `include_secrets`.
 
@@ -25,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from reconciler import kinds, masking, phases
+from reconciler import kinds, manifests, masking, phases
 
 _same = kinds.same  # JSON equality: a boolean is not a number
 
@@ -41,7 +43,7 @@ def skip_reason(kind: str, body: dict) -> str | None:
     training that ran to its end), or None."""
     if phases.live_gone(body) or body.get("deletedAt"):
         return "deleted"
-    if kinds.get(kind).completes and phases.live_completed(body):
+    if kinds.get(kind).runs_to_completion(body) and phases.live_completed(body):
         return "completed"
     return None
 
@@ -74,6 +76,8 @@ def spec_from_live(kind: str, body: dict, *, project_name: str | None = None,
         for key in k.body_keys:
             doc[key] = _withhold_paths(key, doc[key], paths)
     doc = _pruned(doc) or {}
+    if k.manifest_body and isinstance(doc.get("manifest"), dict):
+        doc["manifest"] = manifests.conventional_order(doc["manifest"])
     if paths:
         doc["lifecycle"] = {"sensitive": paths}
     return doc
@@ -114,10 +118,11 @@ def address(doc: dict, project_id: str) -> str:
 
 
 def _withhold_secrets(value: Any) -> None:
-    """Replace every sensitive environment variable's value, in place."""
+    """Replace every sensitive environment variable's value, in place: of the API's
+    `environmentVariables`, and of a Kubernetes container's `env` in a manifest."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "environmentVariables" and isinstance(item, list):
+            if key in ("environmentVariables", "env") and isinstance(item, list):
                 for var in item:
                     if (isinstance(var, dict) and masking.secret_name(var.get("name"))
                             and var.get("value") is not None):

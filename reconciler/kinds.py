@@ -192,7 +192,8 @@ class Kind:
     # the times). `reconciler.api.envelope` translates; everything else sees flat bodies.
     envelope: str = ""
     can_suspend: bool = False
-    # Trainings run to completion (live phase Completed) and may be auto-deleted then.
+    # Trainings run to completion (live phase Completed) and may be auto-deleted then; a
+    # Manifest may, by its type (`runs_to_completion` asks).
     completes: bool = False
     # The body holds a Kubernetes manifest (`manifest`, the Manifest kind): containers are
     # its pod templates', lists keyed as strategic merge keys them, quantities compared by
@@ -202,6 +203,19 @@ class Kind:
     @property
     def can_update(self) -> bool:
         return bool(self.updatable_paths)
+
+    def runs_to_completion(self, body: Mapping | None) -> bool:
+        """Whether the workload of this kind whose body (spec, state or live) is `body`
+        runs to its end: a training; a Manifest of a type that does (a Job, a PyTorchJob,
+        a RayJob, ...: `manifests.COMPLETES`), or of a type its body does not say (a list
+        item carries no manifest). Such a workload, once Completed, is left alone and not
+        created again after the API deleted it."""
+        if not self.completes:
+            return False
+        if self.manifest_body and isinstance(body, Mapping) \
+                and isinstance(body.get("manifest"), Mapping):
+            return manifests.completes(body["manifest"])
+        return True
 
     @property
     def delete_collection(self) -> str:
@@ -583,14 +597,16 @@ def of_list_type(list_type: object) -> Kind | None:
 def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
     """(path, container) of every container `body` of `kind` holds, in `kind.containers`'
     order (a container absent from the body, e.g. a masterSpec left to the worker's, is
-    left out). A Manifest's are every container of every pod template, named
-    `manifest[<n>].<name>`."""
+    left out). A Manifest's are every container (init containers too) of every pod
+    template, at their paths in the manifest
+    (`manifest.spec.pytorchReplicaSpecs.Worker.template.spec.containers[pytorch]`)."""
     out = []
     if kind.manifest_body:
-        templates, _ = manifests.pod_templates((body or {}).get("manifest"))
-        for n, (_, _, pod) in enumerate(templates):
-            for c in manifests.containers(pod):
-                out.append((f"manifest[{n}].{c.get('name', '')}", c))
+        for t in manifests.templates((body or {}).get("manifest"))[0]:
+            for key in ("initContainers", "containers"):
+                for c in t.pod.get(key) or ():
+                    if isinstance(c, Mapping):
+                        out.append((f"manifest.{t.path}.{key}[{c.get('name', '')}]", c))
         return out
     for path in kind.containers:
         node: Any = body
@@ -599,6 +615,25 @@ def containers(kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
         if isinstance(node, Mapping):
             out.append((path, node))
     return out
+
+
+def labels(kind: Kind, body: Mapping | None) -> list[tuple[str, frozenset[str]]]:
+    """(path, label names) of every set of labels a workload's pods carry, for policy
+    rules: each container's `labels` (`containers`); a Manifest's, each pod template's
+    `metadata.labels` together with the manifest's own `metadata.labels` (the workload's)."""
+    if kind.manifest_body:
+        manifest = (body or {}).get("manifest")
+        own = set(manifests.labels(manifest))
+        out = []
+        for t in manifests.templates(manifest)[0]:
+            where = (f"manifest.{t.path.removesuffix('.spec')}.metadata.labels"
+                     if t.path.endswith(".spec") else "manifest.metadata.labels")
+            if all(where != w for w, _ in out):
+                out.append((where, frozenset(own | set(t.labels))))
+        return out
+    return [(f"{path}.labels", frozenset(item.get("name") for item in c.get("labels") or ()
+                                        if isinstance(item, Mapping)))
+            for path, c in containers(kind, body)]
 
 
 def spelled(name: str, *, cutoff: float = 0.6) -> tuple[str | None, str | None]:

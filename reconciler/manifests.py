@@ -10,8 +10,9 @@ facts and rules the engine applies to them.
   `metadata.uid`, `resourceVersion`, `creationTimestamp`, `managedFields`, ...).
 - `KNOWN_TYPES`: the common workload types (offline `validate`), and `FROZEN`: per type,
   the paths that cannot change in place (a change there replaces the workload).
-- `pod_templates`: every pod template of a manifest with its replica range, by type (GPU
-  accounting and policy rules).
+- `templates` (`pod_templates`): every pod template of a manifest with its replica range,
+  by type, where it sits and its pods' labels (GPU accounting and policy rules).
+- `conventional_order`: a manifest's keys as a person writes them (`export`).
 - `to_create_body`, `to_update_body`, `from_response`: the engine's flat body
   (name, projectId, clusterId, priority, category, preemptibility, manifest) to and from
   the API's `{metadata, manifest}` and `WorkloadV2GetResponse`.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -131,6 +133,43 @@ def without_server_paths(manifest: Any) -> Any:
     return out
 
 
+# --- a person's key order --------------------------------------------------------------
+
+_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec")
+_METADATA_ORDER = ("name", "namespace", "labels", "annotations")
+_ITEM_KEYS = ("name", "groupName", "containerPort")
+
+
+def conventional_order(manifest: Any) -> Any:
+    """A copy of `manifest` with its keys in the order Kubernetes manifests are written in:
+    `apiVersion`, `kind`, `metadata` (its `name`, `namespace`, `labels`, `annotations`
+    first), `spec`, then any other key; below that each object's keys as they came (the
+    API may answer them in another order than they were sent: JSON objects have none),
+    except that a list item leads with what identifies it (a container's or a variable's
+    `name`, a worker group's `groupName`, a port's `containerPort`), as `- name: ...` is
+    written. What `export` writes."""
+    if not isinstance(manifest, Mapping):
+        return manifest
+    out = _first(manifest, _TOP_ORDER, lambda k, v: _items_first(v))
+    if isinstance(out.get("metadata"), Mapping):
+        out["metadata"] = _first(out["metadata"], _METADATA_ORDER, lambda k, v: _items_first(v))
+    return out
+
+
+def _first(obj: Mapping, order: tuple[str, ...], below) -> dict:
+    keys = [k for k in order if k in obj] + [k for k in obj if k not in order]
+    return {k: below(k, obj[k]) for k in keys}
+
+
+def _items_first(value: Any, in_list: bool = False) -> Any:
+    if isinstance(value, Mapping):
+        lead = next((k for k in _ITEM_KEYS if k in value), None) if in_list else None
+        return _first(value, (lead,) if lead else (), lambda k, v: _items_first(v))
+    if isinstance(value, list):
+        return [_items_first(v, True) for v in value]
+    return copy.deepcopy(value)
+
+
 # --- workload types -------------------------------------------------------------------
 
 # (apiVersion, kind) of the common workload types: what offline `validate` knows.
@@ -161,10 +200,59 @@ FROZEN: dict[str, tuple[str, ...]] = {
 COMPLETES = frozenset({"Job", "PyTorchJob", "RayJob", "TFJob", "XGBoostJob", "MPIJob"})
 
 
+def completes(manifest: Any) -> bool:
+    """Whether a manifest's type runs to its end (`COMPLETES`)."""
+    return type_of(manifest) in COMPLETES
+
+
+def _condition(status: Mapping, kind: str) -> bool:
+    return any(isinstance(c, Mapping) and c.get("type") == kind
+               and str(c.get("status")).lower() == "true"
+               for c in status.get("conditions") or ())
+
+
+def outcome(manifest_type: str, status: Any) -> str | None:
+    """"Completed" or "Failed" when the Kubernetes `status` of a workload of
+    `manifest_type` says it ran to its end, else None: a Job's condition Complete (or
+    Failed); a Kubeflow job's condition Succeeded (or Failed); a RayJob's `jobStatus`
+    SUCCEEDED (or FAILED); any type's `status.phase` Completed or Succeeded (or Failed).
+    The API does not say how a v2 workload's end shows (CONTRACT.md §12); these are the
+    types' own status fields."""
+    if not isinstance(status, Mapping):
+        return None
+    if manifest_type == "Job":
+        done = _condition(status, "Complete")
+    elif manifest_type in ("PyTorchJob", "TFJob", "XGBoostJob", "MPIJob"):
+        done = _condition(status, "Succeeded")
+    elif manifest_type == "RayJob":
+        done = status.get("jobStatus") == "SUCCEEDED"
+        if status.get("jobStatus") == "FAILED":
+            return "Failed"
+    else:
+        done = False
+    if done or status.get("phase") in ("Completed", "Succeeded"):
+        return "Completed"
+    if _condition(status, "Failed") or status.get("phase") == "Failed":
+        return "Failed"
+    return None
+
+
 def type_of(manifest: Any) -> str:
     """The manifest's own kind ("" when none)."""
     kind = manifest.get("kind") if isinstance(manifest, Mapping) else None
     return kind if isinstance(kind, str) else ""
+
+
+def kind_in(*bodies: Any) -> str | None:
+    """The manifest's own kind (`PyTorchJob`) of the first of `bodies` (a Manifest
+    workload's flat body: spec, state or live) that holds a manifest naming one; None
+    for any other kind's body: what every output shows beside `Manifest`."""
+    for body in bodies:
+        if isinstance(body, Mapping):
+            kind = type_of(body.get("manifest"))
+            if kind:
+                return kind
+    return None
 
 
 def forces_replacement(manifest_type: str, path: str) -> bool:
@@ -190,73 +278,112 @@ def _int(x: Any, default: int) -> int:
     return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else default
 
 
-def pod_templates(manifest: Any) -> tuple[list[tuple[int, int, Mapping]], bool]:
-    """([(fewest pods, most pods, pod spec)], whether the type is known) of a manifest:
-    the replicas of each pod template, by type (CONTRACT.md §12). An unknown type counts
-    each pod template it finds (`spec.template`) once."""
+@dataclass(frozen=True)
+class PodTemplate:
+    """One pod template of a manifest: how many pods it makes (`low`..`high`: a Ray worker
+    group's min..max replicas), the pod spec, where that pod spec sits (a dotted path
+    under the manifest, keyed list items in brackets as the diff names them:
+    `spec.pytorchReplicaSpecs.Worker.template.spec`,
+    `spec.rayClusterSpec.workerGroupSpecs[gpu].template.spec`) and the labels its pods
+    get (the template's `metadata.labels`)."""
+    low: int
+    high: int
+    pod: Mapping
+    path: str
+    labels: Mapping
+
+
+def templates(manifest: Any) -> tuple[list[PodTemplate], bool]:
+    """(every pod template of a manifest, whether its type is known): the replicas of
+    each, by type (CONTRACT.md §12). An unknown type has each pod template found
+    (`template: {spec}`, anywhere) once."""
     kind = type_of(manifest)
     spec = _obj(_obj(manifest).get("spec"))
-    out: list[tuple[int, int, Mapping]] = []
+    out: list[PodTemplate] = []
+
+    def add(low: int, high: int, template: Any, path: str) -> None:
+        t = _obj(template)
+        out.append(PodTemplate(low, high, _obj(t.get("spec")), f"{path}.spec",
+                               _obj(_obj(t.get("metadata")).get("labels"))))
+
     replica_specs = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs",
                      "XGBoostJob": "xgbReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
     if kind in replica_specs:
-        for group in _obj(spec.get(replica_specs[kind])).values():
+        key = replica_specs[kind]
+        for role, group in _obj(spec.get(key)).items():
             n = _int(_obj(group).get("replicas"), 1)
-            out.append((n, n, _pod(_obj(group).get("template"))))
+            add(n, n, _obj(group).get("template"), f"spec.{key}.{role}.template")
         return out, True
     if kind in ("RayJob", "RayCluster", "RayService"):
+        where = ("spec" if kind == "RayCluster" else
+                 "spec.rayClusterSpec" if spec.get("rayClusterSpec") else "spec.rayClusterConfig")
         cluster = spec if kind == "RayCluster" else _obj(
             spec.get("rayClusterSpec") or spec.get("rayClusterConfig"))
-        out.append((1, 1, _pod(_obj(cluster.get("headGroupSpec")).get("template"))))
-        for group in cluster.get("workerGroupSpecs") or ():
+        add(1, 1, _obj(cluster.get("headGroupSpec")).get("template"),
+            f"{where}.headGroupSpec.template")
+        for n, group in enumerate(cluster.get("workerGroupSpecs") or ()):
             g = _obj(group)
-            n = _int(g.get("replicas"), 1)
-            low, high = _int(g.get("minReplicas"), n), _int(g.get("maxReplicas"), n)
-            out.append((min(low, high), max(low, high), _pod(g.get("template"))))
+            count = _int(g.get("replicas"), 1)
+            low, high = _int(g.get("minReplicas"), count), _int(g.get("maxReplicas"), count)
+            key = item_key("workerGroupSpecs", g)
+            add(min(low, high), max(low, high), g.get("template"),
+                f"{where}.workerGroupSpecs[{key if key is not None else n}].template")
         return out, True
     if kind == "LeaderWorkerSet":
         replicas = _int(spec.get("replicas"), 1)
         tmpl = _obj(spec.get("leaderWorkerTemplate"))
         size = _int(tmpl.get("size"), 1)
-        worker = _pod(tmpl.get("workerTemplate"))
         if tmpl.get("leaderTemplate"):
-            out.append((replicas, replicas, _pod(tmpl.get("leaderTemplate"))))
+            add(replicas, replicas, tmpl.get("leaderTemplate"),
+                "spec.leaderWorkerTemplate.leaderTemplate")
             n = replicas * max(size - 1, 0)
         else:
             n = replicas * size
-        out.append((n, n, worker))
+        add(n, n, tmpl.get("workerTemplate"), "spec.leaderWorkerTemplate.workerTemplate")
         return out, True
-    if kind in ("Deployment", "StatefulSet"):
-        n = _int(spec.get("replicas"), 1)
-        return [(n, n, _pod(spec.get("template")))], True
-    if kind == "Job":
-        n = _int(spec.get("parallelism"), 1)
-        return [(n, n, _pod(spec.get("template")))], True
+    if kind in ("Deployment", "StatefulSet", "Job"):
+        n = _int(spec.get("parallelism" if kind == "Job" else "replicas"), 1)
+        add(n, n, spec.get("template"), "spec.template")
+        return out, True
     if kind == "InferenceService":
         predictor = _obj(spec.get("predictor"))
         low = _int(predictor.get("minReplicas"), 1)
         high = _int(predictor.get("maxReplicas"), max(low, 1))
-        return [(low, high, predictor)], True
-    found = _find_templates(manifest)
-    return [(1, 1, t) for t in found], False
+        out.append(PodTemplate(low, high, predictor, "spec.predictor", {}))
+        return out, True
+    for path, template in _find_templates(manifest, ""):
+        add(1, 1, template, path)
+    return out, False
 
 
-def _pod(template: Any) -> Mapping:
-    return _obj(_obj(template).get("spec"))
+def pod_templates(manifest: Any) -> tuple[list[tuple[int, int, Mapping]], bool]:
+    """([(fewest pods, most pods, pod spec)], whether the type is known): `templates`
+    for counting."""
+    found, known = templates(manifest)
+    return [(t.low, t.high, t.pod) for t in found], known
 
 
-def _find_templates(node: Any) -> list[Mapping]:
-    out: list[Mapping] = []
+def _find_templates(node: Any, path: str) -> list[tuple[str, Mapping]]:
+    """(dotted path, template) of every `template: {spec: {...}}` under `node`."""
+    out: list[tuple[str, Mapping]] = []
     if isinstance(node, Mapping):
         for k, v in node.items():
+            here = f"{path}.{k}" if path else str(k)
             if k == "template" and isinstance(v, Mapping) and isinstance(v.get("spec"), Mapping):
-                out.append(v["spec"])
+                out.append((here, v))
             else:
-                out.extend(_find_templates(v))
+                out.extend(_find_templates(v, here))
     elif isinstance(node, list):
-        for v in node:
-            out.extend(_find_templates(v))
+        field = path.rsplit(".", 1)[-1]
+        for n, v in enumerate(node):
+            key = item_key(field, v) if isinstance(v, Mapping) else None
+            out.extend(_find_templates(v, f"{path}[{key if key is not None else n}]"))
     return out
+
+
+def labels(manifest: Any) -> Mapping:
+    """The manifest's own `metadata.labels` (empty when none)."""
+    return _obj(_obj(_obj(manifest).get("metadata")).get("labels"))
 
 
 def containers(pod: Mapping) -> list[Mapping]:
@@ -315,7 +442,8 @@ def from_response(answer: Mapping) -> dict:
         out["syncStatus"] = sync.get("status")
         out["actualPhase"] = {"Synced": "Running", "Failed": "Failed", "Deleting": "Deleting",
                               "Deleted": "Deleted"}.get(str(sync.get("status")), "Creating")
-        phase = _obj(_obj(workload.get("workloadManifest")).get("status")).get("phase")
-        if phase in ("Completed", "Succeeded"):
-            out["actualPhase"] = "Completed"
+        ended = outcome(type_of(out["manifest"]),
+                        _obj(workload.get("workloadManifest")).get("status"))
+        if ended is not None:
+            out["actualPhase"] = ended
     return out

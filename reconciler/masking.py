@@ -2,8 +2,9 @@
 
 DESIGN.md: sensitive values are masked in every output format, error messages included
 (the state and saved plan files keep them). Two rules: the `value` of an environment
-variable whose name looks like a secret, and any value at or under a path the spec lists
-in `lifecycle.sensitive`. Pure; callers: the renderers (`render.words`), the spec
+variable whose name looks like a secret (the API's `environmentVariables`, and a
+Kubernetes container's `env` inside a Manifest), and any value at or under a path the
+spec lists in `lifecycle.sensitive`. Pure; callers: the renderers (`render.words`), the spec
 loader's messages (`desired.loader`), and the API client (`secret_values`: what to mask
 in an error the API answers to a request body).
 """
@@ -20,7 +21,9 @@ MASK = "(sensitive)"
 # What `export` writes in place of a sensitive value; `validate` refuses it.
 SECRET_PLACEHOLDER = "<secret not exported: give a secret reference or the value>"
 _SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
-_ENV_VALUE = re.compile(r"environmentVariables\[(?P<name>[^\]]*)\]\.value$")
+# The Run:ai API's `environmentVariables[NAME].value`, and a Kubernetes container's
+# `env[NAME].value` (inside a Manifest's pod templates).
+_ENV_VALUE = re.compile(r"(?:environmentVariables|(?:^|\.)env)\[(?P<name>[^\]]*)\]\.value$")
 _LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
 
 
@@ -30,7 +33,7 @@ def secret_name(name: Any) -> bool:
 
 def is_masked(path: str, sensitive: Sequence[str] = ()) -> bool:
     """True when the value at dotted `path` is never shown."""
-    if path.endswith("].value") and "environmentVariables[" in path:
+    if path.endswith("].value") and ("environmentVariables[" in path or "env[" in path):
         m = _ENV_VALUE.search(path)
         if m and secret_name(m.group("name")):
             return True

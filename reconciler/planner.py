@@ -125,7 +125,7 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
             return ch(dw, None, rs, Action.CREATE, plans.REASON_REPLACE_REQUESTED)
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
-        if kind.completes and phases.state_completed(rs):
+        if kind.runs_to_completion(rs.applied) and phases.state_completed(rs):
             user = diff.diff_workload(kind, dw.body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
@@ -143,8 +143,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
     if force_replace:
         return ch(dw, live_body, rs, Action.REPLACE, plans.REASON_REPLACE_REQUESTED, fcs)
 
-    if kind.completes and _completed(live_body, rs):
-        # A finished training: only a change of its spec runs it again.
+    if kind.runs_to_completion(live_body or applied) and _completed(live_body, rs):
+        # A finished training (or job): only a change of its spec runs it again.
         user = [c for c in fcs if not c.drift]
         if user:
             return ch(dw, live_body, rs, Action.REPLACE, plans.REASON_SPEC_CHANGED, user)

@@ -372,12 +372,16 @@ def _allowed_images(rule, chosen, ctx, found) -> None:
 
 
 def _required_labels(rule, chosen, ctx, found) -> None:
-    def problem(path, c, shown):
-        have = {item.get("name") for item in c.get("labels") or () if isinstance(item, dict)}
-        missing = [name for name in rule.requiredLabels if name not in have]
-        return f"{path}.labels lacks {', '.join(missing)}" if missing else None
-
-    _per_container(chosen, found, problem)
+    # Each set of labels the workload's pods carry (`kinds.labels`: a container's, or a
+    # manifest's pod template's).
+    for rc in _remaining(chosen):
+        wrong = []
+        for path, have in kinds.labels(kinds.get(rc.kind), rc.after):
+            missing = [name for name in rule.requiredLabels if name not in have]
+            if missing:
+                wrong.append(f"{path} lacks {', '.join(missing)}")
+        if wrong:
+            found.violated(rc.address, "; ".join(wrong), changed=rc.action in CHANGING)
 
 
 def image_tag(image: str) -> str | None:

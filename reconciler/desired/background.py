@@ -27,6 +27,7 @@ import threading
 from typing import Any
 
 from reconciler.desired import sources
+from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError, SpecError
 
@@ -35,31 +36,47 @@ __all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "s
 MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
 FILES_PER_PROCESS = 200  # one more child for every this many files
 MAX_PROCESSES = 4
-CHILD_NICENESS = 10  # the caller's own work goes first when the cores are short
 
 
 def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
-                  processes: int | None = None) -> PendingSpecs:
+                  processes: int | None = None, cache: SpecCache | None = None) -> PendingSpecs:
     """Start loading the specs under `directory`; the outcome is `load_specs(directory)`'s.
 
     `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it;
     False when it only waits (validate). `processes` overrides how many children share
     the files (0: load here, now). They load here, at once, below MIN_FILES files, off
-    Linux (fork is not safe elsewhere), with one CPU or with other threads running."""
+    Linux (fork is not safe elsewhere), with one CPU or with other threads running.
+    `cache`: the files it holds (by content) are taken from it, the others loaded; after
+    a load without problems it keeps them (`PendingSpecs.save_cache`)."""
     files, listed = sources.find_files(directory)
+    served: dict[str, bytes] = {}  # display -> its cache entry's key
+    keys: dict[str, bytes] = {}
+    if cache is not None:
+        keys = cache.keys(files)
+        served = {display: key for display, key in keys.items()
+                  if cache.lookup(key) is not None}
+    to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         # None with one CPU (nothing to overlap) or other threads (forking them is unsafe).
-        alone = len(files) < MIN_FILES or cpus < 2 or threading.active_count() > 1
+        alone = len(to_load) < MIN_FILES or cpus < 2 or threading.active_count() > 1
         processes = 0 if alone else max(1, min(cpus - caller_busy, MAX_PROCESSES,
-                                               len(files) // FILES_PER_PROCESS))
-    processes = min(processes, len(files))
+                                               len(to_load) // FILES_PER_PROCESS))
+    processes = min(processes, len(to_load))
+    pending = PendingSpecs([], listed)
+    pending._files, pending._served, pending._keys, pending._cache = files, served, keys, cache
+    pending.parsed = len(to_load)
+    if cache is not None:
+        cache.parsed += len(to_load)
     if processes > 0 and sys.platform.startswith("linux"):
         try:
-            return PendingSpecs(_start(files, processes), listed)
+            pending._children = _start(to_load, processes)
+            pending._replies = [None] * len(pending._children)
+            return pending
         except OSError:  # no fork to be had (resources): load here instead
             pass
-    return PendingSpecs.loaded_here(directory)
+    pending._load_here(to_load)
+    return pending
 
 
 class PendingSpecs:
@@ -71,17 +88,36 @@ class PendingSpecs:
         self._listed = listed  # the listing's problems
         self._workloads: list[DesiredWorkload] | None = None
         self._error: BaseException | None = None
+        self._ok = False  # settled without problems (the workloads made when asked for)
+        self._loaded: list[DesiredWorkload] = []  # those loaded (not from the cache)
+        self._share: Any = None  # address -> the state's body (`share_bodies`)
+        # Every file listed, those the cache served (display -> its key), the cache's
+        # keys, and the cache (None: none).
+        self._files: list[sources.Found] = []
+        self._served: dict[str, bytes] = {}
+        self._keys: dict[str, bytes] = {}
+        self._cache: SpecCache | None = None
+        self.parsed = 0  # files loaded (not served by the cache)
 
     @classmethod
     def loaded_here(cls, directory: str | os.PathLike) -> PendingSpecs:
-        from reconciler.desired.loader import load_specs
+        """`load_specs(directory)`'s outcome, loaded here and now."""
+        return start_loading(directory, processes=0)
 
-        pending = cls([], [])  # done at once
+    def _load_here(self, files: list[sources.Found]) -> None:
+        if not files:  # all served by the cache: the models need not even be imported
+            self._replies = [([], [], [], None)]
+            self._settle()
+            return
+        from reconciler.desired import loader
+
         try:
-            pending._workloads = load_specs(directory)
+            workloads, problems = loader.load_share(files)
+            self._replies = [([] if problems else workloads, problems,
+                              loader.workload_keys(workloads), None)]
+            self._settle()
         except Exception as exc:  # noqa: BLE001 - raised by result(), as from a child
-            pending._error = exc
-        return pending
+            self._error = exc
 
     @property
     def in_background(self) -> bool:
@@ -95,7 +131,13 @@ class PendingSpecs:
 
     def done(self) -> bool:
         """Whether the outcome is known (result() would not block)."""
-        return self._workloads is not None or self._error is not None
+        return self._ok or self._error is not None
+
+    def share_bodies(self, bodies: Any) -> None:
+        """Before the workloads are asked for: address -> the body the state last
+        applied. A workload the cache serves whose body is exactly that one takes that
+        object (`cache.SpecCache.workloads`): an unchanged fleet is held once."""
+        self._share = bodies
 
     def result(self) -> list[DesiredWorkload]:
         """The workloads in file order, once the children sent them; SpecError as
@@ -155,6 +197,9 @@ class PendingSpecs:
     def _settle(self) -> None:
         problems = self._listed + [p for _, share, _, _ in self._replies for p in share]
         keys = [key for _, _, share, _ in self._replies for key in share]
+        loaded = [w for share, _, _, _ in self._replies for w in share]
+        if self._served:  # in file order, the cache's and the loaded ones together
+            keys = self._merged_keys(keys)
         if len({address.split("/", 1)[1] for address, _, _ in keys}) < len(keys):
             from reconciler.desired import loader  # an address, or a name in a project, twice
 
@@ -162,13 +207,67 @@ class PendingSpecs:
         if problems:
             self._error = SpecError(sources.problem_lines(problems), valid=len(keys))
         else:
-            self._workloads = [w for share, _, _, _ in self._replies for w in share]
+            self._ok, self._loaded = True, loaded
+            self._keep()
         self._reap()
+
+    def _merged_keys(self, keys: list) -> list:
+        """The keys of every file's workloads in file order: the cache's for the files it
+        served, the loaded ones for the others (a key's source is its file)."""
+        keys_of: dict[str, list] = {}
+        for key in keys:
+            keys_of.setdefault(key[1], []).append(key)
+        out: list = []
+        for _, display, _ in self._files:
+            served = self._served.get(display)
+            if served is not None:
+                out.extend(self._cache.lookup(served))
+            else:
+                out.extend(keys_of.get(display, ()))
+        return out
+
+    def _made(self) -> list[DesiredWorkload]:
+        """The workloads in file order: the cache's, made now (sharing the state's
+        bodies), and the loaded ones (a workload's source is its file)."""
+        if not self._served:
+            return self._loaded
+        loaded_of: dict[str, list] = {}
+        for w in self._loaded:
+            loaded_of.setdefault(w.source, []).append(w)
+        out: list[DesiredWorkload] = []
+        for _, display, _ in self._files:
+            served = self._served.get(display)
+            if served is not None:
+                out.extend(self._cache.workloads(served, self._share))
+            else:
+                out.extend(loaded_of.get(display, ()))
+        return out
+
+    def _keep(self) -> None:
+        """Give the cache the workloads of each file loaded (a load without problems)."""
+        cache = self._cache
+        if cache is None:
+            return
+        loaded_of: dict[str, list] = {}
+        for w in self._loaded:
+            loaded_of.setdefault(w.source, []).append(w)
+        for _, display, _ in self._files:
+            key = self._keys.get(display)
+            if key is not None and display not in self._served:
+                cache.put(key, loaded_of.get(display, ()))
+
+    def save_cache(self) -> None:
+        """Save the cache this load used, after a load without problems (the disk's
+        failures are the cache's own: never raised)."""
+        if self._cache is not None and self._ok:
+            self._cache.save()
 
     def _outcome(self) -> list[DesiredWorkload]:
         if self._error is not None:
             raise self._error
-        assert self._workloads is not None
+        if self._workloads is None:
+            self._workloads = self._made()
+            self._loaded = []
         return self._workloads
 
     def _reap(self) -> None:
@@ -176,7 +275,7 @@ class PendingSpecs:
         (then they exit once their reply is sent)."""
         for process, conn in self._children:
             conn.close()
-            if self._workloads is not None:
+            if self._ok:
                 process.join(5)  # it exits once its reply is sent; never wait on it for ever
             if process.exitcode is None:
                 process.kill()
@@ -227,10 +326,6 @@ def _child(share: list, send: Any, others: list[Any]) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for conn in others:
         conn.close()  # the parent alone reads the pipes (this child's own included)
-    try:
-        os.nice(CHILD_NICENESS)
-    except OSError:
-        pass
     try:
         from reconciler.desired import loader
 

@@ -1,7 +1,10 @@
 """The operations behind the commands, one module per family: `planning` (validate,
-plan, and what plan, apply and drift share), `applying` (apply a specs folder or a saved
-plan, show), `drifting`, `importing` (import), `exporting` (export), `specfiles` (writing
-spec files), `states` (the state commands) and `watching` (watch: the engine as a controller).
+plan, and what plan, apply and drift share), `judging` (policy rules, and the finished
+plan), `reuse` (what watch keeps between plans), `applying` (apply a specs folder or a
+saved plan, show), `drifting`, `importing` (import), `exporting` (export), `specfiles` (writing
+spec files), `states` (the state commands) and `watching` (watch: the engine as a
+controller, with `specfolder`, what it reads of the specs, and `reporting`, what each cycle
+says).
 
 Each takes plain inputs (a specs folder, a state store, a client factory, options) and
 returns plain results (a `PlanResult`, an `executor.ApplyResult`, a `drift.DriftReport`,
@@ -17,15 +20,12 @@ from reconciler.operations.applying import apply, apply_saved, show
 from reconciler.operations.drifting import drift
 from reconciler.operations.exporting import Exported, ExportOptions, ExportResult, export
 from reconciler.operations.importing import ImportResult, import_all, import_workload
+from reconciler.operations.judging import finish, load_policy, policy_refusal, refuse_denied
 from reconciler.operations.planning import (
     PlanOptions,
     PlanResult,
-    finish,
     interrupted,
-    load_policy,
     plan,
-    policy_refusal,
-    refuse_denied,
     validate,
 )
 from reconciler.operations.states import (

@@ -13,18 +13,17 @@ from collections.abc import Sequence
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations.judging import finish, load_policy, refuse_denied
 from reconciler.operations.planning import (
     Approve,
     ClientFactory,
     OnEvent,
     PlanOptions,
     check_specs_folder,
-    finish,
-    load_policy,
     loading,
     make_plan,
     quiet,
-    refuse_denied,
+    resume_collector,
 )
 from reconciler.plans import Action, Plan
 from reconciler.state.model import State
@@ -44,6 +43,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
     seen: dict[str, str] = {}  # the auto refresh's list fingerprints
     with loading(specs_dir) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
+        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def make(client) -> tuple[Plan, list[DesiredWorkload]]:
             the_plan, _, desired = await make_plan(client, specs, state, options, pending,
@@ -52,6 +52,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
             if not options.targets:  # the state now follows this folder (its last write)
                 state.specs_folder = folder
             finish(the_plan, rules, options.policy)
+            resume_collector()  # the actions make garbage
             return the_plan, desired
 
         async def after(client, result) -> None:

@@ -1,9 +1,8 @@
 """Planning: `validate` and `plan`, and what plan, apply and drift share: loading the
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
 plan's projects (`live.projects.read_projects`: each with its quota, name, or why it is
-unknown), and finishing a plan (`finish`: its GPU impact, then the results of the policy
-rules, the typed fields of `plans.Plan` that the renderers, the executor and a saved plan
-read), with the policy's loading and refusal (`load_policy`, `refuse_denied`).
+unknown), and finishing a plan with its GPU impact and the policy rules' results
+(`judging.finish`).
 Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
 when a client is (`--no-refresh` starts without the HTTP client).
 
@@ -19,12 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection, Iterator, Sequence
+import gc
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
 from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations.judging import finish, load_policy
+from reconciler.operations.reuse import Reuse
 from reconciler.plans import Action, Plan
 from reconciler.state import journal
 from reconciler.state.model import State
@@ -70,14 +72,44 @@ def quiet(message: str) -> None:
 def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     """The specs loading (on the other core for a big folder) while the caller reads the
     state and the live workloads; stopped when the operation ends. `caller_busy=False`
-    when the caller only waits (validate): then the loaders take every core."""
-    from reconciler.desired import start_loading
+    when the caller only waits (validate): then the loaders take every core. The files
+    the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
+    the end.
 
-    pending = start_loading(directory, caller_busy=caller_busy)
+    The cycle collector is paused meanwhile, until the plan is made (`resume_collector`,
+    which apply calls before it acts: its requests make garbage): an operation's specs,
+    state and live bodies are millions of containers, none of them garbage, and the
+    collector's passes over them cost a third of the CPU of a plan of 10,000
+    (docs/performance.md). When it resumes, what exists is frozen (`gc.freeze`): its next
+    passes (the plan's GPU impact, rendering, apply's actions) need not walk it."""
+    from reconciler.desired import start_loading
+    from reconciler.desired.cache import SpecCache
+
+    global _paused
+    _paused = gc.isenabled()
+    gc.disable()
     try:
-        yield pending
+        pending = start_loading(directory, caller_busy=caller_busy,
+                                cache=SpecCache.for_folder(directory))
+        try:
+            yield pending
+        finally:
+            pending.cancel()
+            pending.save_cache()
     finally:
-        pending.cancel()
+        resume_collector()
+
+
+_paused = False  # the cycle collector was on when `loading` paused it
+
+
+def resume_collector() -> None:
+    """Turn the cycle collector back on if `loading` paused it, what exists frozen."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.freeze()
+        gc.enable()
 
 
 # --- validate and plan --------------------------------------------------------------
@@ -101,6 +133,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     rules = load_policy(options.policy)
     with loading(specs_dir) as specs:
         state, pending = store.read_with_pending()
+        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:
@@ -129,39 +162,6 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
             raise errors.ReconcileError(f"cannot write the plan to {out}: {exc.strerror}") from None
         result.saved_to = out
     return result
-
-
-class Reuse:
-    """What a caller that plans again and again with the same options (watch) keeps from
-    one plan to the next:
-
-    - `projects`: the project reads (quota, name) that succeeded, used instead of reading
-      them again (the caller empties it when it wants them read afresh);
-    - the last plans and their inputs: the planner is pure, so when the specs and the
-      state are the very objects a kept plan was made from (the caller re-reads neither
-      when they did not change) and live, the list's vouchers and the open intents are
-      equal to its, that plan is the answer, not made again. Two are kept, so that an auto
-      refresh after a full one finds the plan of the auto refresh before it."""
-
-    KEPT = 2
-
-    def __init__(self) -> None:
-        self.projects: dict[str, Any] = {}
-        self._kept: list[tuple[tuple, Plan]] = []  # (inputs, plan), the latest first
-
-    def plan(self, make: Callable[[], Plan], desired, state: State, live: dict,
-             listed: dict, interrupted_: Collection[str]) -> Plan:
-        for i, (inputs, plan) in enumerate(self._kept):
-            if inputs[1] is state and len(inputs[0]) == len(desired) \
-                    and all(a is b for a, b in zip(inputs[0], desired)) \
-                    and inputs[2:] == (live, listed, frozenset(interrupted_)):
-                self._kept.insert(0, self._kept.pop(i))
-                return plan
-        plan = make()
-        # Copies: the caller goes on to change its dicts (a second plan after the GETs).
-        inputs = (list(desired), state, dict(live), dict(listed), frozenset(interrupted_))
-        self._kept = [(inputs, plan), *self._kept][:self.KEPT]
-        return plan
 
 
 async def make_plan(client, specs, state: State, options: PlanOptions,
@@ -216,7 +216,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                             reuse: Reuse | None = None) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     reads of the workloads the state knows start while the specs still load. The specs'
-    project names are resolved once they are loaded, before the lookups by name.
+    project names are resolved once they are loaded, before the lookups by name, and
+    their manifests' workload types checked against the control plane's
+    (`live.workload_types`: one read, only when a spec is a Manifest).
     Without a client, `desired` are the specs (already resolved). `pending`: the
     journal's open intents (a killed run's), whose deletes and creates the plan finishes.
 
@@ -227,11 +229,13 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     listed: dict[str, str | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
-        from reconciler.live import projects
+        from reconciler.live import projects, workload_types
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            desired = await projects.resolve_projects(client, await specs.wait())
+            resolved = await projects.resolve_projects(client, await specs.wait())
+            # A Manifest's type must be one the control plane registers (one read).
+            desired = await workload_types.check_manifests(client, resolved)
             return desired
 
         # While the specs load on the other core: the token and the transport's set-up.
@@ -290,62 +294,6 @@ async def resolved_without_refresh(specs, connect: ClientFactory) -> list[Desire
 
     async with connect() as client:
         return await projects.resolve_projects(client, desired)
-
-
-# --- policy -------------------------------------------------------------------------
-
-
-def load_policy(paths: Sequence[str]) -> list | None:
-    """The rules (`policy.Source`s) of the policy files at `paths`, None without any;
-    `errors.PolicyFileError` lists every problem (file, line, field) of every file."""
-    if not paths:
-        return None
-    from reconciler import policy
-    from reconciler.desired import documents
-    from reconciler.desired.sources import Problem
-
-    rules: list = []
-    problems: list[Problem] = []
-    for path in paths:
-        doc, raw, found = documents.read_model(path, policy.PolicyFile)
-        problems += [Problem(p.file, p.line, p.path, policy.problem_words(p.path, p.message))
-                     for p in found]
-        if doc is not None and raw is not None:
-            rules += policy.sources_of(path, doc, raw.line_of)
-    problems += [Problem(f, line, "", m) for f, line, m in policy.duplicate_names(rules)]
-    if problems:
-        raise errors.PolicyFileError([str(p) for p in problems])
-    return rules
-
-
-def finish(the_plan: Plan, rules: list | None, files: Sequence[str]) -> Plan:
-    """Finish `the_plan` for the renderers, the executor and a saved plan: its GPU impact
-    (from its changes and the quota reads it carries) and, with `rules` (None: no
-    policy, and a saved plan keeps the results it recorded), their results
-    (`plan.policy`), which read that impact. Returns the plan."""
-    the_plan.gpu_impact = gpus.impact_of(the_plan)
-    if rules is not None:
-        from reconciler import policy
-
-        the_plan.policy = policy.evaluate(rules, the_plan, files=files)
-    return the_plan
-
-
-def policy_refusal(the_plan: Plan) -> str | None:
-    """Why apply refuses `the_plan` for its policy results, None when it does not."""
-    report = the_plan.policy
-    if report is None or report.passed:
-        return None
-    failed = report.failed
-    return (f"the plan breaks {len(failed)} deny rule{'s' if len(failed) != 1 else ''} of the "
-            f"policy ({', '.join(r.name for r in failed)})")
-
-
-def refuse_denied(the_plan: Plan) -> None:
-    """`errors.PolicyDenied` when the plan's policy results failed: nothing is applied."""
-    reason = policy_refusal(the_plan)
-    if reason:
-        raise errors.PolicyDenied(f"{reason}: nothing was applied.", the_plan)
 
 
 def check_specs_folder(specs_dir: str, store, state: State, the_plan: Plan,

@@ -14,9 +14,13 @@ from reconciler import errors
 from reconciler.state.model import ResourceState, State
 
 
-def state_list(store) -> list[tuple[str, str | None]]:
-    """(address, project name or None) of each workload the state tracks, sorted."""
-    return [(a, r.project_name) for a, r in sorted(store.read().resources.items())]
+def state_list(store) -> list[tuple[str, str | None, str | None]]:
+    """(address, project name or None, a Manifest's own kind or None) of each workload the
+    state tracks, sorted."""
+    from reconciler import manifests
+
+    return [(a, r.project_name, manifests.kind_in(r.applied))
+            for a, r in sorted(store.read().resources.items())]
 
 
 def never_written(store, state: State | None = None) -> bool:

@@ -40,7 +40,7 @@ def export_text(result, out_dir: str) -> str:
     lines += [f"  {path}  (the fields its folder's specs share)" for path in result.defaults_files]
     skipped = [f"{count} {why}" for why, count in result.skipped.items() if count]
     if skipped:
-        lines.append(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings).")
+        lines.append(f"Skipped {' and '.join(skipped)} (deleted workloads, completed trainings and jobs).")
     needing = [e for e in result.exported if e.secrets]
     if needing:
         lines.append(f"{len(needing)} file{'s hold' if len(needing) != 1 else ' holds'} a "
@@ -79,9 +79,10 @@ def imported_all(result, where: str) -> str:
 # --- state ----------------------------------------------------------------------------
 
 
-def state_list(rows: Sequence[tuple[str, str | None]]) -> str:
-    """`state list`: one address a line, with its project's name when known."""
-    return _lines([addr + words.project_name_note(name) for addr, name in rows])
+def state_list(rows: Sequence[tuple[str, str | None, str | None]]) -> str:
+    """`state list`: one address a line, with a Manifest's own kind and its project's name
+    when known: `Manifest/7/gpt-pretrain (PyTorchJob, project team-a)`."""
+    return _lines([addr + words.address_note(kind, name) for addr, name, kind in rows])
 
 
 def state_show(record, *, show_sensitive: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from reconciler.render import impact, words
 from reconciler.render import json as json_render
 
-FORMAT_VERSION = "1.3"
+FORMAT_VERSION = "1.4"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -33,7 +33,8 @@ def render_text(report) -> str:
         n = len(report.drifted)
         lines += [f"Drift: {n} workload{'s' if n != 1 else ''} changed outside runai-reconcile.", ""]
         for item in report.drifted:
-            lines.append(f"  # {item.address} {_WORDS[item.reason]}")
+            lines.append(f"  # {item.address}{words.address_note(item.manifest_kind, None)} "
+                         f"{_WORDS[item.reason]}")
             for p in item.paths:
                 state = words.shown(p.path, p.state, item.sensitive)
                 live = words.shown(p.path, p.live, item.sensitive)
@@ -89,8 +90,9 @@ def report_document(report) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "has_drift": report.has_drift,
         "drift": [{
-            "address": item.address, "kind": item.kind, "name": item.name,
-            "project_id": item.project_id, "workload_id": item.workload_id,
+            "address": item.address, "kind": item.kind,
+            **words.manifest_kind_field(item.manifest_kind),
+            "name": item.name, "project_id": item.project_id, "workload_id": item.workload_id,
             "reason": item.reason,
             "paths": [{"path": p.path,
                        "state": words.mask_at(p.path, p.state, item.sensitive),
@@ -100,7 +102,8 @@ def report_document(report) -> dict[str, Any]:
                      "live": impact.gpus_doc(item.gpus_live)},
         } for item in report.drifted],
         "pending_changes": [{
-            "address": rc.address, "kind": rc.kind, "action": rc.action.value,
+            "address": rc.address, "kind": rc.kind,
+            **words.manifest_kind_field(words.manifest_kind(rc)), "action": rc.action.value,
             "actions": json_render.actions(rc.action), "action_reason": rc.reason, "state_changes": rc.state_changes,
             "changed_paths": [{"path": c.path,
                                "before": words.mask_at(c.path, c.before, rc.sensitive),
@@ -108,7 +111,8 @@ def report_document(report) -> dict[str, Any]:
                               for c in rc.changes],
         } for rc in pending],
         "interrupted": [{
-            "address": item.address, "kind": item.kind, "name": item.name,
+            "address": item.address, "kind": item.kind,
+            **words.manifest_kind_field(item.manifest_kind), "name": item.name,
             "project_id": item.project_id, "workload_id": item.workload_id,
         } for item in report.interrupted],
         "pending_error": report.pending_error,

@@ -22,8 +22,8 @@ from reconciler import kinds, plans
 from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.7"
-APPLY_FORMAT_VERSION = "1.1"
+FORMAT_VERSION = "1.8"
+APPLY_FORMAT_VERSION = "1.2"
 _SORTED = orjson.OPT_SORT_KEYS
 _MISSING = object()
 
@@ -116,6 +116,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
     return {
         "address": rc.address,
         "kind": rc.kind,
+        **words.manifest_kind_field(words.manifest_kind(rc)),
         "name": rc.name,
         "project_id": rc.project_id,
         "workload_id": rc.workload_id,
@@ -214,8 +215,9 @@ def _drift(rc: ResourceChange) -> dict[str, Any] | None:
     # Terraform's words for what happened outside, so that a tool that reads every
     # `resource_drift[].change.actions` of a Terraform plan reads ours.
     outside = ["delete"] if rc.reason == plans.REASON_DELETED_OUTSIDE else ["update"]
-    return {"address": rc.address, "kind": rc.kind, "action_reason": rc.reason, "paths": paths,
-            "change": {"actions": outside}}
+    return {"address": rc.address, "kind": rc.kind,
+            **words.manifest_kind_field(words.manifest_kind(rc)),
+            "action_reason": rc.reason, "paths": paths, "change": {"actions": outside}}
 
 
 # --- apply result -------------------------------------------------------------------
@@ -235,8 +237,9 @@ def apply_document(result) -> dict[str, Any]:
         o = by_addr.get(rc.address)  # none: skipped after a signal (`result.not_started`)
         status = o.status if o is not None else "not_started"
         outcomes.append({
-            "address": rc.address, "kind": rc.kind, "name": rc.name,
-            "project_id": rc.project_id, "action": rc.action.value,
+            "address": rc.address, "kind": rc.kind,
+            **words.manifest_kind_field(words.manifest_kind(rc)),
+            "name": rc.name, "project_id": rc.project_id, "action": rc.action.value,
             "actions": actions(rc.action), "adopted": rc.adopted,
             "outcome": status,
             "error": o.message if o is not None and status == "failed" else None,

@@ -261,7 +261,7 @@ def _plan_line(rc: ResourceChange) -> str:
 def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
     summary = (f"<code>{html.escape(words.SYMBOLS[rc.action])}</code> "
                f"<b>{html.escape(rc.address)}</b>"
-               f"{html.escape(words.project_name_note(rc.project_name))} "
+               f"{html.escape(words.address_note(words.manifest_kind(rc), rc.project_name))} "
                f"{html.escape(words.phrase(rc))}")
     if moved is not None:
         summary += " · GPUs " + html.escape(impact.moves(moved.before, moved.after, "→"))
@@ -300,7 +300,8 @@ def _diff_lines(c: FieldChange, sensitive: tuple[str, ...]) -> list[str]:
 
 
 def _drift_line(item) -> str:
-    return f"- {item.address} ({_DRIFT_WORDS[item.reason]})"
+    note = f"{item.manifest_kind}, " if item.manifest_kind else ""
+    return f"- {item.address} ({note}{_DRIFT_WORDS[item.reason]})"
 
 
 _DRIFT_WORDS = {
@@ -311,7 +312,9 @@ _DRIFT_WORDS = {
 
 
 def _drift_details(item) -> str:
-    summary = f"<b>{html.escape(item.address)}</b> {_DRIFT_WORDS[item.reason]}"
+    summary = (f"<b>{html.escape(item.address)}</b>"
+               f"{html.escape(words.address_note(item.manifest_kind, None))} "
+               f"{_DRIFT_WORDS[item.reason]}")
     lines: list[str] = []
     for p in item.paths:
         state = words.mask_at(p.path, p.state, item.sensitive)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler import kinds, phases, plans
+from reconciler import kinds, manifests, phases, plans
 from reconciler.masking import MASK, is_masked, mask_at, mask_body, secret_name  # noqa: F401
 from reconciler.plans import Action, ResourceChange
 
@@ -69,7 +69,7 @@ def phrase(rc: ResourceChange) -> str:
 def listed(rc: ResourceChange) -> str:
     """`<symbol> <address> (<action>)`: one change on one line; a no-op that changes the
     state alone is `= <address> (state only: <settings>)`."""
-    where = f"{rc.address}{project_name_note(rc.project_name)}"
+    where = f"{rc.address}{address_note(manifest_kind(rc), rc.project_name)}"
     if rc.action is Action.NOOP:
         return f"= {where} (state only: {', '.join(rc.state_changes) or 'adopted'})"
     return f"{SYMBOLS[rc.action]} {where} ({rc.action.value})"
@@ -80,9 +80,12 @@ def header(rc: ResourceChange) -> str:
     return f"# {rc.address} {phrase(rc)}"
 
 
-def project_name_note(project_name: str | None) -> str:
-    """` (project team-a)` after an address whose project's name is known, else ``."""
-    return f" (project {project_name})" if project_name else ""
+def address_note(manifest_kind: str | None, project_name: str | None) -> str:
+    """What is said after an address: a Manifest's own kind and the project's name, each
+    when known: ` (PyTorchJob, project team-a)`, ` (PyTorchJob)`, ` (project team-a)`, ``."""
+    said = [manifest_kind or "", f"project {project_name}" if project_name else ""]
+    said = [s for s in said if s]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def plan_summary(plan: plans.Plan) -> str:
@@ -205,6 +208,7 @@ def drifted_paths(rc: ResourceChange) -> list[str]:
 # messages use them too); re-exported here for the renderers.
 
 _ENV_FIELD = "environmentVariables"
+_K8S_ENV = re.compile(r"(?:^|\.)env(?:\[|$)")
 _LAST_FIELD = re.compile(r"(?:^|\.)(?P<field>[A-Za-z0-9_]+)(?:\[[^\]]*\])?$")
 
 
@@ -212,12 +216,14 @@ def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
     """`encode(mask_at(path, value, sensitive))`: the value at `path` as text, masked.
 
     Quick when nothing in it can be masked: a secret-named variable's path always holds
-    "environmentVariables" (in `path`, or as a key below it, so in the encoded text), and
+    "environmentVariables" or a manifest's "env" (in `path`, or as a key below it, so in
+    the encoded text), and
     a `sensitive` path can only mask inside `path` when one starts with the other."""
     text = encode(value)
     if any(p.startswith(path) or path.startswith(p) for p in sensitive):
         return encode(mask_at(path, value, sensitive))
-    if _ENV_FIELD in text:
+    if _ENV_FIELD in text or '"env"' in text or _K8S_ENV.search(path):
+        # (a Kubernetes container's `env`, in a Manifest: the same rule, no quick path)
         return encode(mask_at(path, value, sensitive))
     if _ENV_FIELD in path:
         if path.endswith("]") and type(value) is dict and not is_masked(path + ".value"):
@@ -276,11 +282,19 @@ def policy_notes(report) -> list[str]:
     return [f"rule {r.name}: {n}" for r in report.ordered() for n in r.notes]
 
 
+def manifest_kind(rc: ResourceChange) -> str | None:
+    """A Manifest change's own kind (`PyTorchJob`: of the spec, else of the workload it
+    replaces or deletes), shown beside the address in every format; None for other kinds."""
+    return manifests.kind_in(rc.after, rc.before)
+
+
+def manifest_kind_field(manifest_kind: str | None) -> dict[str, str]:
+    """The JSON documents' `manifest_kind` member: present only for a Manifest."""
+    return {"manifest_kind": manifest_kind} if manifest_kind else {}
+
+
 def manifest_type(rc) -> str:
-    """`PyTorchJob, ` for a Manifest change (its manifest's own kind, shown beside the
-    address), else ``."""
-    for body in (rc.after, rc.before):
-        manifest = body.get("manifest") if isinstance(body, dict) else None
-        if isinstance(manifest, dict) and isinstance(manifest.get("kind"), str):
-            return f"{manifest['kind']}, "
-    return ""
+    """`PyTorchJob, ` for a Manifest change (`manifest_kind`, for the text header's
+    parenthesis), else ``."""
+    kind = manifest_kind(rc)
+    return f"{kind}, " if kind else ""

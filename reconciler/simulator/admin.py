@@ -4,7 +4,7 @@ Callers: `app` adds `routes(sim)` (and `projects` its POST /_sim/projects).
 
     GET|DELETE        /_sim/requests              the API request log, with counts by route
     GET|DELETE        /_sim/workloads             every workload (DELETE: wipe everything,
-                                                  defined projects too)
+                                                  defined projects and workload types too)
     GET|PATCH|DELETE  /_sim/workloads/{id}        PATCH: JSON merge patch (RFC 7386) on the
                                                   stored body, behind the client's back
                                                   (drift); DELETE: gone at once, out of band
@@ -12,6 +12,12 @@ Callers: `app` adds `routes(sim)` (and `projects` its POST /_sim/projects).
     GET|PUT|DELETE    /_sim/faults                the `faults.Faults` settings; PUT changes
                                                   those it names; DELETE puts back the ones
                                                   the simulator started with
+    GET|PUT|DELETE    /_sim/workload-types        the registered workload types and the
+                                                  status their list answers with
+                                                  (`manifests.WorkloadTypes`): PUT
+                                                  {"types": [...], "status": N}; DELETE puts
+                                                  back the start's (so does DELETE
+                                                  /_sim/workloads)
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ def routes(sim: Simulator) -> list[Route]:
         Route("/_sim/workloads/{workloadId}", bound(workload), methods=["GET", "PATCH", "DELETE"]),
         Route("/_sim/workloads/{workloadId}/phase", bound(phase), methods=["POST"]),
         Route("/_sim/faults", bound(faults), methods=["GET", "PUT", "DELETE"]),
+        Route("/_sim/workload-types", bound(workload_types), methods=["GET", "PUT", "DELETE"]),
     ]
 
 
@@ -69,6 +76,7 @@ async def workloads(sim: Simulator, request: Request) -> Response:
     if request.method == "DELETE":
         sim.store.clear()  # the projects' definitions too
         sim.projects.defined.clear()
+        sim.workload_types.reset()
     sim.store.settle()
     return JSONResponse({
         "workloads": [_shown(sim, r) for r in sim.store.live.values()],
@@ -129,6 +137,17 @@ async def faults(sim: Simulator, request: Request) -> Response:
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
     return JSONResponse(sim.faults.to_json())
+
+
+async def workload_types(sim: Simulator, request: Request) -> Response:
+    if request.method == "DELETE":
+        sim.workload_types.reset()
+    elif request.method == "PUT":
+        try:
+            sim.workload_types.update(await read_json(request))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+    return JSONResponse(sim.workload_types.to_json())
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -9,7 +9,8 @@ modules take the `Simulator` their handlers act on:
     listing     GET  /api/v1/workloads                 and /api/v1/workloads/{id}
     workloads   each kind's routes under its path      (`kinds.KINDS`)
     projects    GET  /api/v1/org-unit/projects         and .../{id}; POST /_sim/projects
-    admin       /_sim/requests, /_sim/workloads, /_sim/faults, forced phases
+    admin       /_sim/requests, /_sim/workloads, /_sim/faults, /_sim/workload-types,
+                forced phases
 
 Every API route but the token route needs a bearer token (`Simulator.auth`). Requests go
 through `faults.FaultMiddleware` (log, latency, errors) and then Starlette's router;
@@ -71,6 +72,7 @@ class Simulator:
             except (KeyError, ValueError) as exc:
                 raise SimulatorDataError(f"cannot read simulator data {data_path}: project "
                                          f"{saved.get('id')!r}: {exc}") from None
+        self.workload_types = manifests.WorkloadTypes()  # what /api/v1/workload-types lists
         self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
         self.api_routes: list = []  # set by create_app; names the log's routes
 

@@ -15,10 +15,15 @@ Choices where the API spec is silent:
   additions: `spec.schedulerName: runai-scheduler` in every pod template, the labels
   `runai/queue` and `project` on the manifest's metadata, a `uid`, and Kubernetes'
   container defaults (`terminationMessagePath`, `terminationMessagePolicy`,
-  `imagePullPolicy` by the image's tag).
+  `imagePullPolicy` by the image's tag). A record whose phase is Completed or Failed (forced
+  through `/_sim/workloads/{id}/phase`) has the `status` its type's operator writes: a
+  Job's condition Complete or Failed, a Kubeflow job's Succeeded or Failed, a RayJob's
+  `jobDeploymentStatus` and `jobStatus`, another type's `phase`.
 - `syncInfo.status` follows the record's phase: Queued (Creating), Applying
   (Initializing, Updating), Synced (Running), Deleting.
-- A manifest whose apiVersion's group and kind are not in `WORKLOAD_TYPES` answers 400.
+- A manifest whose apiVersion's group and kind are not a registered type answers 400. The
+  registered types are `WORKLOAD_TYPES` at start; `PUT /_sim/workload-types` (`admin`)
+  changes them, or makes their list answer another status (`WorkloadTypes`).
 - The list endpoint's `type` of these workloads is "manifest".
 """
 
@@ -93,10 +98,54 @@ def _check(schema: validator.Obj, body) -> list[validator.Issue]:
     return issues
 
 
-def registered(manifest: dict) -> bool:
+def registered(sim: Simulator, manifest: dict) -> bool:
+    """Whether the manifest's kind and apiVersion group are a type `sim` registers."""
     api_version = manifest.get("apiVersion")
     group = api_version.rpartition("/")[0] if isinstance(api_version, str) else None
-    return any(name == manifest.get("kind") and g == group for name, g, _, _ in WORKLOAD_TYPES)
+    return any(t["name"] == manifest.get("kind") and t["group"] == group
+               for t in sim.workload_types.types)
+
+
+class WorkloadTypes:
+    """The registered types `GET /api/v1/workload-types` lists and a create or PUT is
+    checked against (`WORKLOAD_TYPES` at start), and the status that list answers with (200,
+    or another the admin surface sets: a control plane whose list is forbidden to the
+    caller's role, or missing). `PUT /_sim/workload-types` changes both, `DELETE` (and
+    `DELETE /_sim/workloads`) puts them back."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.types: list[dict] = [
+            {"name": name, "group": group, "categoryName": category, "priorityName": priority}
+            for name, group, category, priority in WORKLOAD_TYPES]
+        self.status = 200
+
+    def to_json(self) -> dict:
+        return {"types": self.types, "status": self.status}
+
+    def update(self, body) -> None:
+        """Take `{"types": [{"name", "group", "categoryName"?, "priorityName"?}],
+        "status": N}` (either key); ValueError naming what is wrong."""
+        if not isinstance(body, dict) or not set(body) <= {"types", "status"}:
+            raise ValueError('the body must be {"types": [...], "status": N} (either key)')
+        status = body.get("status", self.status)
+        if isinstance(status, bool) or not isinstance(status, int) or not 200 <= status <= 599:
+            raise ValueError("status must be an HTTP status, 200 to 599")
+        types = body.get("types", self.types)
+        if not isinstance(types, list) or not all(
+                isinstance(t, dict) and isinstance(t.get("name"), str)
+                and isinstance(t.get("group"), str)
+                and t.get("categoryName", "Train") in _CATEGORY_IDS
+                and t.get("priorityName", "low") in _PRIORITY_IDS for t in types):
+            raise ValueError("types must be a list of {name, group} objects, with a "
+                             "categoryName of " + ", ".join(_CATEGORY_IDS) + " and a "
+                             "priorityName of " + ", ".join(_PRIORITY_IDS) + " if given")
+        self.types = [{"name": t["name"], "group": t["group"],
+                       "categoryName": t.get("categoryName", "Train"),
+                       "priorityName": t.get("priorityName", "low")} for t in types]
+        self.status = status
 
 
 def _with_server_additions(manifest: dict, project_name: str, uid: str) -> dict:
@@ -128,6 +177,26 @@ def _fill_templates(node) -> None:
             _fill_templates(v)
 
 
+# A finished workload's Kubernetes status by its type (what each operator writes), when
+# the record's phase is Completed or Failed (`/_sim/workloads/{id}/phase` forces one).
+_KUBEFLOW = ("PyTorchJob", "TFJob", "XGBoostJob", "MPIJob")
+
+
+def _status(manifest_type: str, phase: str) -> dict | None:
+    if phase not in ("Completed", "Failed"):
+        return None
+    ok = phase == "Completed"
+    if manifest_type == "Job":
+        return {"conditions": [{"type": "Complete" if ok else "Failed", "status": "True"}]}
+    if manifest_type in _KUBEFLOW:
+        return {"conditions": [{"type": "Created", "status": "True"},
+                               {"type": "Succeeded" if ok else "Failed", "status": "True"}]}
+    if manifest_type == "RayJob":
+        return {"jobDeploymentStatus": "Complete" if ok else "Failed",
+                "jobStatus": "SUCCEEDED" if ok else "FAILED"}
+    return {"phase": phase}
+
+
 def _sync_status(phase: str) -> str:
     return {"Creating": "Queued", "Initializing": "Applying", "Updating": "Applying",
             "Deleting": "Deleting", "Failed": "Failed"}.get(phase, "Synced")
@@ -149,10 +218,13 @@ def workload(sim: Simulator, rec: Record) -> dict:
         "createdAt": b["createdAt"], "createdBy": b["createdBy"],
         "updatedAt": b["updatedAt"], "updatedBy": b["updatedBy"],
     }
+    running = _with_server_additions(b["rawManifest"], project_name, b["workloadId"])
+    status = _status(str(b["rawManifest"].get("kind")), sim.store.phase(rec))
+    if status is not None:
+        running["status"] = status
     return {"metadata": {k: v for k, v in meta.items() if v is not None},
             "desiredPhase": b["desiredPhase"], "rawManifest": b["rawManifest"],
-            "workloadManifest": _with_server_additions(b["rawManifest"], project_name,
-                                                       b["workloadId"])}
+            "workloadManifest": running}
 
 
 def routes(sim: Simulator, kind: Kind) -> list[Route]:
@@ -168,10 +240,16 @@ def routes(sim: Simulator, kind: Kind) -> list[Route]:
 
     async def types(request: Request) -> Response:
         sim.auth(request)
+        registry = sim.workload_types
+        if registry.status != 200:
+            raise ApiError(registry.status, "workload types cannot be listed"
+                           if registry.status == 403 else "workload types are unavailable")
         return JSONResponse({"types": [
-            {"name": name, "group": group, "categoryId": _CATEGORY_IDS[category],
-             "priorityId": _PRIORITY_IDS[priority], "categoryName": category,
-             "priorityName": priority} for name, group, category, priority in WORKLOAD_TYPES]})
+            {"name": t["name"], "group": t["group"],
+             "categoryId": _CATEGORY_IDS[t["categoryName"]],
+             "priorityId": _PRIORITY_IDS[t["priorityName"]],
+             "categoryName": t["categoryName"], "priorityName": t["priorityName"]}
+            for t in registry.types]})
 
     return [Route(kind.path, create_, methods=["POST"]),
             Route(kind.path + "/{workloadId}", one, methods=["GET", "PUT", "DELETE"]),
@@ -187,7 +265,7 @@ async def create(sim: Simulator, kind: Kind, request: Request) -> Response:
     if issues:
         raise ApiError(400, issues_message(issues))
     manifest = body["manifest"]
-    if not registered(manifest):
+    if not registered(sim, manifest):
         raise ApiError(400, f"workload type {manifest.get('apiVersion')!r} "
                             f"{manifest.get('kind')!r} is not registered")
     meta = body["metadata"]
@@ -233,7 +311,7 @@ async def put(sim: Simulator, kind: Kind, request: Request) -> Response:
     if rec.body["desiredPhase"] == "Deleted":
         raise ApiError(409, f"Workload {rec.id} is being deleted")
     manifest = body.get("manifest")
-    if manifest is not None and not registered(manifest):
+    if manifest is not None and not registered(sim, manifest):
         raise ApiError(400, "workload type is not registered")
     now = sim.clock()
     new = {**rec.body, "updatedAt": iso(now), "updatedBy": str(claims.get("sub", ""))}

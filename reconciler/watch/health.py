@@ -48,7 +48,7 @@ def health_of(kind_name: str, live: Mapping[str, Any] | None) -> tuple[str, str 
         return status.SUSPENDED, None
     if phase == phases.COMPLETED:
         try:
-            completes = kinds.get(kind_name).completes
+            completes = kinds.get(kind_name).runs_to_completion(live)
         except (KeyError, ValueError):
             completes = False
         if completes:

@@ -32,7 +32,7 @@ def test_apply_json_is_one_document_with_each_outcome_and_the_counts(ws, sim_ser
 
     res, doc = apply_json(ws)
     assert res.exit_code == 0, res.stderr
-    assert doc["format_version"] == "1.1"
+    assert doc["format_version"] == "1.2"
     assert "Apply complete! Resources: 1 created, 0 updated, 1 replaced, 1 deleted" in res.stderr
     assert "Apply complete!" not in res.stdout
     state = ws.state()["resources"]

@@ -131,23 +131,28 @@ def test_corrupt_state_is_refused_and_kept(ws, sim_server):
 
 
 def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_server):
-    """From 100 spec files on, the specs load on the other core while the workloads the
-    state knows are read: a bad spec then still exits 1 naming it, after those reads, with
-    no write to the API and the state untouched."""
+    """From 100 spec files to load on, the specs load on the other core while the state
+    and the live workloads are read: a bad spec then still exits 1 naming it, after those
+    reads, with no write to the API and the state untouched. With the spec cache, the
+    one changed file is all there is to load: it loads at once, before anything is read."""
     specgen = _specgen()
     specgen.write_specs(ws.specs, 120)
     assert ws.apply().exit_code == 0
     before = ws.state_path.read_bytes()
-    sim_server.clear_requests()
     bad = sorted(ws.specs.rglob("*.yaml"))[57]
     bad.write_text(bad.read_text().replace("spec:\n", "spec:\n  imagePullPolcy: Always\n", 1))
-    for command in ("plan", "apply"):
-        res = ws.cli(command, str(ws.specs), *(["--auto-approve"] if command == "apply" else []))
-        assert res.exit_code == 1
-        assert bad.name in res.output and "imagePullPolcy" in res.output
-        assert "Traceback" not in res.output
-    assert sim_server.writes() == []
-    assert any(r["method"] == "GET" for r in sim_server.requests())  # the overlap was taken
+    for cache in ("off", "on"):
+        sim_server.clear_requests()
+        ws.env = {**ws.env, "RUNAI_RECONCILE_SPEC_CACHE": "off" if cache == "off" else None}
+        for command in ("plan", "apply"):
+            res = ws.cli(command, str(ws.specs),
+                         *(["--auto-approve"] if command == "apply" else []))
+            assert res.exit_code == 1
+            assert bad.name in res.output and "imagePullPolcy" in res.output
+            assert "Traceback" not in res.output
+        assert sim_server.writes() == []
+        reads = [r for r in sim_server.requests() if r["method"] == "GET"]
+        assert bool(reads) is (cache == "off")  # the overlap was taken, or not needed
     assert ws.state_path.read_bytes() == before
 
 

@@ -11,35 +11,13 @@ import time
 import pytest
 
 from tests.helpers.constants import CLUSTER
-from tests.helpers.watchproc import Watch
+from tests.helpers.watchproc import Watch, detail, inference, wait_until
 
 pytestmark = pytest.mark.http
 
 INTERVAL = 0.5  # seconds between cycles in these tests
 # A cycle here takes tens of milliseconds; this is what a loaded CI machine may add.
 SLACK_S = 2.0
-
-
-def inference(name: str, replicas: int = 2) -> str:
-    return f"""
-    kind: DistributedInference
-    name: {name}
-    projectId: "7"
-    clusterId: {CLUSTER}
-    spec:
-      replicas: {replicas}
-      workers: 1
-      servingPort:
-        port: 8000
-      leader:
-        image: vllm/vllm-openai:v0.6.3
-        compute:
-          gpuDevicesRequest: 1
-      worker:
-        image: vllm/vllm-openai:v0.6.3
-        compute:
-          gpuDevicesRequest: 1
-    """
 
 
 TRAINING = f"""
@@ -68,20 +46,6 @@ def applied(ws, sim_server) -> dict[str, dict]:
 
 def by_name(sim_server) -> dict[str, dict]:
     return {w["name"]: w for w in sim_server.live()}
-
-
-def detail(sim_server, path: str, wid: str) -> dict:
-    return sim_server.api("GET", f"/api/v1/workloads/{path}/{wid}").json()
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def drift_all(sim_server, live: dict[str, dict]) -> None:

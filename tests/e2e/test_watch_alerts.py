@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.helpers.constants import CLUSTER
 from tests.helpers.receiver import Receiver
 from tests.helpers.simserve import free_port
-from tests.helpers.watchproc import Watch
+from tests.helpers.watchproc import Watch, detail, inference, wait_until
 
 pytestmark = pytest.mark.http
 
@@ -34,28 +34,6 @@ def receiver():
 def words(receiver: Receiver) -> list[tuple[str, str | None]]:
     """(event, workload address) of each alert delivered, in order."""
     return [(e["event"], (e.get("workload") or {}).get("address")) for e in receiver.delivered]
-
-
-def inference(name: str, replicas: int = 2) -> str:
-    return f"""
-    kind: DistributedInference
-    name: {name}
-    projectId: "7"
-    clusterId: {CLUSTER}
-    spec:
-      replicas: {replicas}
-      workers: 1
-      servingPort:
-        port: 8000
-      leader:
-        image: vllm/vllm-openai:v0.6.3
-        compute:
-          gpuDevicesRequest: 1
-      worker:
-        image: vllm/vllm-openai:v0.6.3
-        compute:
-          gpuDevicesRequest: 1
-    """
 
 
 def training(name: str, *, protected: bool = False) -> str:
@@ -88,20 +66,6 @@ def applied(ws, sim_server, *, protected: bool = False) -> dict[str, str]:
     assert res.exit_code == 0, res.output
     wait_until(lambda: all(w["phase"] == "Running" for w in sim_server.live()), 10, "Running")
     return {w["name"]: w["id"] for w in sim_server.live()}
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
-def detail(sim_server, path: str, wid: str) -> dict:
-    return sim_server.api("GET", f"/api/v1/workloads/{path}/{wid}").json()
 
 
 def metrics(url: str) -> dict[tuple[str, tuple], float]:

@@ -1,5 +1,7 @@
 """`runai-reconcile watch` as a subprocess, for the end-to-end tests of the watch loop:
-its JSON log lines (stderr) read back as events, and waits on them."""
+its JSON log lines (stderr) read back as events, and waits on them; the spec those tests
+watch (`inference`), a wait on any condition (`wait_until`) and a workload's detail from
+the simulator (`detail`)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.helpers.constants import CLUSTER
 
 
 class Watch:
@@ -81,3 +85,39 @@ class Watch:
             self.proc.wait()
         if not self._log.closed:
             self._log.close()
+
+
+def inference(name: str, replicas: int = 2) -> str:
+    return f"""
+    kind: DistributedInference
+    name: {name}
+    projectId: "7"
+    clusterId: {CLUSTER}
+    spec:
+      replicas: {replicas}
+      workers: 1
+      servingPort:
+        port: 8000
+      leader:
+        image: vllm/vllm-openai:v0.6.3
+        compute:
+          gpuDevicesRequest: 1
+      worker:
+        image: vllm/vllm-openai:v0.6.3
+        compute:
+          gpuDevicesRequest: 1
+    """
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def detail(sim_server, path: str, wid: str) -> dict:
+    return sim_server.api("GET", f"/api/v1/workloads/{path}/{wid}").json()

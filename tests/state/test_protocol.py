@@ -65,7 +65,7 @@ def test_every_state_command_runs_on_a_store_with_only_the_protocols_members(tmp
     assert done.count(Action.CREATE) == 2 and not done.failed
     assert not operations.plan(str(tmp_path), store(), sim, options).plan.has_changes
     assert not operations.drift(str(tmp_path), store(), sim, parallelism=4).has_drift
-    assert [a for a, _ in operations.state_list(store())] == ["DistributedTraining/7/a",
+    assert [a for a, *_ in operations.state_list(store())] == ["DistributedTraining/7/a",
                                                                "DistributedTraining/7/b"]
     assert not operations.never_written(store())
     operations.state_rm(store(), ["DistributedTraining/7/a"])

@@ -1,4 +1,4 @@
-"""`planning.Reuse`: a watch cycle over an unchanged fleet does not plan it again, and any
+"""`reuse.Reuse`: a watch cycle over an unchanged fleet does not plan it again, and any
 change of what a plan is made from (a spec parsed again, a state read again, a live body,
 a listed phase, an open intent) makes a new plan."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from reconciler import planner
 from reconciler.desired import load_specs
-from reconciler.operations.planning import Reuse
+from reconciler.operations.reuse import Reuse
 from reconciler.state.model import State
 
 SPEC = """kind: Training
