@@ -55,11 +55,13 @@ class WorkloadStatus:
     error: str | None = None  # the last action's error (masked)
     changed_at: float | None = None  # when sync or health last changed (epoch seconds)
     # What this cycle did, for the alerts (reconciler.watch.events) and the page:
-    acted: str | None = None  # this cycle's action on it, "<action>/<ok|failed|skipped>"
+    acted: str | None = None  # this cycle's action, "<action>/<ok|failed|skipped|deferred>"
     # This cycle's change for it undoes drift only (live moved, the spec did not), whether
     # or not it was healed: tells a heal's Healing/Failed from an apply's in sync mode.
     drift_found: bool = False
-    blocked_by: str | None = None  # the deny rule(s) that skipped this cycle's action ("gpu-cap")
+    # What held back this cycle's action: "policy <rules>", "preventDestroy",
+    # "sync without --prune" or "--max-actions N" (watch.modes).
+    blocked_by: str | None = None
 
 
 @dataclass(frozen=True)
