@@ -12,6 +12,8 @@ one run:
   refresh every `--full-refresh-every`: each cycle's wall time, the HTTP requests the watch
   sent (token and retries included) and the CPU seconds the watch process spent on it,
   from its log line; the first cycle (specs parsed, the first full refresh) is shown apart;
+- the cycle after one spec file changed (a label added to it; heal mode leaves it
+  OutOfSync): what reading the folder again costs;
 - drift to heal, `--drifts` times: a moment into the interval (spread over it), one
   workload is deleted or PATCHed out of band, and the time until the watch's cycle that
   healed it ends is taken, with that cycle's refresh.
@@ -105,6 +107,46 @@ def _drift(sim: Sim, specs: Path, i: int) -> str:
     return f"PATCH of {name} (an Inference's image)"
 
 
+def _wait_cycles(log: Path, n: int, proc: subprocess.Popen | None = None) -> list[dict]:
+    """The cycles' log lines once `n` more than now have ended."""
+    start = len(_cycles(log))
+    while len(_cycles(log)) < start + n:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(log.read_text())
+        time.sleep(0.02)
+    return _cycles(log)
+
+
+def _watch(argv: list[str], env: dict, log: Path, cwd: Path, specs: Path, cycles: int,
+           then=None) -> tuple[list[dict], dict, list[dict]]:
+    """Run a watch for `cycles` cycles, then edit one spec file (a label added: a spec
+    change, left OutOfSync in heal mode) and put it back, then `then(log)`; its first
+    `cycles` cycles, the cycle that read the edited folder, and all of them."""
+    edited = sorted(specs.glob("batch-*/*.yaml"))[0]
+    text = edited.read_text()
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            while len(_cycles(log)) < cycles:
+                if proc.poll() is not None:
+                    raise SystemExit(log.read_text())
+                time.sleep(0.1)
+            _wait_cycles(log, 1, proc)  # right after a cycle: the edit lands between two
+            edited.write_text(text.replace("  labels:\n", "  labels:\n    - name: edited\n"
+                                           "      value: \"yes\"\n", 1))
+            edit = _wait_cycles(log, 1, proc)[-1]
+            edited.write_text(text)
+            _wait_cycles(log, 1, proc)
+            if then is not None:
+                then(log)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            edited.write_text(text)
+    every = _cycles(log)
+    return every[:cycles], edit, every
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000)
@@ -139,48 +181,32 @@ def main(argv: list[str] | None = None) -> int:
         watch = [sys.executable, "-m", "reconciler.cli", *state, "watch", str(specs),
                  "--mode", "heal", "--interval", args.interval, "--log-format", "json",
                  "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"]
-        baseline: list[dict] = []
+        baseline, baseline_edit = [], None
         if args.baseline:
-            log = root / "baseline.log"
-            with open(log, "w") as err:
-                proc = subprocess.Popen(
-                    watch + ["--max-cycles", str(args.cycles)], cwd=root, stderr=err,
-                    env={**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
-                    stdout=subprocess.DEVNULL)
-                if proc.wait(600) != 0:
-                    raise SystemExit(log.read_text())
-            baseline = _cycles(log)
-        log = root / "watch.log"
+            baseline, baseline_edit, _ = _watch(
+                watch, {**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
+                root / "baseline.log", root, specs, args.cycles)
         heals: list[tuple[str, float | None, str | None]] = []
-        with open(log, "w") as err:
-            proc = subprocess.Popen(watch, env=env, cwd=root, stdout=subprocess.DEVNULL,
-                                    stderr=err)
-            try:
-                while len(_cycles(log)) < args.cycles:
-                    if proc.poll() is not None:
-                        raise SystemExit(log.read_text())
-                    time.sleep(0.1)
-                for i in range(args.drifts):
-                    # A moment into the interval after a cycle ends, spread over it.
-                    before = len(_cycles(log))
-                    while len(_cycles(log)) == before:
-                        time.sleep(0.02)
-                    time.sleep(interval_s * (i + 0.5) / (args.drifts + 1))
-                    before = len(_cycles(log))
-                    t0 = time.monotonic()
-                    what = _drift(sim, specs, i)
-                    took = refresh = None
-                    while time.monotonic() - t0 < 120:
-                        done = [c for c in _cycles(log)[before:] if c.get("healed")]
-                        if done:
-                            took, refresh = time.monotonic() - t0, done[0].get("refresh")
-                            break
-                        time.sleep(0.02)
-                    heals.append((what, took, refresh))
-            finally:
-                proc.terminate()
-                proc.wait(30)
-        cycles = _cycles(log)[:args.cycles]
+
+        def drifts(log: Path) -> None:
+            for i in range(args.drifts):
+                # A moment into the interval after a cycle ends, spread over it.
+                _wait_cycles(log, 1)
+                time.sleep(interval_s * (i + 0.5) / (args.drifts + 1))
+                before = len(_cycles(log))
+                t0 = time.monotonic()
+                what = _drift(sim, specs, i)
+                took = refresh = None
+                while time.monotonic() - t0 < 120:
+                    done = [c for c in _cycles(log)[before:] if c.get("healed")]
+                    if done:
+                        took, refresh = time.monotonic() - t0, done[0].get("refresh")
+                        break
+                    time.sleep(0.02)
+                heals.append((what, took, refresh))
+
+        cycles, edit, _ = _watch(watch, env, root / "watch.log", root, specs, args.cycles,
+                                 then=drifts)
     finally:
         sim.close()
     target_requests = math.ceil(args.n / 500) + projects + 2
@@ -199,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
             if baseline else ""
         print(f"| watch cycle {c['cycle']}{first} | {c.get('refresh')} | {c['duration_s']:.2f} | "
               f"{c['requests']}{target[0]} | {c['cpu_s']:.2f}{target[1]}{was} |")
+    for name, c in (("baseline", baseline_edit), ("this version", edit)):
+        if c is not None:
+            print(f"| {name}: the cycle after one spec file changed | {c.get('refresh')} | "
+                  f"{c['duration_s']:.2f} | {c['requests']} | {c['cpu_s']:.2f} |"
+                  + (" | |" if baseline else ""))
     for name, rows in (("baseline", baseline), ("this version", cycles)):
         auto = [c for c in rows if c.get("refresh") == "auto"]
         if auto:
