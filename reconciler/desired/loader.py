@@ -25,7 +25,6 @@ import os
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
