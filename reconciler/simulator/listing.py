@@ -29,10 +29,11 @@ the items of every record that passed the filters, as before.
 
 from __future__ import annotations
 
-import re
 import itertools
+import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -75,14 +76,14 @@ def routes(sim: Simulator) -> tuple[list[Route], list[Route]]:
             [Route("/api/v1/workloads/{workloadId}", one, methods=["GET"])])
 
 
-def _k8s_phase(phase: str) -> str:
-    return {"Running": "Running", "Completed": "Succeeded", "Failed": "Failed",
-            "Creating": "Pending", "Initializing": "Pending", "Pending": "Pending"}.get(phase,
-                                                                                          phase)
+_K8S_PHASES = {"Running": "Running", "Completed": "Succeeded", "Failed": "Failed",
+               "Creating": "Pending", "Initializing": "Pending", "Pending": "Pending"}
+_KEYS: dict[str, list[str]] = {}  # a container's dotted path, split
 
 
 def _at(body: dict, path: str) -> Any:
-    for key in path.split("."):
+    keys = _KEYS.get(path) or _KEYS.setdefault(path, path.split("."))
+    for key in keys:
         body = body.get(key) if isinstance(body, dict) else None
     return body
 
@@ -111,18 +112,23 @@ def _requested(compute: dict) -> dict:
     return out
 
 
-def list_item(sim: Simulator, rec: Record) -> dict:
+def list_item(sim: Simulator, rec: Record, now: float | None = None,
+              names: dict | None = None) -> dict:
+    """`rec` as a list item at `now` (the clock's time when None). A page passes one
+    `now` for all its items and a `names` dict, a memo of project names for that page."""
     kind = sim.kinds[rec.kind]
     b = rec.body
     spec = b.get("spec") or {}
-    phase = sim.store.phase(rec)
-    phase_at = iso(sim.store.phase_since(rec) if rec.deleted_at is None else rec.deleted_at)
-    project = sim.projects.by_id(str(b["projectId"]), b["clusterId"])
-    project_name = project.name if project else f"project-{b['projectId']}"
+    store = sim.store
+    if now is None:
+        now = sim.clock()
+    phase = store.phase(rec, now)
+    phase_at = iso(store.phase_since(rec, now) if rec.deleted_at is None else rec.deleted_at)
+    project_name = _project_name(sim, b, {} if names is None else names)
     item = {
         "tenantId": TENANT_ID, "runningPods": 0,
         "phaseUpdatedAt": phase_at, "k8sPhaseUpdatedAt": phase_at,
-        "updatedAt": iso(sim.store.updated_at(rec)), "source": "Control-plane",
+        "updatedAt": iso(store.updated_at(rec, now)), "source": "Control-plane",
         "deletedAt": iso(rec.deleted_at) if rec.deleted_at is not None else None,
         "type": rec.kind, "name": b["name"], "id": b["workloadId"],
         "priority": None, "priorityClassName": spec.get("priorityClass") or "",
@@ -131,7 +137,7 @@ def list_item(sim: Simulator, rec: Record) -> dict:
         "departmentName": f"department-{b.get('departmentId', DEPARTMENT_ID)}",
         "departmentId": b.get("departmentId", DEPARTMENT_ID),
         "namespace": f"runai-{project_name}", "createdAt": b["createdAt"],
-        "phase": phase, "conditions": [], "k8sPhase": _k8s_phase(phase),
+        "phase": phase, "conditions": [], "k8sPhase": _K8S_PHASES.get(phase, phase),
         "category": spec.get("category") or b.get("category") or kind.category,
         "preemptible": spec.get("preemptibility") == "preemptible",
     }
@@ -151,6 +157,15 @@ def list_item(sim: Simulator, rec: Record) -> dict:
     return item
 
 
+def _project_name(sim: Simulator, body: dict, names: dict) -> str:
+    project_id = str(body["projectId"])
+    name = names.get(project_id)
+    if name is None:
+        project = sim.projects.by_id(project_id, body["clusterId"])
+        name = names[project_id] = project.name if project else f"project-{project_id}"
+    return name
+
+
 async def list_workloads(sim: Simulator, request: Request) -> Response:
     sim.auth(request)
     q = request.query_params
@@ -168,7 +183,16 @@ async def list_workloads(sim: Simulator, request: Request) -> Response:
             break
     direct = [(_RECORD_FIELDS[f], op, v) for f, op, v in filters if f in _RECORD_FIELDS]
     on_items = [(f, op, v) for f, op, v in filters if f not in _RECORD_FIELDS]
-    return JSONResponse(_page(sim, paging, records, direct, on_items))
+    return _json(_page(sim, paging, records, direct, on_items))
+
+
+def _json(content: dict) -> Response:
+    """`content` as JSONResponse would answer it, written by orjson (in C); by
+    JSONResponse itself when orjson refuses it (an integer beyond 64 bits)."""
+    try:
+        return Response(orjson.dumps(content), media_type="application/json")
+    except orjson.JSONEncodeError:
+        return JSONResponse(content)
 
 
 def _page(sim: Simulator, paging: queries.Paging, records: list[Record],
@@ -176,12 +200,13 @@ def _page(sim: Simulator, paging: queries.Paging, records: list[Record],
     """{"workloads": the page, "next": the next offset if more match}, the same as
     sorting, filtering and cutting every record's item would give."""
     match = queries.match
+    now, names = sim.clock(), {}  # one time and one project lookup for the whole page
     start, end = paging.offset, paging.offset + paging.limit
     desc = paging.order == "desc"
     sort_by = paging.sort_by
     if sort_by is not None and sort_by not in _RECORD_FIELDS:
         candidates = [r for r in records if all(match(get(r), op, v) for get, op, v in direct)]
-        items = [list_item(sim, r) for r in candidates]
+        items = [list_item(sim, r, now, names) for r in candidates]
         items = [i for i in items if all(match(i.get(f), op, v) for f, op, v in on_items)]
         return paging.page(items, "workloads", dict.get)
     if sort_by is not None:
@@ -193,7 +218,7 @@ def _page(sim: Simulator, paging: queries.Paging, records: list[Record],
             page = records[max(0, n - end):max(0, n - start)][::-1]
         else:
             page = records[start:end]
-        out: dict = {"workloads": [list_item(sim, r) for r in page]}
+        out: dict = {"workloads": [list_item(sim, r, now, names) for r in page]}
         if end < n:
             out["next"] = end
         return out
@@ -201,11 +226,11 @@ def _page(sim: Simulator, paging: queries.Paging, records: list[Record],
     if direct:
         ordered = (r for r in ordered if all(match(get(r), op, v) for get, op, v in direct))
     if on_items:
-        found: Iterator[dict] = (i for i in (list_item(sim, r) for r in ordered)
+        found: Iterator[dict] = (i for i in (list_item(sim, r, now, names) for r in ordered)
                                  if all(match(i.get(f), op, v) for f, op, v in on_items))
         wanted = list(itertools.islice(found, start, end + 1))
     else:  # items for the page's records only
-        wanted = [list_item(sim, r) for r in itertools.islice(ordered, start, end + 1)]
+        wanted = [list_item(sim, r, now, names) for r in itertools.islice(ordered, start, end + 1)]
     out = {"workloads": wanted[:paging.limit]}
     if len(wanted) > paging.limit:
         out["next"] = end
@@ -216,4 +241,4 @@ async def get_any(sim: Simulator, request: Request) -> Response:
     sim.auth(request)
     item = list_item(sim, sim.live(request.path_params["workloadId"]))
     item["pendingSchedulingMessages"] = []
-    return JSONResponse(item)
+    return _json(item)

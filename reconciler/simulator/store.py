@@ -55,7 +55,8 @@ FORMAT_VERSION = 1
 
 def iso(ts: float) -> str:
     """RFC 3339 UTC with milliseconds, as the API writes its date-times."""
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    at = dt.datetime.fromtimestamp(ts, dt.timezone.utc)
+    return at.isoformat(timespec="milliseconds")[:-6] + "Z"  # "+00:00" as "Z"
 
 
 def _ms(ts: float) -> int:
@@ -195,12 +196,12 @@ class Store:
         """`rec` changed now: its `updated` moves past every time it has shown."""
         rec.updated = self.stamp(self.updated_at(rec))
 
-    def updated_at(self, rec: Record) -> float:
+    def updated_at(self, rec: Record, now: float | None = None) -> float:
         """When `rec` last changed: its last write, or the start of the phase the clock
         has brought it to since (a millisecond a phase at least, so each phase moves it)."""
         if rec.deleted_at is not None or self.phase_seconds <= 0:
             return rec.updated
-        idx = self._index(rec, self.clock())
+        idx = self._index(rec, self.clock() if now is None else now)
         if idx == 0:
             return rec.updated
         return (max(_ms(rec.since + idx * self.phase_seconds), _ms(rec.updated)) + idx) / 1000
@@ -239,8 +240,8 @@ class Store:
     def phase(self, rec: Record, now: float | None = None) -> str:
         return rec.phases[self._index(rec, self.clock() if now is None else now)]
 
-    def phase_since(self, rec: Record) -> float:
-        idx = self._index(rec, self.clock())
+    def phase_since(self, rec: Record, now: float | None = None) -> float:
+        idx = self._index(rec, self.clock() if now is None else now)
         return rec.since + idx * self.phase_seconds
 
     def transition(self, rec: Record, phases: list[str]) -> None:

@@ -19,9 +19,9 @@ def built(monkeypatch):
     count = {"n": 0}
     real = listing.list_item
 
-    def counted(sim, rec):
+    def counted(sim, rec, *context):
         count["n"] += 1
-        return real(sim, rec)
+        return real(sim, rec, *context)
 
     monkeypatch.setattr(listing, "list_item", counted)
     return count
