@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 import json
 import os
 import pathlib
@@ -53,6 +54,7 @@ STOPPED_PHASES = frozenset({"Stopping", "Stopped"})  # suspended, or on its way 
 FORMAT_VERSION = 1
 
 
+@functools.lru_cache(maxsize=1 << 15)  # a list page repeats its workloads' times
 def iso(ts: float) -> str:
     """RFC 3339 UTC with milliseconds, as the API writes its date-times."""
     at = dt.datetime.fromtimestamp(ts, dt.timezone.utc)
