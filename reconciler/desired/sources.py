@@ -159,21 +159,25 @@ def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         folder = Path(dirpath)
         chain = chains.get(folder.parent, ())
+        # pathlib once a folder; a file's sort key and display name are joined as text
+        rel = folder.relative_to(base)
+        key_prefix = f"{rel.as_posix()}/" if rel.parts else ""
+        shown_folder = str(Path(shown) / rel)
+        shown_prefix = "" if shown_folder == "." else os.path.join(shown_folder, "")
         here = []
         for name in filenames:
             lower = name.lower()
             if name.startswith(".") or not lower.endswith(SUFFIXES):
                 continue
             path = folder / name
-            rel = path.relative_to(base)
-            display = str(Path(shown) / rel)
+            display = shown_prefix + name
             if lower == DEFAULTS_NAME:
                 chain = chain + ((path, display),)
             elif lower.startswith("_defaults."):
                 problems.append(Problem(display, None, "", f"folder defaults must be named "
                                         f"{DEFAULTS_NAME}: this file is not read"))
                 continue
-            here.append((rel.as_posix(), path, display))
+            here.append((key_prefix + name, path, display))
         chains[folder] = chain
         found.extend((*entry, chain) for entry in here)
     found.sort()
