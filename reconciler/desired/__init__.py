@@ -5,10 +5,12 @@
     pending = start_loading("specs")  # the same, in forked children when that pays
     workloads = pending.result()      # or `await pending.wait()`
 
-Modules: `sources` (files → raw documents with line numbers), `defaults` (folder
-defaults merged into the specs below them), `fields` and `models` (the pydantic models of
-each kind's create body), `loader` (validation and error messages), `types` (DesiredWorkload, Lifecycle; shared with the planner), `background`
-(start_loading: load_specs in child processes while the caller works).
+Modules: `sources` (files → raw documents with line numbers), `parsing` (YAML and JSON
+text → raw documents, imported once a file is read), `defaults` (folder defaults merged
+into the specs below them), `fields` and `models` (the pydantic models of each kind's
+create body), `loader` (validation and error messages), `types` (DesiredWorkload,
+Lifecycle; shared with the planner), `background` (start_loading: load_specs in child
+processes while the caller works).
 Callers: the CLI and the planner's tests.
 """
 

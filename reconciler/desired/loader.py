@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reconciler import kinds, manifests, masking
-from reconciler.desired import defaults, fields, models, sources
+from reconciler.desired import defaults, fields, models, parsing, sources
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
@@ -223,7 +223,7 @@ def _load_document(doc: RawDocument | defaults.Layered,
                                                                        w.file, w.line or 0)))), []
 
 
-# --- YAML 1.1 forms (sources.yaml11_form) ----------------------------------------------
+# --- YAML 1.1 forms (parsing.yaml11_form) ----------------------------------------------
 
 def _yaml11_forms(doc: RawDocument | defaults.Layered, data: Any,
                   ) -> list[tuple[Path_, str, str]]:
@@ -239,7 +239,7 @@ def _yaml11_forms(doc: RawDocument | defaults.Layered, data: Any,
             stack.extend((path + (i,), v) for i, v in enumerate(value))
         elif isinstance(value, (bool, int, float)):
             text = doc.written(path)
-            form = sources.yaml11_form_of(value, text) if text is not None else None
+            form = parsing.yaml11_form_of(value, text) if text is not None else None
             if form is not None:
                 out.append((path, text, form))
     return out
