@@ -183,6 +183,19 @@ def test_list_items_carry_images_requests_and_node_pools(sim, conforms):
     assert _items(sim)[d]["images"] == ["nvcr.io/nvidia/pytorch:24.06"]
 
 
+def test_a_page_holding_an_integer_beyond_64_bits_is_still_listed(sim):
+    """The list is written by orjson, which refuses such an integer: the page is then
+    written as before, the number intact, not answered 500."""
+    big = 2 ** 70
+    wid = sim.create_distributed("big", compute={"gpuDevicesRequest": big})["workloadId"]
+    other = sim.create_distributed("small")["workloadId"]
+    items = _items(sim)
+    assert items[wid]["podsRequestedResources"] == {"gpu": {"request": big}}
+    assert other in items
+    r = sim.get(f"/api/v1/workloads/{wid}")
+    assert r.status_code == 200 and r.json()["podsRequestedResources"]["gpu"]["request"] == big
+
+
 # --- the index against a naive oracle ------------------------------------------------
 
 FIELDS = ["name", "projectId", "type", "phase", "clusterId", "createdAt", "submittedBy",
