@@ -120,34 +120,26 @@ def loads(raw: bytes | list[bytes], where: str) -> State:
     """Parse stored bytes; StateError naming `where` when they are not a valid state.
 
     `raw` may come in a one-item list that the caller gives up: the bytes are then let go
-    once parsed, so that a large state's bytes and objects are not both held longer than
-    needed (a third of the peak memory of a plan of 10,000).
-
-    orjson reads a valid state in two thirds of json's time (docs/performance.md); what
-    it refuses (an integer beyond 64 bits, NaN, a lone surrogate, bytes that are not
-    UTF-8) goes to json, which reads it as before or says what is wrong with it."""
+    once decoded, so that a large state's bytes and text are not both held while it is
+    parsed (a third of the peak memory of a plan of 10,000)."""
     hint = "it was left unchanged; fix it or restore it from its .backup"
     if isinstance(raw, list):
         raw = raw.pop()
     if not raw.strip():
         raise StateError(f"state file {where} is empty; {hint}")
     try:
-        data = orjson.loads(raw)
+        text = raw.decode("utf-8")
         del raw
-    except orjson.JSONDecodeError:
-        try:
-            text = raw.decode("utf-8")
-            del raw
-            data = json.loads(text)
-        except UnicodeDecodeError:
-            raise StateError(f"state file {where} is not UTF-8 text; {hint}") from None
-        except json.JSONDecodeError as exc:
-            raise StateError(
-                f"state file {where} is not valid JSON (line {exc.lineno} column {exc.colno}: "
-                f"{exc.msg}); {hint}") from None
-        except ValueError:  # an integer too long for Python
-            raise StateError(f"state file {where} is not valid JSON (an integer in it is too "
-                             f"long); {hint}") from None
+        data = json.loads(text)
+    except UnicodeDecodeError:
+        raise StateError(f"state file {where} is not UTF-8 text; {hint}") from None
+    except json.JSONDecodeError as exc:
+        raise StateError(
+            f"state file {where} is not valid JSON (line {exc.lineno} column {exc.colno}: "
+            f"{exc.msg}); {hint}") from None
+    except ValueError:  # an integer too long for Python
+        raise StateError(f"state file {where} is not valid JSON (an integer in it is too "
+                         f"long); {hint}") from None
     try:
         return State.from_json(data)
     except StateError as exc:
