@@ -83,6 +83,8 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     `ignore` holds dotted paths (lifecycle.ignoreChanges): a change at or under one
     is dropped. Sorted by path.
     """
+    if live is None and desired is applied and desired is not None:
+        return []  # the spec is the body the state holds (the spec cache shares it): alike
     if kind.manifest_body:
         desired, applied, live = _manifest_sides(desired, applied, live)
     if desired is not None and applied is not None and live is not None and _quiet(

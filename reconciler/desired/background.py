@@ -7,7 +7,10 @@
 
 The parent lists the files (`sources.find_files`) and forks one `multiprocessing.Process`
 per share of them; each runs `loader.load_share` and sends back its workloads, problems
-and keys through a pipe. The parent joins the shares in file order and checks across
+and keys through a pipe. When the user's spec cache (`desired.cache`) has a file of this
+tool for the folder, one child (the indexer) does the cache's work instead: it hashes the
+files, reads and checks the cache file and loads the files it lacks, and sends back the
+keys and the entries too; the parent makes the workloads of the files served. The parent joins the shares in file order and checks across
 files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
@@ -47,8 +50,16 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     the files (0: load here, now). They load here, at once, below MIN_FILES files, off
     Linux (fork is not safe elsewhere), with one CPU or with other threads running.
     `cache`: the files it holds (by content) are taken from it, the others loaded; after
-    a load without problems it keeps them (`PendingSpecs.save_cache`)."""
+    a load without problems it keeps them (`PendingSpecs.save_cache`). When its file is
+    on disk and MIN_FILES are listed, its work is an indexer child's (`_start_indexing`)
+    unless `processes` is given."""
     files, listed = sources.find_files(directory)
+    if processes is None and cache is not None and len(files) >= MIN_FILES \
+            and _can_fork() and cache.on_disk():
+        try:
+            return _start_indexing(files, listed, cache)
+        except OSError:  # no fork to be had (resources): all of it here instead
+            pass
     served: dict[str, bytes] = {}  # display -> its cache entry's key
     keys: dict[str, bytes] = {}
     if cache is not None:
@@ -57,26 +68,67 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
                   if cache.lookup(key) is not None}
     to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        # None with one CPU (nothing to overlap) or other threads (forking them is unsafe).
-        alone = len(to_load) < MIN_FILES or cpus < 2 or threading.active_count() > 1
-        processes = 0 if alone else max(1, min(cpus - caller_busy, MAX_PROCESSES,
+        alone = len(to_load) < MIN_FILES or not _can_fork()
+        processes = 0 if alone else max(1, min(_cpus() - caller_busy, MAX_PROCESSES,
                                                len(to_load) // FILES_PER_PROCESS))
     processes = min(processes, len(to_load))
     pending = PendingSpecs([], listed)
     pending._files, pending._served, pending._keys, pending._cache = files, served, keys, cache
-    pending.parsed = len(to_load)
-    if cache is not None:
-        cache.parsed += len(to_load)
+    pending._count_parsed(len(to_load))
     if processes > 0 and sys.platform.startswith("linux"):
         try:
-            pending._children = _start(to_load, processes)
+            pending._children = _start(_shares(to_load, processes), "spec loader")
             pending._replies = [None] * len(pending._children)
             return pending
         except OSError:  # no fork to be had (resources): load here instead
             pass
     pending._load_here(to_load)
     return pending
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _can_fork() -> bool:
+    """Whether child processes can work beside this one: on Linux (fork is not safe
+    elsewhere), with a second CPU (nothing to overlap with one), and no other thread
+    running (forking them is unsafe)."""
+    return sys.platform.startswith("linux") and _cpus() >= 2 and threading.active_count() == 1
+
+
+def _start_indexing(files: list[sources.Found], listed: list[sources.Problem],
+                    cache: SpecCache) -> PendingSpecs:
+    """A load whose cache work is a child's (`_index`): it hashes the files, reads the
+    cache file and loads the files the cache lacks, while the caller reads the state and
+    the live workloads; the parent then takes the cache's entries (`_adopt_index`)."""
+    pending = PendingSpecs([], listed)
+    pending._files, pending._cache, pending._indexing = files, cache, True
+    pending._children = _start([(_index, (files, cache))], "spec indexer")
+    pending._replies = [None]
+    return pending
+
+
+def _index(files: list[sources.Found], cache: SpecCache) -> tuple:
+    """In a child: `_load`'s reply for the files the cache lacks, then the files' cache
+    keys and the cache file's checked entries (None when it served no file)."""
+    keys = cache.keys(files)
+    payload = cache.payload()
+    cache.adopt(payload)  # this process's copy of the cache
+    to_load = [f for f in files if f[1] not in keys or cache.lookup(keys[f[1]]) is None]
+    served = len(to_load) < len(files)
+    return (*_load(to_load), keys, payload if served else None)
+
+
+def _load(share: list[sources.Found]) -> tuple:
+    """(workloads, problems, their keys, None) of the files of `share` (in a child, or
+    here)."""
+    if not share:  # all served by the cache: the models need not even be imported
+        return [], [], [], None
+    from reconciler.desired import loader
+
+    workloads, problems = loader.load_share(share)
+    return [] if problems else workloads, problems, loader.workload_keys(workloads), None
 
 
 class PendingSpecs:
@@ -97,6 +149,7 @@ class PendingSpecs:
         self._served: dict[str, bytes] = {}
         self._keys: dict[str, bytes] = {}
         self._cache: SpecCache | None = None
+        self._indexing = False  # the one child is `_index`: its reply is adopted first
         self.parsed = 0  # files loaded (not served by the cache)
 
     @classmethod
@@ -105,19 +158,16 @@ class PendingSpecs:
         return start_loading(directory, processes=0)
 
     def _load_here(self, files: list[sources.Found]) -> None:
-        if not files:  # all served by the cache: the models need not even be imported
-            self._replies = [([], [], [], None)]
-            self._settle()
-            return
-        from reconciler.desired import loader
-
         try:
-            workloads, problems = loader.load_share(files)
-            self._replies = [([] if problems else workloads, problems,
-                              loader.workload_keys(workloads), None)]
+            self._replies = [_load(files)]
             self._settle()
         except Exception as exc:  # noqa: BLE001 - raised by result(), as from a child
             self._error = exc
+
+    def _count_parsed(self, count: int) -> None:
+        self.parsed = count
+        if self._cache is not None:
+            self._cache.parsed += count
 
     @property
     def in_background(self) -> bool:
@@ -194,7 +244,22 @@ class PendingSpecs:
         if all(reply is not None for reply in self._replies):
             self._settle()
 
+    def _adopt_index(self) -> None:
+        """The indexer's reply (`_index`) as a loader's: the cache takes the entries it
+        read, and the files it served are those its entries hold."""
+        self._indexing = False
+        *reply, keys, payload = self._replies[0]
+        cache = self._cache
+        cache.adopt(payload)
+        self._keys = keys
+        self._served = {display: key for display, key in keys.items()
+                        if cache.lookup(key) is not None}
+        self._count_parsed(len(self._files) - len(self._served))
+        self._replies = [tuple(reply)]
+
     def _settle(self) -> None:
+        if self._indexing:
+            self._adopt_index()
         problems = self._listed + [p for _, share, _, _ in self._replies for p in share]
         keys = [key for _, _, share, _ in self._replies for key in share]
         loaded = [w for share, _, _, _ in self._replies for w in share]
@@ -284,17 +349,18 @@ class PendingSpecs:
         self._children = []
 
 
-def _start(files: list, count: int) -> list[tuple[Any, Any]]:
-    """Fork `count` children, each loading its share of `files`; their (process, pipe)."""
+def _start(works: list[tuple[Any, tuple]], name: str) -> list[tuple[Any, Any]]:
+    """Fork a child for each (function, arguments) of `works`; their (process, pipe). A
+    child sends back what its function returns."""
     children: list[tuple[Any, Any]] = []
     # Ctrl-C stays pending while forking, so that it never reaches a child before the
     # child ignores it (the parent decides what it means).
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         try:
-            for index in range(count):
-                share = files[index * len(files) // count:(index + 1) * len(files) // count]
-                children.append(_fork(share, f"{index + 1}/{count}", [c for _, c in children]))
+            for index, work in enumerate(works):
+                which = f"{name} {index + 1}/{len(works)}" if len(works) > 1 else name
+                children.append(_fork(work, which, [c for _, c in children]))
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a pending Ctrl-C is raised here
     except BaseException:
@@ -303,13 +369,19 @@ def _start(files: list, count: int) -> list[tuple[Any, Any]]:
     return children
 
 
-def _fork(share: list, which: str, others: list[Any]) -> tuple[Any, Any]:
+def _shares(files: list, count: int) -> list[tuple[Any, tuple]]:
+    """`count` loaders (`_load`), each of its share of `files`."""
+    return [(_load, (files[index * len(files) // count:(index + 1) * len(files) // count],))
+            for index in range(count)]
+
+
+def _fork(work: tuple[Any, tuple], which: str, others: list[Any]) -> tuple[Any, Any]:
     context = multiprocessing.get_context("fork")  # the child inherits what is imported
     receive, send = context.Pipe(duplex=False)
     # The child closes its copy of the read end too: were it kept, a child whose parent
     # died would block for ever writing to a pipe that still has a reader (itself).
-    process = context.Process(target=_child, args=(share, send, [*others, receive]),
-                              daemon=True, name=f"runai-reconcile spec loader {which}")
+    process = context.Process(target=_child, args=(work, send, [*others, receive]),
+                              daemon=True, name=f"runai-reconcile {which}")
     try:
         process.start()
     except BaseException:
@@ -320,17 +392,16 @@ def _fork(share: list, which: str, others: list[Any]) -> tuple[Any, Any]:
     return process, receive
 
 
-def _child(share: list, send: Any, others: list[Any]) -> None:
-    """In a child: load `share`, send (workloads, problems, keys, failure) and exit."""
+def _child(work: tuple[Any, tuple], send: Any, others: list[Any]) -> None:
+    """In a child: run `work`, send its reply (a failure as the reply's fourth item) and
+    exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for conn in others:
         conn.close()  # the parent alone reads the pipes (this child's own included)
+    function, args = work
     try:
-        from reconciler.desired import loader
-
-        workloads, problems = loader.load_share(share)
-        reply = ([] if problems else workloads, problems, loader.workload_keys(workloads), None)
+        reply = function(*args)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         reply = (None, None, None, f"{type(exc).__name__}: {exc}")
     try:

@@ -249,32 +249,61 @@ class SpecCache:
         except OSError:
             pass
 
-    def _load(self) -> dict[bytes, list]:
+    def on_disk(self) -> bool:
+        """Whether the disk file is one of this tool's (its header), without reading the
+        entries: what makes reading them on another core worth it (`background`)."""
+        if self.path is None or self._read:
+            return False
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(_MAGIC) + _DIGEST)
+        except OSError:
+            return False
+        return head == _MAGIC + tool_identity()
+
+    def payload(self) -> bytes | None:
+        """The disk file's entries as stored, checked (header and checksum); None when
+        there is no usable file. What a child process reads for its parent (`adopt`)."""
         if self.path is None:
-            return {}
+            return None
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except OSError:
-            return {}
+            return None
         head = len(_MAGIC)
         if (not data.startswith(_MAGIC)
                 or data[head:head + _DIGEST] != tool_identity()):
-            return {}
-        payload = memoryview(data)[head + 2 * _DIGEST:]
+            return None
+        payload = data[head + 2 * _DIGEST:]
         if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != \
                 data[head + _DIGEST:head + 2 * _DIGEST]:
-            return {}  # damaged
-        try:
-            raw = marshal.loads(payload)
-            entries = {k: [tuple(tuple(x) for x in keys), packed, None]
-                       for k, (keys, packed) in raw.items()}
-            if not all(isinstance(k, bytes) and isinstance(e[1], bytes)
-                       for k, e in entries.items()):
-                return {}
-            return entries
-        except Exception:  # noqa: BLE001 - whatever is wrong in it, the cache is not used
+            return None  # damaged
+        return payload
+
+    def adopt(self, payload: bytes | None) -> None:
+        """Take the entries of `payload` (`payload()`, read by another process) as the
+        disk file's, instead of reading the file here."""
+        self._read = True
+        self._entries.update(_entries_of(payload))
+
+    def _load(self) -> dict[bytes, list]:
+        return _entries_of(self.payload())
+
+
+def _entries_of(payload: bytes | None) -> dict[bytes, list]:
+    if payload is None:
+        return {}
+    try:
+        raw = marshal.loads(payload)
+        entries = {k: [tuple(tuple(x) for x in keys), packed, None]
+                   for k, (keys, packed) in raw.items()}
+        if not all(isinstance(k, bytes) and isinstance(e[1], bytes)
+                   for k, e in entries.items()):
             return {}
+        return entries
+    except Exception:  # noqa: BLE001 - whatever is wrong in it, the cache is not used
+        return {}
 
 
 def _content_digest(path: Path) -> bytes | None:

@@ -132,16 +132,17 @@ class Logged:
     """One API request in the log. Its body is kept as received and parsed (secrets
     masked), like its route, only when the log is read: most entries never are."""
 
-    __slots__ = ("method", "path", "query", "raw", "time", "status")
+    __slots__ = ("method", "path", "query", "raw", "time", "status", "done")
 
     def __init__(self, method: str, path: str, query: bytes, raw: bytes, time: float):
         self.method, self.path, self.query, self.raw, self.time = method, path, query, raw, time
         self.status: int | None = None
+        self.done: float | None = None  # when the answer's last byte was handed on
 
     def to_json(self, routes: list[Route]) -> dict:
         return {"method": self.method, "path": self.path, "query": self.query.decode("latin-1"),
                 "status": self.status, "body": _log_body(self.raw),
-                "route": _route_of(routes, self.path), "time": self.time}
+                "route": _route_of(routes, self.path), "time": self.time, "done": self.done}
 
 
 def _route_of(routes: list[Route], path: str) -> str:
@@ -204,6 +205,7 @@ class FaultMiddleware:
                                     headers={"Retry-After": str(int(f.retry_after_seconds))})
             entry.status = status
             await response(scope, receive, send)
+            entry.done = sim.clock()
             return
 
         sim.store.settle()
@@ -220,6 +222,8 @@ class FaultMiddleware:
             if message["type"] == "http.response.start":
                 entry.status = message["status"]
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                entry.done = sim.clock()
 
         try:
             await self.app(scope, replay, logged)

@@ -133,8 +133,9 @@ def test_corrupt_state_is_refused_and_kept(ws, sim_server):
 def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_server):
     """From 100 spec files to load on, the specs load on the other core while the state
     and the live workloads are read: a bad spec then still exits 1 naming it, after those
-    reads, with no write to the API and the state untouched. With the spec cache, the
-    one changed file is all there is to load: it loads at once, before anything is read."""
+    reads, with no write to the API and the state untouched. With the spec cache on disk
+    the same: its work (hashing, reading it, loading the one changed file) is a child's,
+    beside the reads."""
     specgen = _specgen()
     specgen.write_specs(ws.specs, 120)
     assert ws.apply().exit_code == 0
@@ -152,7 +153,7 @@ def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_serve
             assert "Traceback" not in res.output
         assert sim_server.writes() == []
         reads = [r for r in sim_server.requests() if r["method"] == "GET"]
-        assert bool(reads) is (cache == "off")  # the overlap was taken, or not needed
+        assert reads  # the overlap was taken
     assert ws.state_path.read_bytes() == before
 
 

@@ -262,6 +262,21 @@ def test_latency_and_jitter_delay_api_requests_only(make_sim):
     assert all(0.2 <= s <= 0.25 for s in slept)
 
 
+def test_the_request_log_says_when_each_answer_was_done(make_sim, clock):
+    """`time` received and `done` answered: a client's requests span from the first
+    `time` to the last `done` (what bench.py compares a refresh's requests by)."""
+    async def sleep(seconds):
+        clock.advance(seconds)
+
+    sim = make_sim(faults=Faults(latency_ms=200), sleep=sleep)
+    sim.get("/api/v1/workloads")  # token, then list: 200 ms each
+    token, listed = sim.get("/_sim/requests").json()["requests"]
+    assert token["done"] - token["time"] == pytest.approx(0.2)
+    assert listed["done"] - listed["time"] == pytest.approx(0.2)
+    assert listed["time"] >= token["done"]
+    assert listed["done"] - token["time"] == pytest.approx(0.4)
+
+
 def test_error_rate_answers_503_or_429_without_performing(make_sim, conforms):
     sim = make_sim()
     sim.token = sim.login()

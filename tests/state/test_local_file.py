@@ -64,7 +64,8 @@ def test_file_bytes_are_jsons_indented_form_whatever_the_values(path, value):
     expected = json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     if not isinstance(value, float):  # floats may spell the exponent otherwise (1e-7)
         assert text == expected
-    assert LocalFileStore(path).read().resources["DistributedTraining/7/a"].applied["spec"]["odd"] == value
+    read = LocalFileStore(path).read().resources["DistributedTraining/7/a"].applied["spec"]["odd"]
+    assert read == value and type(read) is type(value)  # 2**70 == float(2**70): the type tells
 
 
 def test_no_temp_files_are_left_behind(path):

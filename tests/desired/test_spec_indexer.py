@@ -1,0 +1,139 @@
+"""The spec indexer (`desired.background`): with the user's spec cache on disk, a big folder's
+hashing, cache read and loading of what the cache lacks is one child's work, and the outcome
+is exactly a load from the files': the same workloads in order, the same problems, edits
+seen, a damaged cache file not used, a dead indexer one clear error and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import sys
+import time
+
+import pytest
+
+from reconciler.desired import cache as spec_cache
+from reconciler.desired.background import MIN_FILES, start_loading
+from reconciler.desired.cache import SpecCache
+from reconciler.desired.loader import load_specs
+from reconciler.errors import ReconcileError, SpecError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import specgen  # noqa: E402
+
+GENERATED = MIN_FILES + 20
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forks on Linux only"),
+    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: loads in process"),
+    pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch) -> pathlib.Path:
+    """A generated folder above MIN_FILES whose cache file is on disk (one load made it)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-home"))
+    monkeypatch.delenv(spec_cache.ENV, raising=False)
+    root = tmp_path / "specs"
+    specgen.write_specs(root, GENERATED)
+    _, parsed, indexed = _load(root)
+    assert parsed == GENERATED and not indexed  # no cache file yet: the loaders' way
+    return root
+
+
+def _load(root):
+    """One plan's load: (workloads, files parsed, whether the indexer did the work)."""
+    cache = SpecCache.for_folder(root)
+    pending = start_loading(root, cache=cache)
+    indexed = pending._indexing
+    try:
+        return pending.result(), pending.parsed, indexed
+    finally:
+        pending.cancel()
+        pending.save_cache()
+
+
+def _first_spec(root: pathlib.Path) -> pathlib.Path:
+    return sorted(p for p in root.rglob("*.yaml") if not p.name.startswith("_"))[0]
+
+
+def _edit_in_place(path: pathlib.Path, old: str, new: str) -> None:
+    """Replace `old` by `new` (same length), keeping the file's size and times."""
+    assert len(old) == len(new)
+    st = path.stat()
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_an_unchanged_folder_is_indexed_in_a_child_and_parses_nothing(folder):
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == 0
+    assert got == load_specs(folder)
+    assert [w.source for w in got] == [w.source for w in load_specs(folder)]
+
+
+def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
+    path = _first_spec(folder)
+    _edit_in_place(path, "TRAIN_OPTION_00", "TRAIN_OPTION_99")
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == 1
+    assert got == load_specs(folder)
+    (edited,) = [w for w in got if w.source.endswith(path.name)]
+    assert "TRAIN_OPTION_99" in str(edited.body)
+    again, parsed, _ = _load(folder)  # the edit is now cached too
+    assert parsed == 0 and again == got
+
+
+def test_a_spec_made_bad_gives_the_problems_a_load_from_the_files_gives(folder):
+    path = _first_spec(folder)
+    path.write_text(path.read_text() + "\nunknownField: 1\n")
+    with pytest.raises(SpecError) as indexed:
+        _load(folder)
+    with pytest.raises(SpecError) as plain:
+        load_specs(folder)
+    assert indexed.value.problems == plain.value.problems
+    assert any(path.name in p for p in indexed.value.problems)
+
+
+def test_a_damaged_cache_file_is_not_used_and_written_again(folder):
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF  # the header still says this tool: the checksum tells
+    path.write_bytes(bytes(data))
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == GENERATED
+    assert got == load_specs(folder)
+    _, parsed, _ = _load(folder)
+    assert parsed == 0
+
+
+def test_another_tools_cache_file_is_not_given_to_an_indexer(folder):
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    data = bytearray(path.read_bytes())
+    data[len(spec_cache._MAGIC)] ^= 0xFF  # another version's identity
+    path.write_bytes(bytes(data))
+    got, parsed, indexed = _load(folder)
+    assert not indexed and parsed == GENERATED  # the loaders' way, as without a cache
+    assert got == load_specs(folder)
+
+
+def test_a_killed_indexer_is_one_clear_error_and_leaves_nothing(folder, monkeypatch):
+    def stuck(self):  # the child is forked with it: it waits for the kill
+        time.sleep(60)
+
+    monkeypatch.setattr(SpecCache, "payload", stuck)
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    (pid,) = pending.pids
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
+                                             "was killed \\(SIGKILL\\)"):
+        pending.result()
+    pending.cancel()
+    assert pending.pids == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
