@@ -24,7 +24,10 @@ a page is cut from it without sorting; `projectId==X` reads that project's recor
 a filter on a record's own field is checked before any item is built, and items are
 built only for the records the page (and a filter on the item) needs. A `sortBy` on a
 record's own field sorts the records and builds the page's items only; any other sorts
-the items of every record that passed the filters, as before.
+the items of every record that passed the filters, as before. A page reads the clock
+once (its items' phases and times are of one instant) and looks each project up once;
+orjson writes it (JSONResponse when orjson refuses a value, an integer beyond 64 bits).
+Nothing of an item is kept between requests: each is made from its record when asked.
 """
 
 from __future__ import annotations
