@@ -41,11 +41,22 @@ async def read_json(request: Request, *, submission: bool = False) -> Any:
     """The body as JSON (None when empty); 400 when it is not JSON, listing the issue
     when `submission` (a create body of a kind whose errors list them)."""
     raw = await request.body()
-    try:
-        return json.loads(raw) if raw else None
+    try:  # NaN and Infinity are not JSON (RFC 8259), nor is a number beyond a double
+        return json.loads(raw, parse_constant=_not_json, parse_float=_finite) if raw else None
     except ValueError:
         issues = [Issue("body", "is not valid JSON")] if submission else None
         raise ApiError(400, "The request body is not valid JSON", issues) from None
+
+
+def _not_json(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is not a finite number")
+    return value
 
 
 async def api_error(request: Request, exc: ApiError) -> Response:

@@ -196,6 +196,19 @@ def test_a_page_holding_an_integer_beyond_64_bits_is_still_listed(sim):
     assert r.status_code == 200 and r.json()["podsRequestedResources"]["gpu"]["request"] == big
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_create_holding_what_json_cannot_is_refused_and_the_list_unharmed(sim, number):
+    """NaN, Infinity and a number beyond a double are not JSON: refused with 400, as a
+    server refuses them, not stored (a list page holding one could not be written)."""
+    before = set(_items(sim))
+    raw = ('{"name": "odd", "projectId": "7", "clusterId": "%s", "spec": {"image": "i", '
+           '"compute": {"gpuDevicesRequest": %s}}}' % (CLUSTER, number))
+    r = sim.post("/api/v1/workloads/distributed", content=raw,
+                 headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "not valid JSON" in r.json()["message"]
+    assert set(_items(sim)) == before
+
+
 # --- the index against a naive oracle ------------------------------------------------
 
 FIELDS = ["name", "projectId", "type", "phase", "clusterId", "createdAt", "submittedBy",
