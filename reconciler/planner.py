@@ -21,7 +21,7 @@ the kind's capabilities in `kinds`.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -83,7 +83,8 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
         lv = live.get(addr, _NOT_REFRESHED)
         if listed and lv is _NOT_REFRESHED and rs is not None and addr in listed \
                 and listed[addr] != rs.last_phase:
-            rs = dataclasses.replace(rs, last_phase=listed[addr])
+            rs = copy.copy(rs)  # the state's own record is left as it is
+            rs.last_phase = listed[addr]
         if destroy:
             rc = _plan_destroy(addr, dw, rs, lv)
         else:

@@ -296,8 +296,7 @@ def _entries_of(payload: bytes | None) -> dict[bytes, list]:
         return {}
     try:
         raw = marshal.loads(payload)
-        entries = {k: [tuple(tuple(x) for x in keys), packed, None]
-                   for k, (keys, packed) in raw.items()}
+        entries = {k: [keys, packed, None] for k, (keys, packed) in raw.items()}
         if not all(isinstance(k, bytes) and isinstance(e[1], bytes)
                    for k, e in entries.items()):
             return {}

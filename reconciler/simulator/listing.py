@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 from reconciler.simulator import queries
 from reconciler.simulator.errors import ApiError
-from reconciler.simulator.store import Record, filter_value, iso
+from reconciler.simulator.store import Record, iso
 from reconciler.simulator.workloads import DEPARTMENT_ID
 
 if TYPE_CHECKING:
