@@ -125,7 +125,7 @@ def loads(raw: bytes | list[bytes], where: str) -> State:
     hint = "it was left unchanged; fix it or restore it from its .backup"
     if isinstance(raw, list):
         raw = raw.pop()
-    if not raw.strip():
+    if not raw or raw.isspace():  # not strip(): that copies the whole state
         raise StateError(f"state file {where} is empty; {hint}")
     try:
         text = raw.decode("utf-8")
