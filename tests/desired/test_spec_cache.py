@@ -17,6 +17,7 @@ from reconciler.desired.background import start_loading
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.loader import load_specs
 from reconciler.errors import SpecError
+from tests.helpers.files import edit_in_place
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DDP = (ROOT / "specs" / "training" / "bert-ddp.yaml").read_text()
@@ -40,17 +41,6 @@ def _load(root, processes=0):
         return pending.result(), pending.parsed
     finally:
         pending.save_cache()
-
-
-def _edit_in_place(path: pathlib.Path, old: str, new: str) -> None:
-    """Replace `old` by `new` (same length), keeping the file's size and times."""
-    assert len(old) == len(new)
-    st = path.stat()
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
 
 
 def _folder(specdir, n=3):
@@ -78,7 +68,7 @@ def test_a_second_load_parses_nothing_and_gives_the_same_workloads(specdir, cach
 def test_a_file_edited_in_place_is_read_again(specdir, cache_home, processes):
     root = _folder(specdir)
     _load(root)
-    _edit_in_place(root / "team" / "w1.yaml", "numWorkers: 4", "numWorkers: 7")
+    edit_in_place(root / "team" / "w1.yaml", "numWorkers: 4", "numWorkers: 7")
     got, parsed = _load(root, processes=processes)
     assert parsed == 1
     assert got == load_specs(root)
@@ -89,7 +79,7 @@ def test_a_defaults_file_edited_in_place_reloads_the_specs_below_it(specdir, cac
     root = _folder(specdir)
     specdir.write("other/w9.yaml", DDP.replace("name: bert-ddp", "name: ddp-9"))
     _load(root)
-    _edit_in_place(root / "team" / "_defaults.yaml", "spec.numWorkers", "spec.workingDir")
+    edit_in_place(root / "team" / "_defaults.yaml", "spec.numWorkers", "spec.workingDir")
     got, parsed = _load(root)
     assert parsed == 4  # not other/w9.yaml
     assert got == load_specs(root)
@@ -100,7 +90,7 @@ def test_a_defaults_file_edited_in_place_reloads_the_specs_below_it(specdir, cac
 def test_a_spec_that_became_bad_is_reported_and_a_bad_load_is_not_kept(specdir, cache_home):
     root = _folder(specdir)
     _load(root)
-    _edit_in_place(root / "team" / "w0.yaml", "numWorkers: 4", "numWorkers: x")
+    edit_in_place(root / "team" / "w0.yaml", "numWorkers: 4", "numWorkers: x")
     with pytest.raises(SpecError) as first:
         _load(root)
     assert any("w0.yaml" in p and "numWorkers" in p for p in first.value.problems)
@@ -178,7 +168,7 @@ def test_the_cli_uses_the_cache_and_sees_an_edit(specdir, tmp_path):
     ok = validate()
     assert ok.returncode == 0, ok.stderr
     assert list((tmp_path / "xdg").rglob("*.cache"))
-    _edit_in_place(root / "team" / "w2.yaml", "numWorkers: 4", "numWorkers: x")
+    edit_in_place(root / "team" / "w2.yaml", "numWorkers: 4", "numWorkers: x")
     bad = validate()
     assert bad.returncode == 1 and "w2.yaml" in bad.stderr and "numWorkers" in bad.stderr
     off = validate({spec_cache.ENV: "off", "XDG_CACHE_HOME": str(tmp_path / "xdg-off")})

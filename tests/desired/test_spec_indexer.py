@@ -18,6 +18,7 @@ from reconciler.desired.background import MIN_FILES, start_loading
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.loader import load_specs
 from reconciler.errors import ReconcileError, SpecError
+from tests.helpers.files import edit_in_place
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -59,16 +60,6 @@ def _first_spec(root: pathlib.Path) -> pathlib.Path:
     return sorted(p for p in root.rglob("*.yaml") if not p.name.startswith("_"))[0]
 
 
-def _edit_in_place(path: pathlib.Path, old: str, new: str) -> None:
-    """Replace `old` by `new` (same length), keeping the file's size and times."""
-    assert len(old) == len(new)
-    st = path.stat()
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def test_an_unchanged_folder_is_indexed_in_a_child_and_parses_nothing(folder):
     got, parsed, indexed = _load(folder)
     assert indexed and parsed == 0
@@ -78,7 +69,7 @@ def test_an_unchanged_folder_is_indexed_in_a_child_and_parses_nothing(folder):
 
 def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
     path = _first_spec(folder)
-    _edit_in_place(path, "TRAIN_OPTION_00", "TRAIN_OPTION_99")
+    edit_in_place(path, "TRAIN_OPTION_00", "TRAIN_OPTION_99")
     got, parsed, indexed = _load(folder)
     assert indexed and parsed == 1
     assert got == load_specs(folder)
