@@ -134,8 +134,8 @@ def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_serve
     """From 100 spec files to load on, the specs load on the other core while the state
     and the live workloads are read: a bad spec then still exits 1 naming it, after those
     reads, with no write to the API and the state untouched. With the spec cache on disk
-    the same: its work (hashing, reading it, loading the one changed file) is a child's,
-    beside the reads."""
+    the same, whether or not a read was sent: its work (hashing, reading it, loading the
+    one changed file) is a child's, beside the reads, and may end before the first."""
     specgen = _specgen()
     specgen.write_specs(ws.specs, 120)
     assert ws.apply().exit_code == 0
@@ -152,8 +152,8 @@ def test_a_bad_spec_among_many_stops_the_plan_with_nothing_written(ws, sim_serve
             assert bad.name in res.output and "imagePullPolcy" in res.output
             assert "Traceback" not in res.output
         assert sim_server.writes() == []
-        reads = [r for r in sim_server.requests() if r["method"] == "GET"]
-        assert reads  # the overlap was taken
+        if cache == "off":  # 120 files to parse: the reads went out meanwhile
+            assert [r for r in sim_server.requests() if r["method"] == "GET"]
     assert ws.state_path.read_bytes() == before
 
 
