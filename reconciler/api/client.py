@@ -442,10 +442,12 @@ class RunaiClient:
             if started is None:
                 started = sent
             remaining = budget.deadline(started) - sent
-            if remaining <= 0:  # other requests' failures used the time up meanwhile
+            if remaining <= 0:  # other requests' failures used the time up meanwhile (or,
+                # on a loaded machine, this one's back-off woke up late): say what failed
+                last = f"; the last answer: {failure}" if attempt > 1 else ""
                 budget.spend(errors.NotSent(
                     f"the API has failed for {budget.waited(started, sent):.1f} s, the whole "
-                    f"--timeout of {_seconds(budget.seconds)}"))
+                    f"--timeout of {_seconds(budget.seconds)}{last}"))
                 raise self._not_sent(method, path, attempt - 1, maybe_performed)
             self._requests += 1
             retry_after: float | None = None

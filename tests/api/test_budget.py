@@ -95,3 +95,20 @@ async def test_a_value_at_a_sensitive_path_is_masked_in_the_error_quoting_it(mak
         with pytest.raises(errors.BadRequest) as ei:
             await client.create(DT, body, sensitive=("spec.command",))
     assert "987654321" not in str(ei.value) and "command '***' is invalid" in str(ei.value)
+
+
+async def test_a_back_off_that_wakes_past_the_deadline_still_names_the_failure(make_client,
+                                                                               fake_time):
+    """On a loaded machine a retry's sleep can end after the deadline: the request is not
+    sent again, and the error still says what the API answered, not only that time ran out."""
+    async def late_sleep(seconds):
+        await fake_time.sleep(seconds + 10)  # woken 10 s late
+
+    h = scripted(json_response(500, {"code": 500, "message": "internal error"}))
+    async with make_client(h, retry_budget_s=10, max_attempts=100, sleep=late_sleep) as client:
+        with pytest.raises(errors.NotSent) as ei:
+            await client.get(DT, WID)
+    assert len(h.seen) == 1
+    assert "the whole --timeout of 10 s" in str(ei.value)
+    assert f"the last answer: GET /api/v1/workloads/distributed/{WID}: 500 Internal Server " \
+           "Error: internal error" in str(ei.value)
