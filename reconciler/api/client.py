@@ -446,8 +446,8 @@ class RunaiClient:
                 # on a loaded machine, this one's back-off woke up late): say what failed
                 last = f"; the last answer: {failure}" if attempt > 1 else ""
                 budget.spend(errors.NotSent(
-                    f"the API has failed for {budget.waited(started, sent):.1f} s, the whole "
-                    f"--timeout of {_seconds(budget.seconds)}{last}"))
+                    f"the API has failed for {budget.waited(started, sent):.1f} s: the "
+                    f"--timeout of {_seconds(budget.seconds)} ran out{last}"))
                 raise self._not_sent(method, path, attempt - 1, maybe_performed)
             self._requests += 1
             retry_after: float | None = None
