@@ -10,7 +10,8 @@ per share of them; each runs `loader.load_share` and sends back its workloads, p
 and keys through a pipe. When the user's spec cache (`desired.cache`) has a file of this
 tool for the folder, one child (the indexer) does the cache's work instead: it hashes the
 files, reads and checks the cache file and loads the files it lacks, and sends back the
-keys and the entries too; the parent makes the workloads of the files served. The parent joins the shares in file order and checks across
+keys and the entries too; the parent makes the workloads of the files served. The parent
+joins the shares in file order and checks across
 files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
@@ -117,7 +118,7 @@ def _index(files: list[sources.Found], cache: SpecCache) -> tuple:
     cache.adopt(payload)  # this process's copy of the cache
     to_load = [f for f in files if f[1] not in keys or cache.lookup(keys[f[1]]) is None]
     served = len(to_load) < len(files)
-    return (*_load(to_load), keys, payload if served else None)
+    return (*_load(to_load), keys, bytes(payload) if served else None)  # a view: not picklable
 
 
 def _load(share: list[sources.Found]) -> tuple:

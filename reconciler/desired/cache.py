@@ -261,7 +261,7 @@ class SpecCache:
             return False
         return head == _MAGIC + tool_identity()
 
-    def payload(self) -> bytes | None:
+    def payload(self) -> memoryview | None:
         """The disk file's entries as stored, checked (header and checksum); None when
         there is no usable file. What a child process reads for its parent (`adopt`)."""
         if self.path is None:
@@ -275,13 +275,13 @@ class SpecCache:
         if (not data.startswith(_MAGIC)
                 or data[head:head + _DIGEST] != tool_identity()):
             return None
-        payload = data[head + 2 * _DIGEST:]
+        payload = memoryview(data)[head + 2 * _DIGEST:]  # not copied
         if hashlib.blake2b(payload, digest_size=_DIGEST).digest() != \
                 data[head + _DIGEST:head + 2 * _DIGEST]:
             return None  # damaged
         return payload
 
-    def adopt(self, payload: bytes | None) -> None:
+    def adopt(self, payload: bytes | memoryview | None) -> None:
         """Take the entries of `payload` (`payload()`, read by another process) as the
         disk file's, instead of reading the file here."""
         self._read = True
@@ -291,7 +291,7 @@ class SpecCache:
         return _entries_of(self.payload())
 
 
-def _entries_of(payload: bytes | None) -> dict[bytes, list]:
+def _entries_of(payload: bytes | memoryview | None) -> dict[bytes, list]:
     if payload is None:
         return {}
     try:
