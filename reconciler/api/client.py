@@ -429,6 +429,7 @@ class RunaiClient:
         attempt = 0
         renewed = False
         maybe_performed = False
+        failure: errors.RetryableError | None = None  # the last attempt's
         while True:
             attempt += 1
             if budget.spent is not None:
@@ -444,7 +445,7 @@ class RunaiClient:
             remaining = budget.deadline(started) - sent
             if remaining <= 0:  # other requests' failures used the time up meanwhile (or,
                 # on a loaded machine, this one's back-off woke up late): say what failed
-                last = f"; the last answer: {failure}" if attempt > 1 else ""
+                last = f"; the last answer: {failure}" if failure is not None else ""
                 budget.spend(errors.NotSent(
                     f"the API has failed for {budget.waited(started, sent):.1f} s: the "
                     f"--timeout of {_seconds(budget.seconds)} ran out{last}"))
@@ -471,7 +472,7 @@ class RunaiClient:
                 refused = retries.is_refused(exc)
                 what = (self._refused() if refused
                         else self._redact(_describe_transport(exc), hidden))
-                failure: errors.RetryableError = errors.TransportError(
+                failure = errors.TransportError(
                     f"{method} {path}: {what}", method=method, path=path,
                     ambiguous=ambiguous, attempts=attempt)
                 failure.__cause__ = exc
