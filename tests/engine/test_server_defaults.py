@@ -186,7 +186,7 @@ def _plan(kind: str, spec: dict, applied: dict | None, live: dict):
     return p.changes[0]
 
 
-@pytest.mark.parametrize("kind,holder,spelled,omitted", _cases())
+@pytest.mark.parametrize("kind,holder,spelled,omitted", list(_cases()))
 def test_a_spelled_default_compares_equal_to_leaving_it_out(kind, holder, spelled, omitted):
     with_ = _body(kind, holder, spelled)
     without = _body(kind, holder, omitted)
