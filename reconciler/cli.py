@@ -673,7 +673,9 @@ class _Duration(click.ParamType):
               help="Serve /metrics, /healthz, /readyz, /api/status and the status page here "
                    "('' or 'off': not at all).")
 @click.option("--notify", "notify_urls", multiple=True, metavar="URL",
-              help="POST an alert here for each change of sync status or health (repeatable).")
+              envvar="RUNAI_RECONCILE_NOTIFY",
+              help="POST an alert here for each change of sync status or health (repeatable; "
+                   "default: $RUNAI_RECONCILE_NOTIFY, URLs separated by spaces).")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="One line per event on stderr, as text or JSON.")
 @click.option("--max-cycles", type=click.IntRange(1), default=None, hidden=True)
