@@ -47,7 +47,9 @@ def _command_lines(doc) -> list[list[str]]:
                 words.append(w)
             found.append(words)
     for container in _containers(doc):
-        if container.get("command") == ["runai-reconcile"]:
+        # the image's ENTRYPOINT is runai-reconcile (Containerfile): its args are the command
+        if container.get("command") == ["runai-reconcile"] or (
+                "/runai-reconcile:" in container.get("image", "") and "command" not in container):
             found.append(list(container.get("args", [])))
     return found
 
@@ -103,8 +105,8 @@ def test_recipes_use_what_the_issue_asks():
     drift = yaml.safe_load(text["github-drift.yml"])
     assert "schedule" in drift[True]
     assert "--detailed-exitcode" in text["github-drift.yml"] and "GITHUB_STEP_SUMMARY" in text["github-drift.yml"]
-    cron = yaml.safe_load(text["k8s-drift-cronjob.yaml"])
-    assert cron["kind"] == "CronJob"
+    kinds = [d["kind"] for d in yaml.safe_load_all(text["k8s-drift-cronjob.yaml"])]
+    assert "CronJob" in kinds
 
 
 def test_the_checker_rejects_what_does_not_exist():
@@ -125,17 +127,25 @@ def _version() -> str:
 
 @pytest.mark.parametrize("recipe", [p for p in RECIPES if p.name.startswith("github-")],
                          ids=lambda p: p.name)
-def test_workflows_install_a_pinned_release_not_the_checked_out_repository(recipe):
+def test_workflows_install_through_this_repository_s_action_at_the_release_tag(recipe):
     """The workflows run in the workloads' repository: installing `.` would install that
-    (or fail); they install the release this project is at, pinned."""
-    installs = [line.strip() for script in _run_scripts(yaml.safe_load(recipe.read_text()))
-                for line in script.splitlines() if "pip install" in line]
-    assert installs == [f"pip install 'runai-reconcile[postgres]=={_version()}'"], installs
+    (or fail), and no package index carries runai-reconcile; they use this repository's
+    action (action.yml), pinned at the release this project is at."""
+    doc = yaml.safe_load(recipe.read_text())
+    installs = [line for script in _run_scripts(doc) for line in script.splitlines()
+                if "pip install" in line]
+    assert installs == []
+    steps = [s for job in doc["jobs"].values() for s in job["steps"]]
+    ours = [s for s in steps if s.get("uses", "").split("@")[0].endswith("/runai-reconcile")]
+    assert [s["uses"].split("@")[1] for s in ours] == [f"v{_version()}"]
+    assert ours[0]["with"]["version"] == _version()
+    assert steps.index(ours[0]) < min(i for i, s in enumerate(steps)
+                                      if "runai-reconcile " in s.get("run", ""))
 
 
-def test_the_cronjob_image_is_the_pinned_release():
-    cron = yaml.safe_load((CI / "k8s-drift-cronjob.yaml").read_text())
+def test_the_cronjob_image_is_the_release_the_containerfile_builds():
+    docs = list(yaml.safe_load_all((CI / "k8s-drift-cronjob.yaml").read_text()))
+    [cron] = [d for d in docs if d["kind"] == "CronJob"]
     [drift] = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    assert drift["image"].endswith(f":{_version()}")
-    assert f"pip install 'runai-reconcile[postgres]=={_version()}'" in (
-        CI / "k8s-drift-cronjob.yaml").read_text()
+    assert drift["image"].endswith(f"/runai-reconcile:{_version()}")
+    assert "-f Containerfile ." in (CI / "k8s-drift-cronjob.yaml").read_text()

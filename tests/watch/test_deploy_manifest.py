@@ -10,7 +10,9 @@ import yaml
 
 from reconciler.watch import server
 
-DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "deploy-kubernetes.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "deploy-kubernetes.md"
+BASE = ROOT / "deploy" / "kubernetes"
 
 
 def _documents() -> list[dict]:
@@ -47,7 +49,14 @@ def test_the_state_url_and_the_credentials_come_from_a_secret():
     for name in ("RUNAI_RECONCILE_STATE", "RUNAI_CLIENT_ID", "RUNAI_CLIENT_SECRET",
                  "PGPASSWORD"):
         assert "value" not in env[name] and "secretKeyRef" in env[name]["valueFrom"], name
-    [secret] = [d for d in docs if d["kind"] == "Secret"]
-    assert secret["stringData"]["state-url"].startswith("postgresql://")
+        assert env[name]["valueFrom"]["secretKeyRef"]["name"] == "runai-reconcile", name
+    # the base generates that Secret from credentials.env, the state's URL in it
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    [generator] = kustomization["secretGenerator"]
+    assert generator["name"] == "runai-reconcile"
+    values = dict(line.split("=", 1) for name in generator["envs"]
+                  for line in (BASE / name).read_text().splitlines() if "=" in line)
+    assert values["RUNAI_RECONCILE_STATE"].startswith("postgresql://")
+    assert set(env) - {"RUNAI_RECONCILE_NOTIFY"} == set(values)
     sidecars = [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]]
     assert "git-sync" in sidecars
