@@ -13,7 +13,9 @@ location is the store's own `where`, which has no password). Routes (docs/watch.
   it stopped beating or is stopping; `/readyz`: 200 once the first cycle is done;
 - `/api/status`: the last cycle as one JSON document;
 - `/`: the status page, server-rendered from a Jinja2 template shipped with the package;
-  it refreshes itself with a meta refresh and needs no JavaScript.
+  it needs no JavaScript, and `/status.js` (a static file shipped beside the template, the
+  only script the page's Content-Security-Policy lets it run) updates it in place until
+  the reader pauses it.
 
 The port is bound before the thread starts, so a port in use is one clear error at once.
 Callers: the watch loop (operations), tests.
@@ -22,6 +24,7 @@ Callers: the watch loop (operations), tests.
 from __future__ import annotations
 
 import errno
+import importlib.resources
 import socket
 import threading
 import time
@@ -112,8 +115,10 @@ def serve(board: st.StatusBoard, listen: str = DEFAULT_LISTEN, *, version: str |
     host, port = parse_listen(listen)
     sock = _bind(host, port, listen)
     app = build_app(board, version=version, refresh_s=refresh_s)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=2)
+    # log_config=None: uvicorn installs no handler of its own, so its lines go through the
+    # process's logging (one JSON object a line under the watch's --log-format json).
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
                               name="watch http", daemon=True)
@@ -322,6 +327,13 @@ def _cycle_json(c: st.CycleSummary) -> dict[str, Any]:
 
 # --- the page ------------------------------------------------------------------------
 
+# The page runs its own script (from this server) and nothing else: no inline script, no
+# other origin. Styles stay inline (the page's one <style> and its bars' widths).
+PAGE_CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; "
+            "style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'")
+_SCRIPT = importlib.resources.files("reconciler.watch").joinpath("static/status.js").read_bytes()
+
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("reconciler.watch", "templates"),
     autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -420,9 +432,16 @@ def build_app(board: st.StatusBoard, *, version: str | None = None,
                         media_type="application/json")
 
     async def page(request: Request) -> Response:
-        return HTMLResponse(page_html(board, refresh_s=refresh_s, version=version))
+        return HTMLResponse(page_html(board, refresh_s=refresh_s, version=version),
+                            headers={"Content-Security-Policy": PAGE_CSP,
+                                     "Cache-Control": "no-store"})
+
+    async def script(request: Request) -> Response:
+        return Response(_SCRIPT, media_type="text/javascript",
+                        headers={"Cache-Control": "no-cache"})
 
     routes = [Route("/", page, methods=["GET"]),
+              Route("/status.js", script, methods=["GET"]),
               Route("/metrics", metrics_route, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]),
               Route("/readyz", readyz, methods=["GET"]),
