@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from reconciler import errors
+from reconciler import errors, kinds, plans
 from reconciler.watch import events as ev
 from reconciler.watch import status as st
 
@@ -49,6 +49,14 @@ DEFAULT_LISTEN = "127.0.0.1:9090"
 PREFIX = "runai_reconcile"
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, float("inf"))
 CYCLE_RESULTS = ("ok", "failed", "standby")
+# The values of the metrics' closed label sets, each listed in its metric's HELP text (so
+# that a reader of a scrape learns them all, the ones no sample shows yet included).
+ACTIONS = tuple(a.value for a in plans.Action if a is not plans.Action.NOOP)
+ACTION_RESULTS = ("ok", "failed", "skipped", "deferred")
+
+
+def _values(words) -> str:
+    return ", ".join(words)
 # Rows of the page's tables at most (the rest are counted; /api/status has them all).
 PAGE_ROWS = 500
 
@@ -170,7 +178,7 @@ class Metrics:
         self._counted = 0  # the highest cycle number counted
         r = self.registry
         self.cycles = prometheus_client.Counter(
-            f"{PREFIX}_cycles", "Watch cycles finished, by result (ok, failed, standby).",
+            f"{PREFIX}_cycles", f"Watch cycles finished, by result ({_values(CYCLE_RESULTS)}).",
             ["result"], registry=r)
         for result in CYCLE_RESULTS:
             self.cycles.labels(result)
@@ -183,11 +191,13 @@ class Metrics:
         self.healed = prometheus_client.Counter(
             f"{PREFIX}_drift_healed", "Drifted workloads the watch healed.", registry=r)
         self.actions = prometheus_client.Counter(
-            f"{PREFIX}_actions", "Actions the watch took, by type and result "
-            "(ok, failed, skipped).", ["action", "result"], registry=r)
+            f"{PREFIX}_actions", "Actions the watch took or wanted to, by action "
+            f"({_values(ACTIONS)}) and result ({_values(ACTION_RESULTS)}: skipped by a "
+            "policy, preventDestroy or sync without --prune; deferred by --max-actions).",
+            ["action", "result"], registry=r)
         self.requests = prometheus_client.Counter(
-            f"{PREFIX}_api_requests", "HTTP requests sent to the Run:ai API, by answer "
-            "(a status code, or error when none came).", ["status"], registry=r)
+            f"{PREFIX}_api_requests", "HTTP requests sent to the Run:ai API, by status "
+            "(the answer's HTTP status code, or error when none came).", ["status"], registry=r)
         r.register(_Latest(board, version))
         board.subscribe(self.absorb)
 
@@ -226,8 +236,9 @@ class _Latest(Collector):
     def collect(self):
         s = self._board.snapshot
         workloads = GaugeMetricFamily(
-            f"{PREFIX}_workloads", "Workloads by sync status and health, by kind and project "
-            "(the project's id).", labels=["kind", "project", "sync", "health"])
+            f"{PREFIX}_workloads", f"Workloads by kind ({_values(kinds.KINDS)}), project (the "
+            f"project's id), sync ({_values(st.SYNCS)}) and health ({_values(st.HEALTHS)}).",
+            labels=["kind", "project", "sync", "health"])
         counts: dict[tuple[str, str, str, str], int] = {}
         for w in s.workloads:
             key = (w.kind, w.project, w.sync, w.health)
@@ -236,13 +247,14 @@ class _Latest(Collector):
             workloads.add_metric(list(key), n)
         yield workloads
         labels = ["project", "project_name"]
+        by = " By project (its id) and project_name (its name, empty when unknown)."
         held = GaugeMetricFamily(f"{PREFIX}_project_gpus_held",
-                                 "GPUs the project's workloads hold now.", labels=labels)
+                                 "GPUs the project's workloads hold now." + by, labels=labels)
         planned = GaugeMetricFamily(f"{PREFIX}_project_gpus_planned",
                                     "GPUs the project's workloads would hold as the specs "
-                                    "say.", labels=labels)
+                                    "say." + by, labels=labels)
         quota = GaugeMetricFamily(f"{PREFIX}_project_gpu_quota",
-                                  "The project's GPU quota (absent when unknown).",
+                                  "The project's GPU quota (absent when unknown)." + by,
                                   labels=labels)
         for p in s.projects:
             names = [p.project, p.name or ""]
@@ -260,8 +272,8 @@ class _Latest(Collector):
                                 "cycle after cycles that failed in a row (0: none failed).",
                                 value=s.backoff_s if s.failed_in_row else 0.0)
         info = GaugeMetricFamily(f"{PREFIX}_info", "Always 1: the git commit the last cycle "
-                                 "planned at, the mode and the version.",
-                                 labels=["commit", "mode", "version"])
+                                 f"planned at, the mode ({_values(st.MODES)}) and the "
+                                 "version.", labels=["commit", "mode", "version"])
         info.add_metric([s.commit or "", s.mode, self._version], 1)
         yield info
         if s.last_success_at is not None:
