@@ -690,15 +690,32 @@ def watch(cfg: Config, directory, mode, interval_s, prune, max_actions, full_ref
     (docs/watch.md)."""
     import time as _time
 
-    from reconciler.watch import logs, status
+    from reconciler.watch import logs
 
     def log(event: str, **fields) -> None:
         click.echo(logs.line(event, fields, fmt=log_format, now=_time.time()), err=True)
 
-    options = operations.WatchOptions(
-        mode=mode, interval_s=interval_s, prune=prune, max_actions=max_actions,
-        full_refresh_every=full_refresh_every, pull=pull, policy=policy,
-        parallelism=cfg.parallelism, max_cycles=max_cycles)
+    if log_format == "json":
+        _log_records_as_json()
+    try:
+        _watch(cfg, directory, log, operations.WatchOptions(
+            mode=mode, interval_s=interval_s, prune=prune, max_actions=max_actions,
+            full_refresh_every=full_refresh_every, pull=pull, policy=policy,
+            parallelism=cfg.parallelism, max_cycles=max_cycles), listen, notify_urls)
+    except errors.ReconcileError as exc:
+        if log_format != "json":
+            raise
+        # Every stderr line a JSON object: a watch that cannot start says why as one too.
+        problems = getattr(exc, "problems", None)
+        log("error", message=str(exc), problems=[str(p) for p in problems] if problems else None)
+        sys.exit(1)
+
+
+def _watch(cfg: Config, directory, log, options, listen, notify_urls) -> None:
+    """The watch's run: its store, board and publishers, then the loop; exits with its code."""
+    from reconciler.watch import status
+
+    mode, interval_s = options.mode, options.interval_s
     store = _store(cfg)
     board = status.StatusBoard(status.Snapshot(mode=mode, role=status.STANDBY,
                                                specs_dir=directory, state=store.where,
@@ -711,6 +728,21 @@ def watch(cfg: Config, directory, mode, interval_s, prune, max_actions, full_ref
         for close in closers:
             close()
     sys.exit(code)
+
+
+def _log_records_as_json() -> None:
+    """--log-format json: the records of Python's logging (the API client's with -v,
+    uvicorn's, warnings) leave through the handler this CLI set up as JSON lines too, so
+    that every stderr line is one JSON object. A handler someone else installed (a test
+    harness's) keeps its own format."""
+    from reconciler.watch import logs
+
+    logging.captureWarnings(True)
+    formatter = logs.JsonFormatter()
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler and handler.stream in (sys.stderr,
+                                                                         sys.__stderr__):
+            handler.setFormatter(formatter)
 
 
 def _watch_publishers(board, listen: str, notify_urls):

@@ -5,8 +5,8 @@ when no transport is given and no proxy is set in the environment (then httpx's 
 transport, which honours it). It is a peer of the ASGI transport the simulator is
 reached through (`--sim`, tests) and of `httpx.MockTransport`: the client code above the
 seam is the same for all three. aiohttp parses HTTP in C and keeps up to `size`
-connections alive; docs/performance.md ("Issue 10: one request path") says why neither
-httpx's own transport nor the httpx-aiohttp package.
+connections alive; docs/performance.md ("What each speed device buys") says what it buys over
+httpx's own transport.
 
 aiohttp's failures are raised as the httpx exceptions that say what they mean for a
 retry, chained to what they wrap (a socket.gaierror, an ssl.SSLCertVerificationError):

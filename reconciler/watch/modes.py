@@ -21,11 +21,8 @@ from dataclasses import dataclass, field
 
 from reconciler.plans import Action, Plan, ResourceChange
 from reconciler.watch import health
-
-REPORT = "report"
-HEAL = "heal"
-SYNC = "sync"
-MODES = (REPORT, HEAL, SYNC)
+# The mode words live with the status contract (a snapshot names its mode); used from here.
+from reconciler.watch.status import HEAL, MODES, REPORT, SYNC  # noqa: F401
 
 
 PRUNE_OFF = "sync without --prune"

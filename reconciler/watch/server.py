@@ -13,7 +13,9 @@ location is the store's own `where`, which has no password). Routes (docs/watch.
   it stopped beating or is stopping; `/readyz`: 200 once the first cycle is done;
 - `/api/status`: the last cycle as one JSON document;
 - `/`: the status page, server-rendered from a Jinja2 template shipped with the package;
-  it refreshes itself with a meta refresh and needs no JavaScript.
+  it needs no JavaScript, and `/status.js` (a static file shipped beside the template, the
+  only script the page's Content-Security-Policy lets it run) updates it in place until
+  the reader pauses it.
 
 The port is bound before the thread starts, so a port in use is one clear error at once.
 Callers: the watch loop (operations), tests.
@@ -22,6 +24,7 @@ Callers: the watch loop (operations), tests.
 from __future__ import annotations
 
 import errno
+import importlib.resources
 import socket
 import threading
 import time
@@ -38,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from reconciler import errors
+from reconciler import errors, kinds, plans
 from reconciler.watch import events as ev
 from reconciler.watch import status as st
 
@@ -46,6 +49,14 @@ DEFAULT_LISTEN = "127.0.0.1:9090"
 PREFIX = "runai_reconcile"
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, float("inf"))
 CYCLE_RESULTS = ("ok", "failed", "standby")
+# The values of the metrics' closed label sets, each listed in its metric's HELP text (so
+# that a reader of a scrape learns them all, the ones no sample shows yet included).
+ACTIONS = tuple(a.value for a in plans.Action if a is not plans.Action.NOOP)
+ACTION_RESULTS = ("ok", "failed", "skipped", "deferred")
+
+
+def _values(words) -> str:
+    return ", ".join(words)
 # Rows of the page's tables at most (the rest are counted; /api/status has them all).
 PAGE_ROWS = 500
 
@@ -112,8 +123,10 @@ def serve(board: st.StatusBoard, listen: str = DEFAULT_LISTEN, *, version: str |
     host, port = parse_listen(listen)
     sock = _bind(host, port, listen)
     app = build_app(board, version=version, refresh_s=refresh_s)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=2)
+    # log_config=None: uvicorn installs no handler of its own, so its lines go through the
+    # process's logging (one JSON object a line under the watch's --log-format json).
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
                               name="watch http", daemon=True)
@@ -165,7 +178,7 @@ class Metrics:
         self._counted = 0  # the highest cycle number counted
         r = self.registry
         self.cycles = prometheus_client.Counter(
-            f"{PREFIX}_cycles", "Watch cycles finished, by result (ok, failed, standby).",
+            f"{PREFIX}_cycles", f"Watch cycles finished, by result ({_values(CYCLE_RESULTS)}).",
             ["result"], registry=r)
         for result in CYCLE_RESULTS:
             self.cycles.labels(result)
@@ -178,11 +191,13 @@ class Metrics:
         self.healed = prometheus_client.Counter(
             f"{PREFIX}_drift_healed", "Drifted workloads the watch healed.", registry=r)
         self.actions = prometheus_client.Counter(
-            f"{PREFIX}_actions", "Actions the watch took, by type and result "
-            "(ok, failed, skipped).", ["action", "result"], registry=r)
+            f"{PREFIX}_actions", "Actions the watch took or wanted to, by action "
+            f"({_values(ACTIONS)}) and result ({_values(ACTION_RESULTS)}: skipped by a "
+            "policy, preventDestroy or sync without --prune; deferred by --max-actions).",
+            ["action", "result"], registry=r)
         self.requests = prometheus_client.Counter(
-            f"{PREFIX}_api_requests", "HTTP requests sent to the Run:ai API, by answer "
-            "(a status code, or error when none came).", ["status"], registry=r)
+            f"{PREFIX}_api_requests", "HTTP requests sent to the Run:ai API, by status "
+            "(the answer's HTTP status code, or error when none came).", ["status"], registry=r)
         r.register(_Latest(board, version))
         board.subscribe(self.absorb)
 
@@ -221,8 +236,9 @@ class _Latest(Collector):
     def collect(self):
         s = self._board.snapshot
         workloads = GaugeMetricFamily(
-            f"{PREFIX}_workloads", "Workloads by sync status and health, by kind and project "
-            "(the project's id).", labels=["kind", "project", "sync", "health"])
+            f"{PREFIX}_workloads", f"Workloads by kind ({_values(kinds.KINDS)}), project (the "
+            f"project's id), sync ({_values(st.SYNCS)}) and health ({_values(st.HEALTHS)}).",
+            labels=["kind", "project", "sync", "health"])
         counts: dict[tuple[str, str, str, str], int] = {}
         for w in s.workloads:
             key = (w.kind, w.project, w.sync, w.health)
@@ -231,13 +247,14 @@ class _Latest(Collector):
             workloads.add_metric(list(key), n)
         yield workloads
         labels = ["project", "project_name"]
+        by = " By project (its id) and project_name (its name, empty when unknown)."
         held = GaugeMetricFamily(f"{PREFIX}_project_gpus_held",
-                                 "GPUs the project's workloads hold now.", labels=labels)
+                                 "GPUs the project's workloads hold now." + by, labels=labels)
         planned = GaugeMetricFamily(f"{PREFIX}_project_gpus_planned",
                                     "GPUs the project's workloads would hold as the specs "
-                                    "say.", labels=labels)
+                                    "say." + by, labels=labels)
         quota = GaugeMetricFamily(f"{PREFIX}_project_gpu_quota",
-                                  "The project's GPU quota (absent when unknown).",
+                                  "The project's GPU quota (absent when unknown)." + by,
                                   labels=labels)
         for p in s.projects:
             names = [p.project, p.name or ""]
@@ -255,8 +272,8 @@ class _Latest(Collector):
                                 "cycle after cycles that failed in a row (0: none failed).",
                                 value=s.backoff_s if s.failed_in_row else 0.0)
         info = GaugeMetricFamily(f"{PREFIX}_info", "Always 1: the git commit the last cycle "
-                                 "planned at, the mode and the version.",
-                                 labels=["commit", "mode", "version"])
+                                 f"planned at, the mode ({_values(st.MODES)}) and the "
+                                 "version.", labels=["commit", "mode", "version"])
         info.add_metric([s.commit or "", s.mode, self._version], 1)
         yield info
         if s.last_success_at is not None:
@@ -321,6 +338,13 @@ def _cycle_json(c: st.CycleSummary) -> dict[str, Any]:
 
 
 # --- the page ------------------------------------------------------------------------
+
+# The page runs its own script (from this server) and nothing else: no inline script, no
+# other origin. Styles stay inline (the page's one <style> and its bars' widths).
+PAGE_CSP = ("default-src 'none'; script-src 'self'; connect-src 'self'; "
+            "style-src 'unsafe-inline'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'")
+_SCRIPT = importlib.resources.files("reconciler.watch").joinpath("static/status.js").read_bytes()
 
 _templates = jinja2.Environment(
     loader=jinja2.PackageLoader("reconciler.watch", "templates"),
@@ -420,9 +444,16 @@ def build_app(board: st.StatusBoard, *, version: str | None = None,
                         media_type="application/json")
 
     async def page(request: Request) -> Response:
-        return HTMLResponse(page_html(board, refresh_s=refresh_s, version=version))
+        return HTMLResponse(page_html(board, refresh_s=refresh_s, version=version),
+                            headers={"Content-Security-Policy": PAGE_CSP,
+                                     "Cache-Control": "no-store"})
+
+    async def script(request: Request) -> Response:
+        return Response(_SCRIPT, media_type="text/javascript",
+                        headers={"Cache-Control": "no-cache"})
 
     routes = [Route("/", page, methods=["GET"]),
+              Route("/status.js", script, methods=["GET"]),
               Route("/metrics", metrics_route, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]),
               Route("/readyz", readyz, methods=["GET"]),

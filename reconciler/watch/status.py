@@ -37,6 +37,11 @@ SYNCS = (SYNCED, OUT_OF_SYNC, DRIFTED, HEALING, FAILED)
 
 log = logging.getLogger(__name__)
 
+REPORT = "report"  # the modes (reconciler.watch.modes: what each one performs)
+HEAL = "heal"
+SYNC = "sync"
+MODES = (REPORT, HEAL, SYNC)
+
 ACTIVE = "active"
 STANDBY = "standby"
 

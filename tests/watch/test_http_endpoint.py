@@ -180,15 +180,24 @@ def test_no_answer_carries_anything_but_the_snapshot(board, http, monkeypatch):
     assert http.post("/api/status").status_code == 405  # read-only
 
 
-def test_the_page_escapes_what_it_shows_and_refreshes_itself(board, http):
+def test_the_page_escapes_what_it_shows_and_runs_only_its_own_script(board, http):
     board.publish(b.next_cycle(board.snapshot, workloads=b.changed(
         board.snapshot, "Training/7/job-3", sync=st.DRIFTED,
         reason='label <script>alert("x")</script> & more')))
     page = http.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert "<script>" not in page.text
+    assert 'alert("x")' not in page.text
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; more" in page.text
-    assert '<meta http-equiv="refresh" content="15">' in page.text
+    # No forced reload: its script updates it in place, every 15 s (half the interval).
+    assert 'http-equiv="refresh"' not in page.text
+    assert '<html lang="en" data-refresh="15">' in page.text
+    assert page.text.count("<script") == 1 and '<script src="status.js" defer>' in page.text
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "default-src 'none'" in csp
+    script = http.get("/status.js")
+    assert script.status_code == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "Pause updates" in script.text
 
 
 def test_a_port_in_use_is_one_clear_error(board):
