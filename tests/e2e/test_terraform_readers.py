@@ -110,9 +110,11 @@ def _checkov() -> str | None:
     """checkov's command: $RUNAI_RECONCILE_CHECKOV, else on PATH or beside this Python (it
     pins a `packaging` older than pytest's, so it may live in a tools environment of its
     own)."""
-    found = os.environ.get("RUNAI_RECONCILE_CHECKOV") or shutil.which("checkov")
+    named = os.environ.get("RUNAI_RECONCILE_CHECKOV")
+    if named:
+        return str(Path(named).absolute())  # it runs in the plan's folder
     beside = Path(sys.executable).parent / "checkov"
-    return found or (str(beside) if beside.exists() else None)
+    return shutil.which("checkov") or (str(beside) if beside.exists() else None)
 
 
 @pytest.fixture(scope="module")
