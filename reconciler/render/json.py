@@ -125,7 +125,17 @@ def policy_document(report: Report) -> dict[str, Any]:
 
 
 def render_plan(plan: Plan) -> str:
-    return json.dumps(plan_document(plan), indent=2, sort_keys=True, ensure_ascii=False)
+    return _dumps(plan_document(plan))
+
+
+def _dumps(doc: dict[str, Any]) -> str:
+    """`json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)`, by orjson: the same
+    text (but for the spelling of a few floats, `1e16` for `1e+16`), in a tenth of the time
+    a plan's bodies take `json` (planned_values and prior_state hold each body again)."""
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | _SORTED).decode()
+    except TypeError:  # an integer beyond 64 bits
+        return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
 
 
 def _gpu_impact(found: GpuImpact) -> dict[str, Any]:

@@ -308,3 +308,13 @@ def test_change_patch_does_not_depend_on_the_order_of_the_members():
                        ["resource_changes"][0]["change"]["patch"])
     assert patches[0] == patches[1]
     assert [op["path"] for op in patches[0]] == ["/clusterId", "/spec/image", "/spec/numWorkers"]
+
+
+def test_a_number_beyond_64_bits_is_rendered_as_json_has_it():
+    body = examples.training_body("bert-ddp")
+    body["spec"]["backoffLimit"] = 2 ** 70
+    rc = examples.training("bert-ddp", Action.CREATE, plans.REASON_NEW, after=body,
+                           desired_phase="Running")
+    text = json_render.render_plan(finished(examples.plan(rc)))
+    assert json.loads(text)["resource_changes"][0]["change"]["after"]["spec"]["backoffLimit"] == 2 ** 70
+    assert text == json.dumps(json.loads(text), indent=2, sort_keys=True, ensure_ascii=False)
