@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonpatch
 import pytest
 
 from tests.helpers import simserve
@@ -163,6 +164,11 @@ def test_the_plan_acts_on_every_kind(every_kind):
     assert actions["DistributedTraining/7/bert-ddp"] == "replace"
     assert actions["DistributedTraining/7/resnet-mpi"] == "delete"
     assert actions["Training/7/quick-try"] == "create"
+    # `change.after` is the planned object: `change.patch` applied to `before` gives it.
+    for rc in plan["resource_changes"]:
+        if rc["action"] in ("update", "replace"):
+            change = rc["change"]
+            assert jsonpatch.apply_patch(change["before"], change["patch"]) == change["after"]
 
 
 def test_checkov_reads_every_workload_of_the_plan(every_kind):
