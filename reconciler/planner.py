@@ -248,7 +248,14 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         project_name=(dw.project_name if dw is not None and dw.project_name
                       else rs.project_name if rs is not None else None),
         state_changes=state_changes,
+        applied=rs.applied if rs is not None and _drifted(reason, fcs) else None,
     )
+
+
+def _drifted(reason: str, fcs: list[plans.FieldChange] | None) -> bool:
+    """Changed outside the reconciler: what the plan's drift report lists."""
+    return reason in (plans.REASON_DRIFT, plans.REASON_PHASE_DRIFT,
+                      plans.REASON_DELETED_OUTSIDE) or any(c.drift for c in fcs or ())
 
 
 def _state_changes(dw: DesiredWorkload, rs: ResourceState) -> list[str]:

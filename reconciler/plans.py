@@ -80,6 +80,9 @@ class ResourceChange:
     # For a no-op: the lifecycle flags that only the state records and that the spec
     # changed (`lifecycle.preventDestroy`, `lifecycle.sensitive`); apply records them.
     state_changes: list[str] = field(default_factory=list)
+    # For a workload changed outside the reconciler (drift, a phase or a deletion outside):
+    # the body as last applied (the state's), what it was before the change outside.
+    applied: dict[str, Any] | None = None
 
     @property
     def changes_state(self) -> bool:

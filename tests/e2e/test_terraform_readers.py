@@ -1,15 +1,23 @@
-"""The JSON documents read by a tool written for `terraform show -json` (issue 20, item 9):
-`change.actions` and the `actions` of drift's pending changes and of apply's outcomes hold
-only Terraform's words; a suspend and a resume are updates of `desiredPhase`, our own
-word for them in `action` beside it. Through the CLI against `sim serve`."""
+"""The JSON documents read by tools written for `terraform show -json`, through the CLI
+against `sim serve`: `change.actions` and the `actions` of drift's pending changes and of
+apply's outcomes hold only Terraform's words (a suspend and a resume are updates of
+`desiredPhase`, our own word for them in `action` beside it); checkov's `terraform_plan`
+framework reads every workload of a plan of every kind; a Rego policy over
+`resource_changes[].type` and `change.after` (docs/examples/policy.rego, evaluated by
+regopy) denies what it should; and `show` of a saved plan gives the patches `plan` did."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
+import jsonpatch
 import pytest
 
-from tests.helpers.workspace import changes_by_address
+from tests.helpers import simserve, validators
+from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET, ROOT
+from tests.helpers.workspace import Workspace, changes_by_address
 from tests.helpers.specs import TRAINING
 
 pytestmark = pytest.mark.http
@@ -78,3 +86,119 @@ def test_suspend_and_resume_read_as_updates_by_a_terraform_tool(ws, sim_server):
     rc = changes_by_address(doc)[ADDR]
     assert (rc["change"]["actions"], rc["action"]) == (["update"], "resume")
     assert _terraform_summary(doc) == {"update": 1}
+
+
+# --- a plan of every kind, read by checkov and by a Rego policy ----------------------------
+
+EXAMPLES = ROOT / "docs" / "examples"
+UNPINNED = """
+kind: Training
+name: quick-try
+projectId: "7"
+clusterId: 71f69d83-ba66-4822-adf5-55ce55efd210
+spec:
+  image: nvcr.io/nvidia/pytorch:latest
+  compute:
+    gpuDevicesRequest: 1
+"""
+MISTRAL = "Inference/7/mistral-7b-chat"
+
+
+@pytest.fixture(scope="module")
+def every_kind(_sim_process, tmp_path_factory):
+    """The example specs (every kind) applied; then, in the specs, an Inference's image
+    changed (an update), a training's image changed (a replace), one training removed (a
+    delete) and one added with an unpinned image (a create); outside, the Inference made
+    preemptible (which the spec leaves to the server, so the plan keeps it). The plan
+    saved and printed as JSON (one run), and the saved one shown as JSON."""
+    simserve.reset(_sim_process.admin)
+    env = {"RUNAI_URL": _sim_process.url, "RUNAI_CLIENT_ID": CLIENT_ID,
+           "RUNAI_CLIENT_SECRET": CLIENT_SECRET, "RUNAI_TOKEN": None, "NO_COLOR": "1"}
+    root = tmp_path_factory.mktemp("terraform-readers")
+    ws = Workspace(root / "project", env)
+    ws.copy_examples()
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    wid = next(w["id"] for w in _sim_process.live() if w["name"] == "mistral-7b-chat")
+    assert _sim_process.admin.patch(f"/_sim/workloads/{wid}", json={
+        "spec": {"preemptibility": "preemptible"}}).status_code == 200
+
+    mistral = ws.specs / "inference" / "mistral-7b-chat.yaml"
+    mistral.write_text(mistral.read_text().replace("vllm-openai:v0.6.3", "vllm-openai:v0.6.4"))
+    bert = ws.specs / "training" / "bert-ddp.yaml"
+    bert.write_text(bert.read_text().replace("pytorch:24.05-py3", "pytorch:24.10-py3"))
+    (ws.specs / "training" / "resnet-mpi.yaml").unlink()
+    ws.write("quick-try.yaml", UNPINNED)
+
+    saved = root / "saved.plan"
+    plan = ws.plan_json("--out", str(saved))
+    shown = ws.cli("show", str(saved), "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    path = root / "plan.json"
+    path.write_text(json.dumps(plan))
+    return {"plan": plan, "shown": json.loads(shown.stdout), "path": path}
+
+
+def test_the_plan_acts_on_every_kind(every_kind):
+    plan = every_kind["plan"]
+    types = {rc["type"] for rc in plan["resource_changes"]}
+    assert types == {"runai_distributed_training", "runai_distributed_inference",
+                     "runai_training", "runai_workspace", "runai_inference",
+                     "runai_nim_service", "runai_manifest"}
+    actions = {rc["address"]: rc["action"] for rc in plan["resource_changes"]}
+    assert actions[MISTRAL] == "update"
+    assert actions["DistributedTraining/7/bert-ddp"] == "replace"
+    assert actions["DistributedTraining/7/resnet-mpi"] == "delete"
+    assert actions["Training/7/quick-try"] == "create"
+    # `change.after` is the planned object: `change.patch` applied to `before` gives it.
+    for rc in plan["resource_changes"]:
+        if rc["action"] in ("update", "replace"):
+            change = rc["change"]
+            assert jsonpatch.apply_patch(change["before"], change["patch"]) == change["after"]
+
+
+def test_checkov_reads_every_workload_of_the_plan(every_kind):
+    checkov = validators.tool("checkov")
+    res = subprocess.run(
+        [checkov, "-f", str(every_kind["path"]), "--framework", "terraform_plan",
+         "--external-checks-dir", str(EXAMPLES / "checkov"), "-o", "json",
+         "--skip-download", "--soft-fail"],
+        capture_output=True, text=True, timeout=240, cwd=every_kind["path"].parent)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    planned = every_kind["plan"]["planned_values"]["root_module"]["resources"]
+    assert report["summary"]["parsing_errors"] == 0
+    assert report["summary"]["resource_count"] == len(planned) == sum(
+        rc["action"] != "delete" for rc in every_kind["plan"]["resource_changes"])
+    failed = {c["resource"] for c in report["results"]["failed_checks"]}
+    passed = {c["resource"] for c in report["results"]["passed_checks"]}
+    assert failed == {"Training/7/quick-try"}  # its image is `:latest`
+    assert passed | failed == {r["address"] for r in planned}
+
+
+def test_a_rego_policy_over_the_planned_objects_denies_what_it_should(every_kind):
+    from regopy import Interpreter
+
+    rego = Interpreter()
+    rego.add_module("policy", (EXAMPLES / "policy.rego").read_text(encoding="utf-8"))
+    rego.set_input_term(json.dumps(every_kind["plan"]))
+    denied, = json.loads(str(rego.query("data.runai.plan.deny")))["expressions"]
+    # The Inference is preemptible only live (made so outside; its spec leaves it to the
+    # server): the planned object says so, the spec alone would not.
+    assert sorted(denied) == [
+        f"{MISTRAL}: a serving workload would run preemptible",
+        "Training/7/quick-try: image nvcr.io/nvidia/pytorch:latest is not pinned to a tag "
+        "other than latest",
+    ]
+    after = changes_by_address(every_kind["plan"])[MISTRAL]["change"]["after"]
+    assert after["spec"]["image"] == "vllm/vllm-openai:v0.6.4"
+
+
+def test_show_of_the_saved_plan_gives_the_patches_plan_did(every_kind):
+    def patches(doc):
+        return {rc["address"]: (rc["change"]["patch"], rc["change"]["after"])
+                for rc in doc["resource_changes"]}
+
+    assert patches(every_kind["shown"]) == patches(every_kind["plan"])
+    assert patches(every_kind["plan"])[MISTRAL][0] == [
+        {"op": "replace", "path": "/spec/image", "value": "vllm/vllm-openai:v0.6.4"}]

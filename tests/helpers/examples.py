@@ -70,7 +70,8 @@ def update_drift() -> ResourceChange:
         changes=[FieldChange("spec.replicas", 4, 2, drift=True)],
         workload_id=IDS["llama-70b-serve"], before=inference_body("llama-70b-serve", 4),
         after=inference_body("llama-70b-serve", 2), desired_phase="Running",
-        live_phase="Running", patch={"spec": {"replicas": 2}})
+        live_phase="Running", patch={"spec": {"replicas": 2}},
+        applied=inference_body("llama-70b-serve", 2))
 
 
 def update() -> ResourceChange:
@@ -117,13 +118,13 @@ def resume_phase_drift() -> ResourceChange:
     return training("resnet-mpi", Action.RESUME, plans.REASON_PHASE_DRIFT,
                     workload_id=IDS["resnet-mpi"], before=training_body("resnet-mpi"),
                     after=training_body("resnet-mpi"), desired_phase="Running",
-                    live_phase="Stopped")
+                    live_phase="Stopped", applied=training_body("resnet-mpi"))
 
 
 def recreate() -> ResourceChange:
     return training("resnet-mpi", Action.CREATE, plans.REASON_DELETED_OUTSIDE,
                     before=None, after=training_body("resnet-mpi", workers=2),
-                    desired_phase="Running")
+                    desired_phase="Running", applied=training_body("resnet-mpi", workers=2))
 
 
 def noop(name: str = "steady") -> ResourceChange:

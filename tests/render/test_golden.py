@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from tests.helpers.golden import assert_golden
+from tests.helpers.golden import assert_golden, versionless
 
 from reconciler.render import json as json_render
 from reconciler.render import text as text_render
@@ -19,7 +19,7 @@ from tests.helpers.finishing import finished
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 RENDERERS = {
     "txt": lambda plan: text_render.render_plan(finished(plan)),
-    "json": lambda plan: json_render.render_plan(finished(plan)) + "\n",
+    "json": lambda plan: versionless(json_render.render_plan(finished(plan))) + "\n",
 }
 
 

@@ -18,7 +18,7 @@ from reconciler.render import json as json_render
 from reconciler.render import markdown
 from reconciler.render import text as text_render
 from tests.helpers.finishing import finished
-from tests.helpers.golden import assert_golden
+from tests.helpers.golden import assert_golden, versionless
 
 GOLDEN = pathlib.Path(__file__).parent / "golden_v2"
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"
@@ -110,7 +110,7 @@ def drift_report() -> drift.DriftReport:
 
 RENDERED = {
     "plan.txt": lambda: text_render.render_plan(finished(v2_kinds())),
-    "plan.json": lambda: json_render.render_plan(finished(v2_kinds())) + "\n",
+    "plan.json": lambda: versionless(json_render.render_plan(finished(v2_kinds()))) + "\n",
     "plan.md": lambda: markdown.render_plan(finished(v2_kinds())),
     "drift.txt": lambda: drift_render.render_text(drift_report()),
     "drift.json": lambda: drift_render.render_json(drift_report()) + "\n",
@@ -140,4 +140,4 @@ def test_the_manifest_kind_is_said_in_every_format():
     drifted = json.loads(RENDERED["drift.json"]())
     assert drifted["drift"][0]["manifest_kind"] == "PyTorchJob"
     assert drifted["pending_changes"][0]["manifest_kind"] == "RayJob"
-    assert drifted["format_version"] == "1.4" and doc["format_version"] == "1.8"
+    assert drifted["format_version"] == "1.4" and doc["format_version"] == "1.9"
