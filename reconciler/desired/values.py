@@ -97,9 +97,8 @@ def _quantity(value: Any, path: tuple) -> Iterator[Problem]:
 
 def _resources(resources: dict, path: tuple) -> Iterator[Problem]:
     read: dict[str, dict[str, Fraction]] = {}
-    for part in ("limits", "requests"):
-        amounts = resources.get(part)
-        if not isinstance(amounts, dict):
+    for part, amounts in resources.items():  # in the order written
+        if part not in ("limits", "requests") or not isinstance(amounts, dict):
             continue
         read[part] = {}
         for name, value in amounts.items():
