@@ -371,17 +371,22 @@ def containers(pod: Mapping) -> list[Mapping]:
             for c in (pod.get(key) or ()) if isinstance(c, Mapping)]
 
 
-def pod_gpus(pod: Mapping) -> float:
-    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed."""
+def pod_gpus(pod: Mapping) -> float | None:
+    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed;
+    None when one of them is not a whole number of devices (`lots`, `-8`, `8.5`), which
+    Kubernetes refuses and a count cannot read."""
     total = Fraction(0)
     for c in _obj(pod).get("containers") or ():
         res = _obj(_obj(c).get("resources"))
         value = _obj(res.get("limits")).get("nvidia.com/gpu")
         if value is None:
             value = _obj(res.get("requests")).get("nvidia.com/gpu")
-        q = quantity(value) if value is not None else None
-        if q is not None and q > 0:
-            total += q
+        if value is None:
+            continue
+        q = quantity(value)
+        if q is None or q < 0 or q.denominator != 1:
+            return None
+        total += q
     return float(total)
 
 
