@@ -24,7 +24,6 @@ policy (pod templates), desired (known types), api (the wire form), export.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
