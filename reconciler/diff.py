@@ -24,10 +24,11 @@ name) are not defaults: spelling one chooses it.
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
 compare by value (1 == 1.0) but a boolean is not a number; two quantities in a field
 that holds one (`kinds.QUANTITY_FIELDS`: `cpuMemoryRequest`, a PVC's `size`, ...) compare
-by value (`256Gi` == `262144Mi`), text that is not a quantity as text; arrays of objects whose field
-has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
-names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS` compare as
-sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered values.
+by value (`256Gi` == `262144Mi`), text that is not a quantity as text; arrays of objects
+whose field has an item key (`kinds.item_key`) compare as maps, so order does not matter
+and a path names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS`
+compare as sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered
+values.
 
 A subtree (object or keyed item) that is added or removed is one change at its root,
 carrying the whole value. A user change that live already matches is no change: there

@@ -16,6 +16,9 @@ DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) �
 NIMService `replicas` (default 1), or with `autoscaling` minReplicas..maxReplicas
 (defaults 1 and minReplicas), × (1 + `multiNode.workers`) pods of `spec.compute`.
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
+A count or size that cannot be read (a live body's `lots`, `-8` or `8.5` devices, a
+replica count in words, GPU memory that is no quantity) is counted as nothing and makes
+the amount `unknown` (`plans.Gpus.unknown`), never 0.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
 
@@ -200,8 +203,9 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     for low, high, compute in rule(kind)(body):
         gpus, memory, unknown = per_pod(compute)
         low, high = _count(low, 0), _count(high, 0)
-        if low is None or high is None:  # pods that cannot be counted hold an unknown
-            total += Gpus(unknown=True)
+        if low is None or high is None:
+            # Pods that cannot be counted hold an unknown amount, unless each holds none.
+            total += Gpus(unknown=bool(gpus or memory or unknown))
             continue
         total += Gpus(low * gpus, high * gpus, low * memory, high * memory, unknown)
     return total

@@ -81,3 +81,11 @@ def test_the_impact_says_unknown_where_a_value_could_not_be_read():
     assert impact.amount(gpus.held("Manifest", _job("lots"))) == "unknown"
     assert impact.gpus_doc(after) == {"min": 8, "max": 8, "memory_bytes_min": 0,
                                       "memory_bytes_max": 0, "unknown": True}
+
+
+def test_pods_that_cannot_be_counted_but_hold_no_gpus_are_known():
+    body = {"spec": {"replicas": 2, "workers": "lots", "leader": {"compute": {"gpuDevicesRequest": 1}},
+                     "worker": {"compute": {"gpuDevicesRequest": 0}}}}
+    assert gpus.held("DistributedInference", body) == gpus.Gpus(2, 2)
+    body["spec"]["worker"]["compute"]["gpuDevicesRequest"] = 1
+    assert gpus.held("DistributedInference", body) == gpus.Gpus(2, 2, unknown=True)
