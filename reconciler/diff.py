@@ -22,10 +22,13 @@ the default, on any side, is compared as written. Generated values (a new PVC's 
 name) are not defaults: spelling one chooses it.
 
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
-compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
-has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
-names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS` compare as
-sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered values.
+compare by value (1 == 1.0) but a boolean is not a number; two quantities in a field
+that holds one (`kinds.QUANTITY_FIELDS`: `cpuMemoryRequest`, a PVC's `size`, ...) compare
+by value (`256Gi` == `262144Mi`), text that is not a quantity as text; arrays of objects
+whose field has an item key (`kinds.item_key`) compare as maps, so order does not matter
+and a path names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS`
+compare as sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered
+values.
 
 A subtree (object or keyed item) that is added or removed is one change at its root,
 carrying the whole value. A user change that live already matches is no change: there
@@ -50,6 +53,7 @@ import orjson
 from reconciler import kinds as kinds_mod
 from reconciler import manifests
 from reconciler import plans
+from reconciler import quantities
 
 # Keys of the create body the API never echoes back: compared D against L only.
 WRITE_ONLY_KEYS = frozenset({"templateId", "useGivenNameAsPrefix"})
@@ -393,7 +397,8 @@ def _eq(a: Any, b: Any, field: str) -> bool:
         return True
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
-        return ta is tb and a == b
+        return ta is tb and (a == b or (field in kinds_mod.QUANTITY_FIELDS
+                                        and quantities.same(a, b)))
     if _absent(a):
         return _absent(b)
     if _absent(b):
@@ -407,6 +412,10 @@ def _canon(v: Any, field: str) -> Any:
         return None
     t = type(v)
     if t is str:
+        if field in kinds_mod.QUANTITY_FIELDS:
+            q = quantities.value(v)
+            if q is not None:
+                return ("q", q)  # `256Gi` is `262144Mi`
         return v
     if t is bool:
         return ("b", v)

@@ -16,6 +16,9 @@ DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) �
 NIMService `replicas` (default 1), or with `autoscaling` minReplicas..maxReplicas
 (defaults 1 and minReplicas), × (1 + `multiNode.workers`) pods of `spec.compute`.
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
+A count or size that cannot be read (a live body's `lots`, `-8` or `8.5` devices, a
+replica count in words, GPU memory that is no quantity) is counted as nothing and makes
+the amount `unknown` (`plans.Gpus.unknown`), never 0.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
 
@@ -55,21 +58,34 @@ def _obj(x: Any) -> Mapping[str, Any]:
 
 
 # No count or size a body holds goes past it (a checked spec's stay far below): a body
-# with NaN, an infinity or a 400-digit integer is read as without that value, so that
-# products and sums stay finite numbers (JSON has no NaN).
+# with NaN, an infinity or a 400-digit integer holds a value that cannot be counted, so
+# that products and sums stay finite numbers (JSON has no NaN).
 _LARGEST = 2.0 ** 53
 
 
-def _num(x: Any, default: float) -> float:
-    """`x` when it is a number within +-2**53; `default` when absent, or (a body the API or
-    a damaged file holds, never a checked spec) of another type, or not finite or larger."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+def _pods(x: Any, default: float) -> float:
+    """A count of pods (replicas, workers) of a body: `default` when absent, NaN when it
+    cannot be read (`_count`), which makes every product with it NaN: not counted."""
+    n = _count(x, default)
+    return math.nan if n is None else n
+
+
+def _count(x: Any, default: float, *, whole: bool = True) -> float | None:
+    """`x` as a count (devices, pods: `whole`) or a portion: `default` when absent; None
+    when it is there but not one (text, a boolean, negative, a fraction of a device, not
+    finite or past +-2**53): a value that cannot be counted, never read as 0."""
+    if x is None:
         return default
-    return x if -_LARGEST <= x <= _LARGEST else default  # NaN fails both comparisons
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= _LARGEST:
+        return None  # NaN fails the comparison
+    if whole and x != int(x):
+        return None
+    return x
 
 
-def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
-    """(GPUs, GPU memory in bytes) of one pod with this `compute`."""
+def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float, bool]:
+    """(GPUs, GPU memory in bytes, whether a value could not be read) of one pod with this
+    `compute`; what cannot be read counts nothing."""
     c = _obj(compute)
     devices = c.get("gpuDevicesRequest")
     memory = c.get("gpuMemoryRequest")
@@ -77,13 +93,18 @@ def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
         "memory" if memory is not None else
         "portion" if c.get("gpuPortionRequest") is not None else None)
     if kind is None:
-        return _num(devices, 0), 0
-    devices = _num(devices, 1)
+        n = _count(devices, 0)
+        return (0, 0, True) if n is None else (n, 0, False)
+    n = _count(devices, 1)
+    if n is None:
+        return 0, 0, True
     if kind == "memory":
-        # A quantity we cannot read (the live API's pattern is looser) counts no memory.
-        per_device = parse_quantity(str(memory)) if memory is not None else None
-        return devices, devices * _num(per_device, 0)
-    return devices * _num(c.get("gpuPortionRequest"), 1), 0
+        # A quantity we cannot read (the live API's pattern is looser) is not known.
+        per_device = parse_quantity(str(memory)) if memory is not None else 0
+        size = None if per_device is None else _count(per_device, 0, whole=False)
+        return (n, 0, True) if size is None else (n, n * size, False)
+    portion = _count(c.get("gpuPortionRequest"), 1, whole=False)
+    return (0, 0, True) if portion is None else (n * portion, 0, False)
 
 
 # A rule gives the pod groups of a body: (fewest pods, most pods, their compute).
@@ -102,22 +123,22 @@ def _inference(body: Mapping[str, Any]) -> PodGroups:
     scaling = _obj(body.get("spec")).get("autoscaling")
     if not scaling:
         return _single(body)
-    low = _num(_obj(scaling).get("minReplicas"), 1)
-    high = _num(_obj(scaling).get("maxReplicas"), low or 1)
+    low = _pods(_obj(scaling).get("minReplicas"), 1)
+    high = _pods(_obj(scaling).get("maxReplicas"), low or 1)
     return [(low, high, _compute(body.get("spec")))]
 
 
 def _distributed_training(body: Mapping[str, Any]) -> PodGroups:
     spec = _obj(body.get("spec"))
-    workers = _num(spec.get("numWorkers"), 1)
+    workers = _pods(spec.get("numWorkers"), 1)
     master = spec if body.get("masterSpecSameAsWorker") else body.get("masterSpec")
     return [(workers, workers, _compute(spec)), (1, 1, _compute(master))]
 
 
 def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
     spec = _obj(body.get("spec"))
-    replicas = _num(spec.get("replicas"), 1)
-    workers = _num(spec.get("workers"), 0) * replicas
+    replicas = _pods(spec.get("replicas"), 1)
+    workers = _pods(spec.get("workers"), 0) * replicas
     return [(replicas, replicas, _compute(spec.get("leader"))),
             (workers, workers, _compute(spec.get("worker")))]
 
@@ -126,8 +147,13 @@ def _manifest(body: Mapping[str, Any]) -> PodGroups:
     # Each pod template of the manifest, by its type (`manifests.pod_templates`): its
     # containers' nvidia.com/gpu limits (or requests), as a compute of whole devices.
     templates, _ = manifests.pod_templates(body.get("manifest"))
-    return [(low, high, {"gpuDevicesRequest": manifests.pod_gpus(pod)})
+    # A pod whose GPUs cannot be read (`lots`) has a device count that is none (NaN).
+    return [(low, high, {"gpuDevicesRequest": _or_nan(manifests.pod_gpus(pod))})
             for low, high, pod in templates]
+
+
+def _or_nan(x: float | None) -> float:
+    return math.nan if x is None else x
 
 
 def _nim_service(body: Mapping[str, Any]) -> PodGroups:
@@ -136,11 +162,11 @@ def _nim_service(body: Mapping[str, Any]) -> PodGroups:
     spec = _obj(body.get("spec"))
     scaling = spec.get("autoscaling")
     if scaling:
-        low = _num(_obj(scaling).get("minReplicas"), 1)
-        high = _num(_obj(scaling).get("maxReplicas"), low)
+        low = _pods(_obj(scaling).get("minReplicas"), 1)
+        high = _pods(_obj(scaling).get("maxReplicas"), low)
     else:
-        low = high = _num(spec.get("replicas"), 1)
-    pods = 1 + _num(_obj(spec.get("multiNode")).get("workers"), 0)
+        low = high = _pods(spec.get("replicas"), 1)
+    pods = 1 + _pods(_obj(spec.get("multiNode")).get("workers"), 0)
     return [(low * pods, high * pods, _compute(spec))]
 
 
@@ -175,8 +201,13 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
         return NONE
     total = NONE
     for low, high, compute in rule(kind)(body):
-        gpus, memory = per_pod(compute)
-        total += Gpus(low * gpus, high * gpus, low * memory, high * memory)
+        gpus, memory, unknown = per_pod(compute)
+        low, high = _count(low, 0), _count(high, 0)
+        if low is None or high is None:
+            # Pods that cannot be counted hold an unknown amount, unless each holds none.
+            total += Gpus(unknown=bool(gpus or memory or unknown))
+            continue
+        total += Gpus(low * gpus, high * gpus, low * memory, high * memory, unknown)
     return total
 
 

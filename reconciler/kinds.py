@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import manifests
+from reconciler import manifests, quantities
 
 # --- server values (CONTRACT.md §5) -------------------------------------------------
 
@@ -199,6 +199,11 @@ class Kind:
     # its pod templates', lists keyed as strategic merge keys them, quantities compared by
     # value, and what replaces decided by the manifest's type (`reconciler.manifests`).
     manifest_body: bool = False
+    # Where its quantities sit (`quantities.FIELDS`): holder (a container's dotted path)
+    # -> paths under it (`[]`: every item of a list). The diff compares them by value
+    # (`QUANTITY_FIELDS`); a Manifest's are its manifest's `resources` and `sizeLimit`.
+    quantities: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
+                                                      repr=False)
 
     @property
     def can_update(self) -> bool:
@@ -410,6 +415,7 @@ DISTRIBUTED_TRAINING = Kind(
     gpu_rule="master-and-workers",
     can_suspend=True,
     completes=True,
+    quantities={"spec": quantities.FIELDS, "masterSpec": quantities.FIELDS},
 )
 
 DISTRIBUTED_INFERENCE = Kind(
@@ -433,6 +439,7 @@ DISTRIBUTED_INFERENCE = Kind(
     list_types=frozenset({"distributedinference"}),
     gpu_rule="leader-and-workers",
     updatable_paths=frozenset({"spec.replicas"}),
+    quantities={"spec.leader": quantities.FIELDS, "spec.worker": quantities.FIELDS},
 )
 
 TRAINING = Kind(
@@ -446,6 +453,7 @@ TRAINING = Kind(
     gpu_rule="single",
     can_suspend=True,
     completes=True,
+    quantities={"spec": quantities.FIELDS},
 )
 
 WORKSPACE = Kind(
@@ -458,6 +466,7 @@ WORKSPACE = Kind(
     list_types=frozenset({"workspace", "interactiveworkload"}),
     gpu_rule="single",
     can_suspend=True,
+    quantities={"spec": quantities.FIELDS},
 )
 
 INFERENCE = Kind(
@@ -483,6 +492,7 @@ INFERENCE = Kind(
         "image", "imagePullPolicy", "imagePullSecrets", "nodeAffinityRequired", "nodePools",
         "nodeType", "podAffinity", "preemptibility", "priorityClass", "probes", "workingDir",
         "autoscaling", "servingConfiguration")),
+    quantities={"spec": quantities.FIELDS},
 )
 
 
@@ -556,6 +566,7 @@ NIM_SERVICE = Kind(
     # is updated in place, the spec sent whole. Name and project (metadata) are create-only.
     updatable_paths=frozenset({"spec"}),
     envelope="metadata",
+    quantities={"spec": quantities.NIM_FIELDS},
 )
 
 
@@ -574,6 +585,14 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     DISTRIBUTED_TRAINING, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
     NIM_SERVICE)}
 KINDS[MANIFEST.name] = MANIFEST
+
+# The names of the fields that hold a quantity (the last segment of every kind's
+# `quantities` paths, and a manifest's emptyDir `sizeLimit`): the diff compares two of
+# their values by value when both are quantities (`quantities.same`), wherever a body
+# holds them. A manifest's `resources` are aligned apart (`manifests.align_quantities`).
+QUANTITY_FIELDS = frozenset(
+    path.rsplit(".", 1)[-1] for k in KINDS.values() for paths in k.quantities.values()
+    for path in paths) | {"sizeLimit"}
 
 
 def get(name: str) -> Kind:

@@ -24,42 +24,20 @@ policy (pod templates), desired (known types), api (the wire form), export.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-# --- quantities (k8s.io/apimachinery resource.Quantity grammar) ----------------------
+from reconciler import quantities
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|"
-                       r"n|u|m|k|M|G|T|P|E)?)$")
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# --- quantities (k8s.io/apimachinery resource.Quantity grammar: `quantities`) ---------
 
 
 def quantity(value: Any) -> Fraction | None:
     """The exact value of a Kubernetes quantity (a string or a number), None when `value`
     is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        return Fraction(value).limit_denominator(10**12)
-    if not isinstance(value, str):
-        return None
-    m = _QUANTITY.match(value.strip())
-    if not m:
-        return None
-    number = Fraction(m.group(1))
-    if m.group(2):
-        exponent = int(m.group(2)[1:])
-        return number * Fraction(10) ** exponent
-    suffix = m.group(3) or ""
-    if suffix in _BINARY:
-        return number * 1024 ** _BINARY[suffix]
-    return number * Fraction(10) ** _DECIMAL[suffix]
+    return quantities.value(value)
 
 
 def align_quantities(desired: Any, other: Any) -> Any:
@@ -392,17 +370,22 @@ def containers(pod: Mapping) -> list[Mapping]:
             for c in (pod.get(key) or ()) if isinstance(c, Mapping)]
 
 
-def pod_gpus(pod: Mapping) -> float:
-    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed."""
+def pod_gpus(pod: Mapping) -> float | None:
+    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed;
+    None when one of them is not a whole number of devices (`lots`, `-8`, `8.5`), which
+    Kubernetes refuses and a count cannot read."""
     total = Fraction(0)
     for c in _obj(pod).get("containers") or ():
         res = _obj(_obj(c).get("resources"))
         value = _obj(res.get("limits")).get("nvidia.com/gpu")
         if value is None:
             value = _obj(res.get("requests")).get("nvidia.com/gpu")
-        q = quantity(value) if value is not None else None
-        if q is not None and q > 0:
-            total += q
+        if value is None:
+            continue
+        q = quantity(value)
+        if q is None or q < 0 or q.denominator != 1:
+            return None
+        total += q
     return float(total)
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reconciler import kinds, manifests, masking
-from reconciler.desired import defaults, fields, models, parsing, sources
+from reconciler.desired import defaults, fields, models, parsing, sources, values
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
@@ -164,6 +164,11 @@ def _load_document(doc: RawDocument | defaults.Layered,
                     message = message.replace(text, masking.MASK)
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
+    if model.KIND.manifest_body and isinstance(data.get("manifest"), dict):
+        for path, what, value in values.manifest_problems(data["manifest"]):
+            at = ("manifest", *path)
+            masked = masking.is_masked(_diff_path(data, at), sensitive)
+            found.append(problem(at, f"{what}, got {masking.MASK if masked else _show(value)}"))
     found.extend(problem(p, m) for p, m in _project_problems(data))
     pid = data.get("projectId")
     if type(pid) is int and doc.surprising and ("projectId",) not in failed:

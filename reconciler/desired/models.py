@@ -18,7 +18,7 @@ from reconciler import kinds
 from reconciler.desired.fields import checked_claim
 from reconciler.desired.fields import (
     DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
-    EnvironmentVariable, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
+    EnvironmentVariable, Image, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
     Toleration, ExposedUrl, InferenceSecurity,
     InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
     PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
@@ -327,7 +327,7 @@ class NimServiceSpec(Strict):
     category: str | None = None
     compute: NimCompute | None = None
     environmentVariables: list[EnvironmentVariable] | None = None
-    image: NonEmpty
+    image: Image
     imagePullPolicy: ImagePullPolicy | None = None
     imagePullSecrets: list[ImagePullSecret] | None = None
     labels: list[Label] | None = None

@@ -150,7 +150,8 @@ _MOVES = {
 def _gpus_text(g: gpus.Gpus) -> str:
     def num(x: float) -> str:
         return f"{x:g}"
-    return num(g.low) if not g.is_range else f"{num(g.low)}..{num(g.high)}"
+    out = num(g.low) if not g.is_range else f"{num(g.low)}..{num(g.high)}"
+    return f"{out} + unknown" if g.unknown else out
 
 
 def requests_since(client, before: dict[str, int]) -> dict[str, int]:
