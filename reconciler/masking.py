@@ -175,6 +175,11 @@ def hash_sensitive(body: Any, sensitive: Sequence[str], key: bytes) -> Any:
     return map_sensitive(body, sensitive, lambda v: keyed_hash(v, key))
 
 
+def has_sensitive(body: Any, sensitive: Sequence[str] = ()) -> bool:
+    """Whether `body` holds a value at or under a sensitive path."""
+    return map_sensitive(body, sensitive, lambda v: v) is not body
+
+
 def map_sensitive(body: Any, sensitive: Sequence[str], leaf: Callable[[Any], Any],
                   path: str = "") -> Any:
     """A copy of `body` (found at `path`) with `leaf` applied to each scalar at or under a

@@ -17,6 +17,10 @@ by address. The per-field comparison is `diff.diff_workload`; what to do with it
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
 
+Sensitive values: the state holds each as its keyed hash (`masking.hash_sensitive`), so
+once the state has a key the desired and live values are compared hashed with it too: a
+changed secret is a change, a secret changed in live is drift, and no value is needed
+from the state. The changes sent (`after`, `patch`) carry the desired values themselves.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from reconciler import diff, errors, kinds, phases, plans
+from reconciler import diff, errors, kinds, masking, phases, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action
 from reconciler.state.model import ResourceState, State
@@ -75,6 +79,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             raise errors.PlanError(f"--replace {addr} is outside the --target addresses")
 
     selected = sorted(targets) if targets else sorted(known)
+    key = state.secret_key()
     replace_set = frozenset(replace)
     changes: list[plans.ResourceChange] = []
     for addr in selected:
@@ -89,7 +94,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             rc = _plan_destroy(addr, dw, rs, lv)
         else:
             rc = _plan_one(addr, dw, rs, lv, addr in replace_set,
-                           interrupted=addr in interrupted_)
+                           interrupted=addr in interrupted_, key=key)
         changes.append(rc)
 
     if refuse_protected:
@@ -108,8 +113,18 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 
 # --- one address --------------------------------------------------------------------
 
+def hashed_alike(key: bytes | None, sensitive: Sequence[str], *bodies: Any) -> list[Any]:
+    """`bodies` with their sensitive values as keyed hashes, to compare with a state record
+    that holds them so; as they are without a key (the state holds no hash)."""
+    if key is None:
+        return list(bodies)
+    return [b if not isinstance(b, dict) else masking.hash_sensitive(b, sensitive, key)
+            for b in bodies]
+
+
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
-              force_replace: bool, *, interrupted: bool = False) -> plans.ResourceChange:
+              force_replace: bool, *, interrupted: bool = False,
+              key: bytes | None = None) -> plans.ResourceChange:
     refreshed = lv is not _NOT_REFRESHED
     live_body: dict | None = lv if refreshed else None
     kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
@@ -127,7 +142,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
         if kind.runs_to_completion(rs.applied) and phases.state_completed(rs):
-            user = diff.diff_workload(kind, dw.body, rs.applied, None,
+            body, = hashed_alike(key, (*dw.lifecycle.sensitive, *rs.sensitive), dw.body)
+            user = diff.diff_workload(kind, body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
                 return ch(dw, None, rs, Action.CREATE, plans.REASON_SPEC_CHANGED, user)
@@ -137,7 +153,9 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         return ch(dw, None, rs, Action.CREATE, plans.REASON_DELETED_OUTSIDE)
 
     applied = rs.applied if rs is not None else None
-    fcs = diff.diff_workload(kind, dw.body, applied, live_body,
+    sensitive = (*dw.lifecycle.sensitive, *(rs.sensitive if rs is not None else ()))
+    body, applied_, live_ = hashed_alike(key, sensitive, dw.body, applied, live_body)
+    fcs = diff.diff_workload(kind, body, applied_, live_,
                              ignore=dw.lifecycle.ignore_changes)
     user_changed = any(not c.drift for c in fcs)
 

@@ -65,6 +65,8 @@ def test_references_are_sent_resolved_and_shown_masked(folder):
     res = run("apply", "--auto-approve", "specs", env={"MY_SECRET": ENV_SECRET})
     assert res.exit_code == 0, res.output
     assert ENV_SECRET not in res.output and FILE_SECRET not in res.output
+    state = (folder / "state" / "state.json").read_text()
+    assert ENV_SECRET not in state and FILE_SECRET not in state and "hmac-sha256:" in state
     # What the control plane received is the values themselves (the simulator's data).
     sim = json.dumps([json.loads(p.read_text()) for p in (folder / ".runai-sim").rglob("*.json")])
     assert ENV_SECRET in sim and FILE_SECRET in sim and "${env:NOT_A_REFERENCE}" in sim

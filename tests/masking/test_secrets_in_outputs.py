@@ -90,8 +90,13 @@ def test_state_show_masks_sensitive_paths_and_secret_variables_unless_asked(ws, 
     assert spec["args"] == "(sensitive)"
     assert {e["name"]: e["value"] for e in spec["environmentVariables"]} == {
         "DB_PASSWORD": "(sensitive)", "LOG_LEVEL": "debug"}
-    shown = ws.cli("state", "show", "--show-sensitive", ADDRESS).output
-    assert all(secret in shown for secret in FIRST)
+    # The state holds no value to show: --show-sensitive shows the keyed hashes.
+    shown = json.loads(ws.cli("state", "show", "--show-sensitive", ADDRESS).output)
+    assert not any(secret in json.dumps(shown) for secret in FIRST)
+    spec = shown["applied"]["spec"]
+    assert spec["args"].startswith("hmac-sha256:")
+    assert {e["name"]: e["value"][:12] for e in spec["environmentVariables"]} == {
+        "DB_PASSWORD": "hmac-sha256:", "LOG_LEVEL": "debug"}
 
 
 @pytest.mark.parametrize("damage", ["state file", "journal"])
