@@ -172,23 +172,24 @@ def hash_sensitive(body: Any, sensitive: Sequence[str], key: bytes) -> Any:
     by its `keyed_hash`; the shape (keys, list items) is kept, so the three-way diff still
     tells a server default from a change. Returns `body` itself when nothing in it is
     sensitive."""
-    return map_sensitive(body, sensitive, lambda v: keyed_hash(v, key))
+    return map_sensitive(body, sensitive, lambda _, v: keyed_hash(v, key))
 
 
 def has_sensitive(body: Any, sensitive: Sequence[str] = ()) -> bool:
     """Whether `body` holds a value at or under a sensitive path."""
-    return map_sensitive(body, sensitive, lambda v: v) is not body
+    return map_sensitive(body, sensitive, lambda _, v: v) is not body
 
 
-def map_sensitive(body: Any, sensitive: Sequence[str], leaf: Callable[[Any], Any],
+def map_sensitive(body: Any, sensitive: Sequence[str], leaf: Callable[[str, Any], Any],
                   path: str = "") -> Any:
-    """A copy of `body` (found at `path`) with `leaf` applied to each scalar at or under a
-    sensitive path; `body` itself when there is none."""
+    """A copy of `body` (found at `path`) with each scalar at or under a sensitive path
+    replaced by `leaf(its path, it)`; `body` itself when there is none. The items of a
+    list without item keys share their list's path."""
     out, _ = _map(path, body, tuple(sensitive), leaf, False)
     return out
 
 
-def _map(path: str, value: Any, sensitive: tuple[str, ...], leaf: Callable[[Any], Any],
+def _map(path: str, value: Any, sensitive: tuple[str, ...], leaf: Callable[[str, Any], Any],
          inside: bool) -> tuple[Any, bool]:
     if value is None:
         return None, False
@@ -213,5 +214,5 @@ def _map(path: str, value: Any, sensitive: tuple[str, ...], leaf: Callable[[Any]
             changed = changed or c
         return (items, True) if changed else (value, False)
     if inside:
-        return leaf(value), True
+        return leaf(path, value), True
     return value, False
