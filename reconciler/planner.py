@@ -255,8 +255,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         changes=sorted(fcs or (), key=lambda c: c.path),
         workload_id=workload_id,
         before=before,
-        after=(diff.keep_ignored(dw.body, rs.applied if rs else None, dw.lifecycle.ignore_changes)
-               if dw is not None and action is not Action.DELETE else None),
+        after=(_kept_ignored(dw, rs) if dw is not None and action is not Action.DELETE
+               else None),
         desired_phase=dw.desired_phase if dw is not None else None,
         live_phase=live_phase,
         sensitive=(tuple(dw.lifecycle.sensitive) if dw is not None
@@ -267,6 +267,28 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
                       else rs.project_name if rs is not None else None),
         state_changes=state_changes,
     )
+
+
+def _kept_ignored(dw: DesiredWorkload, rs: ResourceState | None) -> dict:
+    """The body to send: the spec's, with each ignored path at its prior value
+    (`diff.keep_ignored`). A prior sensitive value is only its hash in the state: the
+    spec's value at that path is sent instead (a hash is never sent)."""
+    after = diff.keep_ignored(dw.body, rs.applied if rs else None, dw.lifecycle.ignore_changes)
+    if after is dw.body or rs is None or not rs.applied:
+        return after
+    sensitive = (*dw.lifecycle.sensitive, *rs.sensitive)
+    spec_values: dict[str, list[Any]] = {}
+    masking.map_sensitive(dw.body, sensitive,
+                          lambda p, v: spec_values.setdefault(p, []).append(v))
+    seen: dict[str, int] = {}
+
+    def unhashed(path: str, value: Any) -> Any:
+        i = seen[path] = seen.get(path, -1) + 1
+        if not masking.is_hashed(value):
+            return value
+        found = spec_values.get(path, [])
+        return found[i] if i < len(found) else None
+    return masking.map_sensitive(after, sensitive, unhashed)
 
 
 def _state_changes(dw: DesiredWorkload, rs: ResourceState) -> list[str]:
