@@ -77,3 +77,32 @@ def test_masked_in_every_format_of_every_command(ws, sim_server):
         assert res.exit_code == 2, res.output
         _assert_masked(res.output, f"drift --format {fmt}")
         assert "spec.args" in res.output and "HF_TOKEN" in res.output
+
+
+def test_mask_text_masks_a_secret_in_every_encoding_and_leaves_the_rest():
+    from reconciler import masking
+
+    secret = 'pa"ss\\wo/rd +1'
+    forms = masking.encoded_forms(secret)
+    assert 'pa\\"ss\\\\wo/rd +1' in forms and "pa%22ss%5Cwo%2Frd%20%2B1" in forms
+    assert "pa%22ss%5Cwo%2Frd+%2B1" in forms and "cGEic3Ncd28vcmQgKzE=" in forms
+    for form in forms:
+        assert masking.mask_text(f"got <{form}> for id ci-bot", [secret]) == \
+            "got <***> for id ci-bot"
+
+
+def test_keyed_hashes_keep_the_shape_and_hash_a_value_once():
+    from reconciler import masking
+
+    body = {"spec": {"environmentVariables": [{"name": "API_TOKEN", "value": "s3cr3t"},
+                                              {"name": "MODE", "value": "fast"}],
+                     "args": "--x", "compute": {"gpuDevicesRequest": 2.0}}}
+    hashed = masking.hash_sensitive(body, ("spec.compute",), b"k" * 32)
+    env = hashed["spec"]["environmentVariables"]
+    assert env[1] == {"name": "MODE", "value": "fast"} and hashed["spec"]["args"] == "--x"
+    assert masking.is_hashed(env[0]["value"]) and "s3cr3t" not in repr(hashed)
+    assert hashed["spec"]["compute"]["gpuDevicesRequest"] == masking.keyed_hash(2, b"k" * 32)
+    assert masking.hash_sensitive(hashed, ("spec.compute",), b"k" * 32) == hashed
+    assert masking.hash_sensitive(body, ("spec.compute",), b"j" * 32) != hashed
+    plain = {"spec": {"image": "busybox"}}
+    assert masking.hash_sensitive(plain, (), b"k" * 32) is plain
