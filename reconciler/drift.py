@@ -141,7 +141,7 @@ def _one(addr: str, rs, live_body: dict | None, dw: DesiredWorkload | None,
     # With desired = applied, every difference the diff finds is R != L: drift.
     # The state holds sensitive values as keyed hashes: live's are compared hashed alike.
     live_, = planner.hashed_alike(key, (*rs.sensitive, *(dw.lifecycle.sensitive if dw else ())),
-                                  live_body)
+                                  rs.applied, live_body)
     for c in diff.diff_workload(kind, rs.applied, rs.applied, live_, ignore=ignore):
         item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
     if kind.can_suspend and not phases.live_completed(live_body) \

@@ -30,6 +30,8 @@ import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from reconciler import diff, errors, kinds, masking, phases, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action
@@ -113,13 +115,24 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 
 # --- one address --------------------------------------------------------------------
 
-def hashed_alike(key: bytes | None, sensitive: Sequence[str], *bodies: Any) -> list[Any]:
-    """`bodies` with their sensitive values as keyed hashes, to compare with a state record
-    that holds them so; as they are without a key (the state holds no hash)."""
-    if key is None:
+def hashed_alike(key: bytes | None, sensitive: Sequence[str], applied: Any,
+                 *bodies: Any) -> list[Any]:
+    """`bodies` with their sensitive values as keyed hashes, to compare with `applied`, a
+    state record's body that holds them so; as they are when it holds no hash (no key,
+    a record of before the hashes, or no secret: most bodies, told apart quickly)."""
+    if key is None or not _holds_hash(applied):
         return list(bodies)
     return [b if not isinstance(b, dict) else masking.hash_sensitive(b, sensitive, key)
             for b in bodies]
+
+
+def _holds_hash(body: Any) -> bool:
+    if not isinstance(body, dict):
+        return False
+    try:
+        return masking.HASH_PREFIX.encode() in orjson.dumps(body)
+    except (TypeError, orjson.JSONEncodeError):  # a value JSON cannot hold: look closer
+        return masking.has_sensitive(body)
 
 
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
@@ -142,7 +155,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
         if kind.runs_to_completion(rs.applied) and phases.state_completed(rs):
-            body, = hashed_alike(key, (*dw.lifecycle.sensitive, *rs.sensitive), dw.body)
+            body, = hashed_alike(key, (*dw.lifecycle.sensitive, *rs.sensitive), rs.applied,
+                                 dw.body)
             user = diff.diff_workload(kind, body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
@@ -154,8 +168,8 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
 
     applied = rs.applied if rs is not None else None
     sensitive = (*dw.lifecycle.sensitive, *(rs.sensitive if rs is not None else ()))
-    body, applied_, live_ = hashed_alike(key, sensitive, dw.body, applied, live_body)
-    fcs = diff.diff_workload(kind, body, applied_, live_,
+    body, live_ = hashed_alike(key, sensitive, applied, dw.body, live_body)
+    fcs = diff.diff_workload(kind, body, applied, live_,
                              ignore=dw.lifecycle.ignore_changes)
     user_changed = any(not c.drift for c in fcs)
 
