@@ -1,8 +1,9 @@
 """No secret value, in any encoding (as it is, JSON-escaped, URL-encoded, base64), in any
 output or file: a spec whose values come from `${env:..}` and `${file:..}` (and one
 written in the spec) is planned, applied, changed, planned into saved plans (with and
-without RUNAI_RECONCILE_PLAN_KEY) and applied from them, drifted, shown, exported and
-imported, through the CLI against `sim serve` with -v's request log; every output, the
+without RUNAI_RECONCILE_PLAN_KEY) and applied from them, drifted, healed by `watch`,
+shown, exported and imported, through the CLI against `sim serve` with -v's request log;
+every output (the watch's log, status answers, status page, metrics and alerts too), the
 state, its backup and journal, the saved plans and the exported files are searched."""
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ import base64
 import json
 import urllib.parse
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
 from tests.helpers.cli import run
+from tests.helpers.receiver import Receiver
+from tests.helpers.simserve import free_port
+from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 
@@ -106,25 +111,48 @@ def test_no_secret_in_any_encoding_in_any_output_or_file(ws, sim_server, monkeyp
     assert {e["name"]: e["value"] for e in body["spec"]["environmentVariables"]}[
         "MODEL_AUTH"] == ENV_2
 
-    # With a key the plan holds them encrypted, and applies what it holds.
+    # With a key the plan holds them encrypted, and applies what it holds (the secret back
+    # to the first value), whatever the environment says when it is applied.
     keyed = ws.root / "keyed.json"
-    cli("plan", specs, "--out", str(keyed), RUNAI_RECONCILE_PLAN_KEY=KEY)
+    cli("plan", specs, "--out", str(keyed), secret=ENV_1, RUNAI_RECONCILE_PLAN_KEY=KEY)
     keyed_text = keyed.read_text()
     assert "aes-256-gcm:" in keyed_text
     cli("show", str(keyed), "--format", "json")
     cli("apply", str(keyed), secret=ENV_2, exits=(1,))  # no key: refused
     cli("apply", str(keyed), secret=ENV_2, RUNAI_RECONCILE_PLAN_KEY=KEY)
+    wid = sim_server.live()[0]["id"]
+    body = sim_server.api("GET", f"/api/v1/workloads/trainings/{wid}").json()
+    env = body["spec"]["environmentVariables"]
+    assert {e["name"]: e["value"] for e in env}["MODEL_AUTH"] == ENV_1
 
     # A secret changed in live is drift, shown masked.
-    wid = sim_server.live()[0]["id"]
-    env = [dict(e, value=LIVE) if e["name"] == "MODEL_AUTH" else e
-           for e in body["spec"]["environmentVariables"]]
+    env = [dict(e, value=LIVE) if e["name"] == "MODEL_AUTH" else e for e in env]
     sim_server.admin.patch(f"/_sim/workloads/{wid}", json={"spec": {"environmentVariables": env}}
                            ).raise_for_status()
     for fmt in ("text", "json", "markdown"):
-        out = cli("drift", specs, "--format", fmt, "--detailed-exitcode", secret=ENV_2, exits=(2,))
+        out = cli("drift", specs, "--format", fmt, "--detailed-exitcode", exits=(2,))
         assert "MODEL_AUTH" in out
-    cli("plan", specs, "--format", "json", secret=ENV_2, verbose=True)
+    cli("plan", specs, "--format", "json", verbose=True)
+
+    # The watch sees the drift and heals it: its log, status answers, metrics and alerts.
+    port = free_port()
+    with Receiver() as receiver, Watch(ws, "--mode", "heal", "--interval", "300ms",
+                                       "--listen", f"127.0.0.1:{port}", "--notify", receiver.url,
+                                       extra_env={"MY_SECRET": ENV_1}) as watch:
+        watch.wait_cycles(3)
+        receiver.wait_for(1)
+        for page in ("/api/status", "/metrics", "/"):
+            answer = httpx.get(f"http://127.0.0.1:{port}{page}", timeout=10)
+            assert answer.status_code == 200
+            outputs[f"watch {page}"] = answer.text
+        assert watch.stop() == 0
+    outputs["watch log"] = watch.log_path.read_text()
+    outputs["watch alerts"] = json.dumps(receiver.bodies)
+    assert '"healed":1' in outputs["watch log"] and receiver.bodies
+    body = sim_server.api("GET", f"/api/v1/workloads/trainings/{sim_server.live()[0]['id']}").json()
+    assert {e["name"]: e["value"] for e in body["spec"]["environmentVariables"]}[
+        "MODEL_AUTH"] == ENV_1
+    wid = body["workloadId"]
 
     # Export (without --include-secrets), state views, import.
     exported = ws.root / "exported"
@@ -134,8 +162,8 @@ def test_no_secret_in_any_encoding_in_any_output_or_file(ws, sim_server, monkeyp
     cli("state", "show", "Training/7/t1")
     cli("state", "show", "--show-sensitive", "Training/7/t1")
     cli("state", "rm", "Training/7/t1")
-    cli("import", "--all", specs, secret=ENV_2)
-    cli("apply", specs, "--auto-approve", "--format", "json", secret=ENV_2, verbose=True)
+    cli("import", "--all", specs)
+    cli("apply", specs, "--auto-approve", "--format", "json", verbose=True)
 
     files = {"plan file": kept, "keyed plan file": keyed_text}
     for path in [*ws.state_path.parent.iterdir(), *exported.rglob("*")]:
