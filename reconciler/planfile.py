@@ -43,8 +43,9 @@ the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
-from before it was recorded, are judged on lineage and serial). The file is written with mode 0600: it holds the
-desired bodies, secret-looking values included, never an API token. `digest` is the
+from before it was recorded, are judged on lineage and serial). The file is written with
+mode 0600: it holds the desired bodies, their sensitive values encrypted or hashed (above),
+never an API token. `digest` is the
 sha256 of the document without it (`content_digest`): a file edited after it was written
 (a failed policy result turned into a pass, a quota raised, a body changed, the digest
 taken out) is refused. It shows an edit, it does not prove authorship: whoever can run
@@ -555,8 +556,9 @@ def reveal(saved: SavedPlan, key: bytes | None,
     else:
         folder = info.get("specs")
         if not folder:
-            raise PlanFileError(f"{where} holds no sensitive value and names no specs folder "
-                                "to read them from again; make the plan again")
+            raise PlanFileError(f"{where} holds only the hashes of its sensitive values and "
+                                "names no specs folder to read them from again; make the "
+                                "plan again")
         values = {}
         for d in load_desired(folder):
             values[(d.kind, d.name, d.project_id or f"name:{d.project_name}")] = d
