@@ -108,7 +108,7 @@ def find_drift(desired: list[DesiredWorkload], state: State,
         if not rs.workload_id:
             continue
         dw = by_addr.get(addr)
-        item = _one(addr, rs, live[addr], dw)
+        item = _one(addr, rs, live[addr], dw, state.secret_key())
         if item is not None:
             drifted.append(item)
     pending, pending_error = None, None
@@ -120,8 +120,8 @@ def find_drift(desired: list[DesiredWorkload], state: State,
                        lineage=state.lineage, serial=state.serial, interrupted=cut_short)
 
 
-def _one(addr: str, rs, live_body: dict | None,
-         dw: DesiredWorkload | None) -> DriftedWorkload | None:
+def _one(addr: str, rs, live_body: dict | None, dw: DesiredWorkload | None,
+         key: bytes | None = None) -> DriftedWorkload | None:
     kind = kinds.get(rs.kind)
     completed = phases.COMPLETED if phases.state_completed(rs) else rs.last_phase
     item = DriftedWorkload(address=addr, kind=rs.kind, name=rs.name, project_id=rs.project_id,
@@ -139,7 +139,10 @@ def _one(addr: str, rs, live_body: dict | None,
         return item
     ignore = dw.lifecycle.ignore_changes if dw else ()
     # With desired = applied, every difference the diff finds is R != L: drift.
-    for c in diff.diff_workload(kind, rs.applied, rs.applied, live_body, ignore=ignore):
+    # The state holds sensitive values as keyed hashes: live's are compared hashed alike.
+    live_, = planner.hashed_alike(key, (*rs.sensitive, *(dw.lifecycle.sensitive if dw else ())),
+                                  rs.applied, live_body)
+    for c in diff.diff_workload(kind, rs.applied, rs.applied, live_, ignore=ignore):
         item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
     if kind.can_suspend and not phases.live_completed(live_body) \
             and not diff.is_ignored("desiredPhase", ignore):

@@ -636,13 +636,9 @@ class RunaiClient:
     def _redact(self, text: str | None, hidden: tuple[str, ...] = ()) -> str:
         """`text` with every credential this client knows, and `hidden`, masked: the token
         and the client secret in use, those of the environment it is not using, a database
-        password, and the secret values of the request's body."""
-        text = text or ""
-        for secret in sorted({*self._auth.secrets, *self._secrets, *hidden}, key=len,
-                             reverse=True):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        password, and the secret values of the request's body; each as it is, JSON-escaped,
+        URL-encoded or in base64 (`masking.encoded_forms`)."""
+        return masking.mask_text(text or "", (*self._auth.secrets, *self._secrets, *hidden))
 
 
 class _NotFinite(ValueError):

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from reconciler import kinds, manifests, masking
-from reconciler.desired import defaults, fields, models, parsing, sources, values
+from reconciler.desired import defaults, fields, models, parsing, references, sources, values
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
@@ -69,7 +69,7 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
     problems.extend(cross_file_problems(workload_keys(workloads)))
     if problems:
         raise SpecError(sources.problem_lines(problems), valid=len(workloads))
-    return workloads
+    return references.resolve(workloads)
 
 
 # A share of the files loads on its own (`load_share`) and the checks across files run on

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
@@ -155,9 +156,10 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                    state_digest=planfile.state_digest(state, pending),
                                    replace=list(options.replace), destroy=options.destroy,
                                    refresh=options.refresh,
-                                   specs_folder=None if options.targets else folder)
+                                   specs_folder=None if options.targets else folder,
+                                   specs_path=os.path.abspath(specs_dir))
         try:
-            planfile.write(out, saved)
+            planfile.write(out, saved, planfile.plan_key(os.environ))
         except OSError as exc:
             raise errors.ReconcileError(f"cannot write the plan to {out}: {exc.strerror}") from None
         result.saved_to = out

@@ -138,7 +138,7 @@ def test_a_saved_plan_whose_quota_could_not_be_read_is_refused_by_apply(ws, sim_
     out = ws.root / "plan.json"
     assert ws.plan("--policy", pol, "--out", str(out)).exit_code == 1
     doc = json.loads(out.read_text())
-    assert doc["version"] == 2 and doc["quota_unknown"]["7"].startswith(WHY[500])
+    assert doc["version"] == 3 and doc["quota_unknown"]["7"].startswith(WHY[500])
     shown = ws.cli("show", str(out), "--format", "json")
     rule = json.loads(shown.stdout)["policy"]["rules"][0]
     assert rule["status"] == "failed" and rule["violations"][0]["unknown"] is True
