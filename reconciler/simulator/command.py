@@ -13,6 +13,7 @@ import socket
 
 import click
 
+from reconciler.simulator import datalock
 from reconciler.simulator.app import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.simulator.faults import Faults, SimulatedConnectionDrop
 from reconciler.simulator.store import SimulatorDataError
@@ -92,6 +93,8 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
                     retry_after_seconds=retry_after, token_ttl=token_ttl,
                     token_faults=not no_token_faults)
     try:
+        if data_path is not None:
+            datalock.hold(data_path)  # for as long as this process serves it
         app = create_app(data_path, client_id=client_id, client_secret=client_secret,
                          phase_seconds=phase_seconds, faults=faults, seed=seed)
     except SimulatorDataError as exc:
