@@ -104,6 +104,9 @@ class _Group(click.Group):
                            "touched.", err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
+            # A request not sent because the command had given up on the API: the failure
+            # that made it give up is the one to read, alone (not nested in this one).
+            exc = getattr(exc, "gave_up_on", None) or exc
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
 
