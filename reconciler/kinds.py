@@ -199,6 +199,10 @@ class Kind:
     # its pod templates', lists keyed as strategic merge keys them, quantities compared by
     # value, and what replaces decided by the manifest's type (`reconciler.manifests`).
     manifest_body: bool = False
+    # Where a live workload's phase (`actualPhase`) comes from: "" its GET answer; or
+    # "workloads" the workloads API (`GET /api/v1/workloads/{id}`, the list's item), for a
+    # kind whose GET answer has none (a NIM service's `NimServiceResponse`: CONTRACT §12).
+    phase_source: str = ""
 
     @property
     def can_update(self) -> bool:
@@ -556,6 +560,7 @@ NIM_SERVICE = Kind(
     # is updated in place, the spec sent whole. Name and project (metadata) are create-only.
     updatable_paths=frozenset({"spec"}),
     envelope="metadata",
+    phase_source="workloads",
 )
 
 
