@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -75,8 +76,11 @@ def test_a_failing_token_endpoint_costs_the_budget_once_and_says_so(ws, sim_serv
     [line] = error_lines(proc.err)
     assert line.startswith("Error: the token endpoint failed: POST /api/v1/token: ")
     assert "the --timeout of 2.5 s" in line
+    # At least the one Retry-After it waited; how far past it a loaded machine woke is not
+    # this test's (the client's deadline arithmetic is tests/api/test_budget.py's, on a
+    # fake clock).
     waited = float(line.split(" in ")[-1].split(" s")[0])
-    assert 1.0 <= waited <= 2.6
+    assert waited >= 1.0, line
     # The whole command, start-up included, within the budget and a few seconds; each of the
     # 20 GETs waiting for the token used to retry it again for a budget of its own.
     assert took < 2.5 + SLACK, took
@@ -145,7 +149,7 @@ def test_a_control_plane_that_does_not_answer_is_given_up_at_the_deadline(ws, si
     assert proc.returncode == 1, proc.err
     [line] = error_lines(proc.err)
     assert "timed out" in line and "the --timeout of 1.5 s ran out" in line, line
-    assert "gave up after 1 attempt in 1.5 s" in line
+    assert re.search(r"gave up after 1 attempt in \d+\.\d s", line), line  # 1.5 s on a fake clock
     assert took < 1.5 + SLACK, took
 
 
@@ -212,7 +216,9 @@ def test_a_refused_connection_is_still_three_quick_tries(ws):
     proc, took = run(ws, "--timeout", "30", "plan", str(ws.specs))
     assert proc.returncode == 1
     [line] = error_lines(proc.err)
-    assert "connection refused" in line and "gave up after 3 attempts in 0.6 s" in line, line
+    # 0.2 + 0.4 s on a fake clock (tests/api); here only that it is three quick tries.
+    assert "connection refused" in line, line
+    assert re.search(r"gave up after 3 attempts in \d+\.\d s", line), line
     assert took < SLACK
 
 
