@@ -78,8 +78,8 @@ def sim() -> None:
               help="No log line per request (benchmarks: at hundreds of requests a second "
                    "the log costs more CPU than the API).")
 def serve(host, port, client_id, client_secret, data_path, phase_seconds, latency_ms, jitter_ms,
-          error_rate, error_paths, error_status, commit_fail_rate, commit_fail_mode, retry_after, token_ttl,
-          no_token_faults, seed, quiet) -> None:
+          error_rate, error_paths, error_status, commit_fail_rate, commit_fail_mode, retry_after,
+          token_ttl, no_token_faults, seed, quiet) -> None:
     """Serve the simulated control plane over HTTP until interrupted (Ctrl-C).
 
     Logs one line per request. Get a token with

@@ -80,7 +80,8 @@ def test_a_link_leading_outside_the_specs_folder_is_refused_naming_it(tmp_path):
     assert res.returncode == 1 and "Traceback" not in res.stderr
     lines = res.stderr.splitlines()
     elsewhere = os.path.realpath(tmp_path / "elsewhere")
-    for link, target in [("specs/folder", os.path.join(elsewhere, "dir")), ("specs/shadow.yaml", "/etc/shadow"),
+    for link, target in [("specs/folder", os.path.join(elsewhere, "dir")),
+                         ("specs/shadow.yaml", "/etc/shadow"),
                          ("specs/x.yaml", os.path.join(elsewhere, "x.yaml"))]:
         (line,) = [x for x in lines if x.startswith(f"{link} -> ")]
         assert line.startswith(f"{link} -> {target}: the link leads outside the specs folder")
