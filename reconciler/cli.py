@@ -104,6 +104,9 @@ class _Group(click.Group):
                            "touched.", err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
+            # A request not sent because the command had given up on the API: the failure
+            # that made it give up is the one to read, alone (not nested in this one).
+            exc = getattr(exc, "gave_up_on", None) or exc
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
 
@@ -304,15 +307,24 @@ def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the clas
         import httpx
 
         from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+        from reconciler.simulator import datalock
         from reconciler.simulator.store import SimulatorDataError
 
         try:
             Path(SIM_DIR).mkdir(exist_ok=True)
-            app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
+            data_path = os.path.join(SIM_DIR, "data.json")
+            # One owner per data file (a `sim serve --data` too), until the command ends.
+            release = datalock.hold(data_path)
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None:
+                ctx.find_root().call_on_close(release)
+            app = create_app(data_path=data_path)
         except FileExistsError:
             raise click.ClickException(f"{SIM_DIR} (the --sim data folder) is not a folder")
         except OSError as exc:
             raise click.ClickException(f"cannot use {SIM_DIR}: {exc.strerror or exc}")
+        except datalock.DataInUse as exc:
+            raise click.ClickException(str(exc)) from None
         except SimulatorDataError as exc:
             raise click.ClickException(f"{exc}; move it away to start afresh")
         return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,

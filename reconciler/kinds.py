@@ -204,6 +204,10 @@ class Kind:
     # (`QUANTITY_FIELDS`); a Manifest's are its manifest's `resources` and `sizeLimit`.
     quantities: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
                                                       repr=False)
+    # Where a live workload's phase (`actualPhase`) comes from: "" its GET answer; or
+    # "workloads" the workloads API (`GET /api/v1/workloads/{id}`, the list's item), for a
+    # kind whose GET answer has none (a NIM service's `NimServiceResponse`: CONTRACT §12).
+    phase_source: str = ""
 
     @property
     def can_update(self) -> bool:
@@ -567,6 +571,7 @@ NIM_SERVICE = Kind(
     updatable_paths=frozenset({"spec"}),
     envelope="metadata",
     quantities={"spec": quantities.NIM_FIELDS},
+    phase_source="workloads",
 )
 
 

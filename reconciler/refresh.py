@@ -190,7 +190,9 @@ async def read_listed(client,
                 out.live[addr] = None
         if progress is not None:
             progress.start("Refreshing", len(to_get))
-        tasks = [asyncio.ensure_future(reader.get(kinds.get(k), i)) for _, k, i in to_get]
+        tasks = [asyncio.ensure_future(reader.get(kinds.get(k), i,
+                                                  listed_phase=by_id[i].get("phase")))
+                 for _, k, i in to_get]
         bodies = await asyncio.gather(*tasks)
     except BaseException:
         if inspect.iscoroutine(desired):

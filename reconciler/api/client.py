@@ -417,7 +417,14 @@ class RunaiClient:
     # --- the one place that talks to the network ------------------------------------
 
     async def _fetch_token(self, body: dict) -> dict:
-        return await self._send("POST", TOKEN_PATH, json=body, auth=False)
+        try:
+            return await self._send("POST", TOKEN_PATH, json=body, auth=False)
+        except errors.ApiError as exc:
+            # Whichever request needed the token ends with this error: it names the token
+            # endpoint, not that request (not sent at all: another request's failure).
+            if not isinstance(exc, errors.NotSent):
+                exc.args = (f"the token endpoint failed: {exc.args[0]}",)
+            raise
 
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
@@ -530,9 +537,11 @@ class RunaiClient:
                 # Once, without -v: an API that fails or does not answer should not mean a
                 # minute of silence. Each retry is logged at INFO (-v).
                 budget.noticed = True
-                log.warning("%s; retrying for up to %s more (--timeout %s)",
-                            _what_failed(failure, path),
-                            _seconds(budget.deadline(started) - now), _seconds(budget.seconds))
+                more = attempts - attempt
+                log.warning("%s; retrying at most %d more time%s, for up to %s more "
+                            "(--timeout %s)", _what_failed(failure, path), more,
+                            "s" if more != 1 else "", _seconds(budget.deadline(started) - now),
+                            _seconds(budget.seconds))
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
                      failure, delay, attempt + 1, attempts)
             await self._sleep(delay)
@@ -544,9 +553,11 @@ class RunaiClient:
         why = str(spent) if spent is not None else "the --timeout ran out"
         if spent is not None and str(spent).startswith(f"{method} {path}: "):
             why = str(spent)[len(f"{method} {path}: "):]
-        return errors.NotSent(f"{method} {path}: not sent, the command gave up on the API: {why}",
-                              method=method, path=path, ambiguous=ambiguous,
-                              attempts=attempts, final=True)
+        error = errors.NotSent(f"{method} {path}: not sent, the command gave up on the API: {why}",
+                               method=method, path=path, ambiguous=ambiguous,
+                               attempts=attempts, final=True)
+        error.gave_up_on = spent  # what a command that ends here says, alone
+        return error
 
     async def _request(self, method: str, path: str, *, json: Any = None,
                        params: Mapping[str, Any] | None = None,
