@@ -1,7 +1,8 @@
 """The dependency lock (requirements/, made by .ci/lock) against pyproject.toml: every
 dependency the package and its `test` extra name is pinned within its range and with
 hashes (pip installs a locked file only against its hash, so a pin without one fails
-the README's first command), and the runtime lock is the test lock's pins. A range
+the README's first command), the runtime lock is the test lock's pins, and the tools
+lock holds every validator requirements/tools.in names. A range
 edited in pyproject.toml without `.ci/lock` run again fails here, naming the package."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.helpers.constants import ROOT
 
 TEST_LOCK = ROOT / "requirements" / "test.txt"
 RUNTIME_LOCK = ROOT / "requirements" / "runtime.txt"
+TOOLS_LOCK = ROOT / "requirements" / "tools.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 
 
@@ -69,11 +71,17 @@ def test_the_runtime_lock_pins_the_dependencies_at_the_test_locks_versions():
         name: test[name][0] for name in runtime}
 
 
+def test_the_tools_lock_pins_every_validator_of_tools_in():
+    wanted = [line.split("#")[0].strip() for line in
+              (ROOT / "requirements" / "tools.in").read_text(encoding="utf-8").splitlines()]
+    assert problems([w for w in wanted if w], read_lock(TOOLS_LOCK), "requirements/tools.txt") == []
+
+
 def test_every_locked_release_carries_hashes():
-    for path in (TEST_LOCK, RUNTIME_LOCK):
+    for path in (TEST_LOCK, RUNTIME_LOCK, TOOLS_LOCK):
         lock = read_lock(path)
-        assert len(lock) >= 20, path
         assert [name for name, (_, hashes) in lock.items() if hashes == 0] == [], path
+    assert len(read_lock(RUNTIME_LOCK)) >= 20
 
 
 def test_a_range_edited_without_locking_again_is_named():
