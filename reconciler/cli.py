@@ -763,7 +763,7 @@ def _watch_publishers(board, listen: str, notify_urls):
     from reconciler.watch import notify, server  # imported when a watch starts
     observers, closers = [], []
     if listen and listen != "off":
-        closers.append(server.serve(board, listen).close)
+        closers.append(server.serve(board, listen, version=__version__).close)
     if notify_urls:
         notifier = notify.Notifier(list(notify_urls))
         observers.append(notifier.observe)
