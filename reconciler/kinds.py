@@ -254,6 +254,27 @@ class Kind:
                 out.update(full[:m.end()] for m in re.finditer(r"\[\]", full))
         return frozenset(out)
 
+    @functools.cached_property
+    def _server_values_at(self) -> dict[str, tuple[ServerValue, ...]]:
+        # Every server value (defaults and generated ones) by its full path in the diff's
+        # pattern form ("spec.storage.pvc[].claimName").
+        out: dict[str, list[ServerValue]] = {}
+        for holder, values in self.defaults.items():
+            for value in values:
+                out.setdefault(f"{holder}.{value.path}" if holder else value.path,
+                               []).append(value)
+        return {path: tuple(values) for path, values in out.items()}
+
+    def server_owns(self, path: str, holder: Any, value: Any) -> bool:
+        """Whether `value`, found live at the diff's dotted `path` (keyed items in
+        brackets) inside the object `holder`, is the server's: a documented default's value
+        or a value the server generates there (CONTRACT.md §5). What the diff does not
+        count as added outside runai-reconcile when neither the specs nor the state hold
+        it; any other value there was put by someone."""
+        values = self._server_values_at.get(_ITEM.sub("[]", path))
+        return bool(values) and isinstance(holder, Mapping) and any(
+            v.test(holder, value) for v in values)
+
     def touches_defaults(self, paths: Iterable[str]) -> bool:
         """Whether a change at one of the dotted `paths` (the diff's, keyed items in
         brackets) lies at or above a default: only then can aligning the defaults
