@@ -22,7 +22,7 @@ from reconciler import kinds, plans
 from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.8"
+FORMAT_VERSION = "1.9"
 APPLY_FORMAT_VERSION = "1.2"
 _SORTED = orjson.OPT_SORT_KEYS
 _MISSING = object()
@@ -127,7 +127,7 @@ def _resource_change(rc: ResourceChange) -> dict[str, Any]:
         "changed_paths": [
             {"path": c.path, "before": words.mask_at(c.path, c.before, rc.sensitive),
              "after": words.mask_at(c.path, c.after, rc.sensitive), "drift": c.drift,
-             "forces_replacement": c.forces_replacement}
+             "added": c.added, "forces_replacement": c.forces_replacement}
             for c in changes
         ],
         "patch": words.mask_body(rc.patch, rc.sensitive) if rc.action is Action.UPDATE else None,
