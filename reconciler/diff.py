@@ -157,7 +157,7 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
                 continue  # nothing to compare with: the API never says what it used
             walker.node(key, key, d, l, None, write_only=True)
         else:
-            walker.node(key, key, d, l, r, r_holder=r_root)
+            walker.node(key, key, d, l, r, r_holder=r_root, l_holder=l_root)
     out = walker.changes
     if ignore:
         out = [c for c in out if not kinds_mod.under_any(c.path, ignore)]
@@ -188,7 +188,7 @@ def live_matches(kind: kinds_mod.Kind, applied: dict, live: dict) -> bool:
             if key in _STRING_IDS:
                 l, r = _str_id(l), _str_id(r)
             if not _agrees(field=key, l=l, r=r, kind=kind if additions else None, path=key,
-                           holder=live):
+                           holder=live, l_holder=applied):
                 return False
     return True
 
@@ -201,15 +201,16 @@ def _sees_additions(applied: dict | None) -> bool:
 
 
 def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: str,
-            holder: Any) -> bool:
+            holder: Any, l_holder: Any = None) -> bool:
     """No drift at or under this node: what `_Walker.node` concludes when D is L. With
-    `kind`, live's values beyond L (`holder` is the object holding `r`) disagree unless
-    the server put them there (`_residue`); without it they are not looked at."""
+    `kind`, live's values beyond L disagree unless the server put them there (`_residue`;
+    `holder` and `l_holder` are the objects holding `r` and `l`); without it they are not
+    looked at."""
     if l is r or (l == r and _identical(l, r)):
         return True
     if _absent(l):
         # A server default or server-owned value, or something added outside.
-        return kind is None or _residue(kind, path, field, r, holder) is None
+        return kind is None or _residue(kind, path, field, r, holder, l_holder) is None
     lm = _as_map(field, l)
     if lm is None:
         return not _absent(r) and _eq(r, l, field)
@@ -222,22 +223,24 @@ def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: st
     for k, lv in lm.items():
         if not _agrees(field=_child_field(field, lm, k), l=lv,
                        r=rm.get(k) if rm is not None else None, kind=kind,
-                       path=_join(path, sep, k), holder=rm):
+                       path=_join(path, sep, k), holder=rm, l_holder=lm):
             return False
     if kind is not None and rm is not None:
         for k, rv in rm.items():
             if k not in lm and _residue(kind, _join(path, sep, k), _child_field(field, rm, k),
-                                        rv, rm) is not None:
+                                        rv, rm, lm) is not None:
                 return False
     return True
 
 
-def _residue(kind: kinds_mod.Kind, path: str, field: str, value: Any, holder: Any) -> Any:
-    """What of `value` (live's, at `path`, inside the object `holder`) the server did not
-    put there: `value` without the values `kind` says are the server's
-    (`Kind.server_owns`), None when nothing is left. A keyed list item is kept whole (less
-    the server's values inside it): the server adds no items of its own."""
-    if _absent(value) or kind.server_owns(path, holder, value):
+def _residue(kind: kinds_mod.Kind, path: str, field: str, value: Any, holder: Any,
+             l_holder: Any = None) -> Any:
+    """What of `value` (live's, at `path`, inside the object `holder`; `l_holder` the
+    object at the same place in the last applied body) the server did not put there:
+    `value` without the values `kind` says are the server's (`Kind.server_owns`), None
+    when nothing is left. A keyed list item is kept whole (less the server's values inside
+    it): the server adds no items of its own."""
+    if _absent(value) or kind.server_owns(path, value, holder, l_holder):
         return None
     if isinstance(value, dict):
         out = {}
@@ -270,9 +273,10 @@ class _Walker:
         self.changes: list[plans.FieldChange] = []
 
     def node(self, path: str, field: str, d: Any, l: Any, r: Any, *,
-             write_only: bool = False, same_dl: bool = False, r_holder: Any = None) -> None:
-        """`same_dl`: a parent found D and L identical, so they are here too; `r_holder`:
-        the object that holds `r` in live."""
+             write_only: bool = False, same_dl: bool = False, r_holder: Any = None,
+             l_holder: Any = None) -> None:
+        """`same_dl`: a parent found D and L identical, so they are here too; `r_holder`
+        and `l_holder`: the objects that hold `r` in live and `l` in the last applied body."""
         live_known = self.live_known and not write_only
         if self.has_state:
             if not same_dl:
@@ -296,7 +300,7 @@ class _Walker:
 
         if d_abs and l_abs:
             if self.additions and not write_only and not r_abs:
-                self._added(path, field, r, r_holder)
+                self._added(path, field, r, r_holder, l_holder)
             return  # else a server default or server-owned value
         if not d_abs and not l_abs:
             dm = _as_map(field, d)
@@ -319,7 +323,8 @@ class _Walker:
                 for k in keys:
                     self.node(_join(path, sep, k), _child_field(field, dm, k),
                               dm.get(k), lm.get(k), rm.get(k) if rm is not None else None,
-                              write_only=write_only, same_dl=same_dl, r_holder=rm)
+                              write_only=write_only, same_dl=same_dl, r_holder=rm,
+                              l_holder=lm)
                 return
         if not _eq(d, l, field):
             if live_known:
@@ -334,23 +339,23 @@ class _Walker:
         elif live_known and (r_abs or not _eq(r, l, field)):
             self._add(path, r, d, drift=True)
 
-    def _added(self, path: str, field: str, r: Any, holder: Any) -> None:
+    def _added(self, path: str, field: str, r: Any, holder: Any, l_holder: Any) -> None:
         """Live's `r` at `path`, which neither D nor L holds: a change (drift, `added`) for
         each object member, keyed list item or other value the server did not put there
         (`_residue`), at the deepest path that names it, so a narrower
         `lifecycle.ignoreChanges` path can accept it and a PATCH can remove it by sending
         the field that holds it."""
-        if self.kind.server_owns(path, holder, r):
+        if self.kind.server_owns(path, r, holder, l_holder):
             return
         if path.endswith("]"):  # a keyed list item, found beside the items D and L hold
-            left = _residue(self.kind, path, field, r, holder)
+            left = _residue(self.kind, path, field, r, holder, l_holder)
             if left is not None:
                 self._add(path, left, None, drift=True, added=True)
             return
         if isinstance(r, dict):
             for k, v in r.items():
                 if not _absent(v):
-                    self._added(f"{path}.{k}", k, v, r)
+                    self._added(f"{path}.{k}", k, v, r, None)
             return
         m = _as_map(field, r, lenient=True) if isinstance(r, list) else None
         if m:

@@ -265,15 +265,17 @@ class Kind:
                                []).append(value)
         return {path: tuple(values) for path, values in out.items()}
 
-    def server_owns(self, path: str, holder: Any, value: Any) -> bool:
+    def server_owns(self, path: str, value: Any, *holders: Any) -> bool:
         """Whether `value`, found live at the diff's dotted `path` (keyed items in
-        brackets) inside the object `holder`, is the server's: a documented default's value
-        or a value the server generates there (CONTRACT.md §5). What the diff does not
-        count as added outside runai-reconcile when neither the specs nor the state hold
-        it; any other value there was put by someone."""
+        brackets), is the server's: a documented default's value or a value the server
+        generates there (CONTRACT.md §5), judged by any of `holders` (the object holding
+        it live; the one that held its place when last applied, as a default that hangs on
+        another field was filled in by that one: `imagePullPolicy` by the image created
+        with). What the diff does not count as added outside runai-reconcile when neither
+        the specs nor the state hold it; any other value there was put by someone."""
         values = self._server_values_at.get(_ITEM.sub("[]", path))
-        return bool(values) and isinstance(holder, Mapping) and any(
-            v.test(holder, value) for v in values)
+        return bool(values) and any(v.test(h, value) for h in holders
+                                    if isinstance(h, Mapping) for v in values)
 
     def touches_defaults(self, paths: Iterable[str]) -> bool:
         """Whether a change at one of the dotted `paths` (the diff's, keyed items in

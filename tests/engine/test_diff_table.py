@@ -197,6 +197,12 @@ ROWS = [
      B, LB, (), []),
     ("null-in-spec-removes-applied-field", DT, edit(B, lambda b: b["spec"].update(command=None)),
      B, LB, (), [("spec.command", "torchrun", None, False, True)]),
+    # The pull policy the server chose for the image it was created with stays its own when
+    # the image changes outside: the image is the drift.
+    ("default-filled-for-the-applied-image-not-an-addition", DT, B, B,
+     set_path(LB, "spec.image", "nvcr.io/nvidia/pytorch:latest"), (),
+     [("spec.image", "nvcr.io/nvidia/pytorch:latest", "nvcr.io/nvidia/pytorch:24.05-py3",
+       True, True)]),
     ("server-default-value-in-live-ignored", DT, B, B, set_path(LB, "spec.backoffLimit", 6),
      (), []),
     ("other-value-at-a-server-default-is-an-addition", DT, B, B,
