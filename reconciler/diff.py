@@ -8,7 +8,11 @@ body (name, projectId, clusterId, templateId and the kind's `body_keys`):
 
 - D != L: the user changed it (before = R's value when live is known, else L's).
 - D == L, R != L: drift, changed outside the reconciler (before R, after D).
-- D and L absent, R present: a server default or server-owned value; ignored.
+- D and L absent, R present: a server default or generated value (`Kind.server_owns`)
+  is ignored; anything else someone added outside (an environment variable such as
+  `LD_PRELOAD`, an `args`): drift, `added`, one change per object member or keyed list
+  item at the deepest path that names it, after None. Not for a workload made from a
+  template (`templateId`: the server fills in the template's values, undescribed).
 - D absent, L present: the user removed it (after None).
 - No L at all (first run, lost state): D is compared with R on the paths D sets only.
 
