@@ -225,8 +225,10 @@ def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: st
         rm = None
     sep = "[" if isinstance(lm, _Keyed) else "."
     for k, lv in lm.items():
-        if not _agrees(field=_child_field(field, lm, k), l=lv,
-                       r=rm.get(k) if rm is not None else None, kind=kind,
+        rv = rm.get(k) if rm is not None else None
+        if lv is rv or (lv == rv and _identical(lv, rv)):
+            continue  # most members of most workloads: no path to make
+        if not _agrees(field=_child_field(field, lm, k), l=lv, r=rv, kind=kind,
                        path=_join(path, sep, k), holder=rm, l_holder=lm):
             return False
     if kind is not None and rm is not None:

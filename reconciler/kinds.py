@@ -273,9 +273,14 @@ class Kind:
         another field was filled in by that one: `imagePullPolicy` by the image created
         with). What the diff does not count as added outside runai-reconcile when neither
         the specs nor the state hold it; any other value there was put by someone."""
-        values = self._server_values_at.get(_ITEM.sub("[]", path))
-        return bool(values) and any(v.test(h, value) for h in holders
-                                    if isinstance(h, Mapping) for v in values)
+        values = self._server_values_at.get(_ITEM.sub("[]", path) if "[" in path else path)
+        if values:
+            for holder in holders:
+                if isinstance(holder, dict):  # bodies are plain JSON objects
+                    for v in values:
+                        if v.test(holder, value):
+                            return True
+        return False
 
     def touches_defaults(self, paths: Iterable[str]) -> bool:
         """Whether a change at one of the dotted `paths` (the diff's, keyed items in
