@@ -143,6 +143,12 @@ _TRAINING_CONTAINER: tuple[ServerValue, ...] = _CONTAINER + (
 )
 
 
+# What a workload type fills in where a spec is silent (CONTRACT.md §5: "Each workload type
+# has a default"): the values `_workload_type` gives are the usual ones, but a cluster's
+# may differ, so any value live holds there is the server's.
+_TYPE_FILLED = frozenset({"spec.priorityClass", "spec.preemptibility"})
+
+
 def _workload_type(priority_class: str, preemptibility: str) -> tuple[ServerValue, ...]:
     """The defaults of the kind's workload type (GET /workload-types)."""
     return (fixed("priorityClass", priority_class), fixed("preemptibility", preemptibility))
@@ -199,6 +205,11 @@ class Kind:
     # its pod templates', lists keyed as strategic merge keys them, quantities compared by
     # value, and what replaces decided by the manifest's type (`reconciler.manifests`).
     manifest_body: bool = False
+    # Dotted paths whose value the server fills in from its own configuration where a body
+    # leaves them out (a workload type's defaults, GET /workload-types, which a cluster's
+    # administrator sets): live's value there, whatever it is, is the server's unless the
+    # spec or the state sets one (`server_owns`).
+    server_filled: frozenset[str] = frozenset()
 
     @property
     def can_update(self) -> bool:
@@ -273,7 +284,10 @@ class Kind:
         another field was filled in by that one: `imagePullPolicy` by the image created
         with). What the diff does not count as added outside runai-reconcile when neither
         the specs nor the state hold it; any other value there was put by someone."""
-        values = self._server_values_at.get(_ITEM.sub("[]", path) if "[" in path else path)
+        pattern = _ITEM.sub("[]", path) if "[" in path else path
+        if pattern in self.server_filled:
+            return True
+        values = self._server_values_at.get(pattern)
         if values:
             for holder in holders:
                 if isinstance(holder, dict):  # bodies are plain JSON objects
@@ -435,6 +449,7 @@ DISTRIBUTED_TRAINING = Kind(
         "masterSpec": _TRAINING_CONTAINER,
     },
     list_types=frozenset({"distributed", "distributedtraining", "distributedworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="master-and-workers",
     can_suspend=True,
     completes=True,
@@ -459,6 +474,7 @@ DISTRIBUTED_INFERENCE = Kind(
         "spec.worker": _CONTAINER,
     },
     list_types=frozenset({"distributedinference"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="leader-and-workers",
     updatable_paths=frozenset({"spec.replicas"}),
 )
@@ -471,6 +487,7 @@ TRAINING = Kind(
     defaults={"": _BODY,
               "spec": _TRAINING_CONTAINER + _workload_type("train", "preemptible")},
     list_types=frozenset({"training", "trainingworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="single",
     can_suspend=True,
     completes=True,
@@ -484,6 +501,7 @@ WORKSPACE = Kind(
     defaults={"": _BODY,
               "spec": _TRAINING_CONTAINER + _workload_type("build", "non-preemptible")},
     list_types=frozenset({"workspace", "interactiveworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="single",
     can_suspend=True,
 )
@@ -504,6 +522,7 @@ INFERENCE = Kind(
         fixed("autoscaling.scaleToZeroRetentionSeconds", 0),
     )},
     list_types=frozenset({"inference", "inferenceworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="autoscaled",
     # InferenceUpdateSpec (CONTRACT.md §4): each top-level field is sent whole.
     updatable_paths=frozenset(f"spec.{key}" for key in (
@@ -523,6 +542,8 @@ MANIFEST = Kind(
     containers=(),  # a manifest's pod templates: `containers` reads them by type
     defaults={},
     list_types=frozenset({"manifest", "workloadv2", "v2workload"}),
+    # "Each workload type has a default" priority (and category, preemptibility).
+    server_filled=frozenset({"priority", "category", "preemptibility"}),
     gpu_rule="manifest",
     # WorkloadV2MetadataUpdateParams: priority and category; the manifest whole (PUT). A
     # change the manifest's type cannot take in place replaces (`manifests.FROZEN`).
@@ -579,6 +600,7 @@ NIM_SERVICE = Kind(
     )},
     # The simulator's `type` (CONTRACT.md §12: the real one is not documented).
     list_types=frozenset({"nimservice", "nim"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="nim-replicas",
     # NimServiceUpdateRequest is `{spec: NimServiceSpec}`, the whole spec: every spec field
     # is updated in place, the spec sent whole. Name and project (metadata) are create-only.

@@ -203,6 +203,9 @@ ROWS = [
      set_path(LB, "spec.image", "nvcr.io/nvidia/pytorch:latest"), (),
      [("spec.image", "nvcr.io/nvidia/pytorch:latest", "nvcr.io/nvidia/pytorch:24.05-py3",
        True, True)]),
+    # A workload type's defaults are the cluster's to set: any value the spec leaves out.
+    ("workload-type-default-of-this-cluster-not-an-addition", DT, B, B,
+     set_path(LB, "spec.priorityClass", "high-priority-train"), (), []),
     ("server-default-value-in-live-ignored", DT, B, B, set_path(LB, "spec.backoffLimit", 6),
      (), []),
     ("other-value-at-a-server-default-is-an-addition", DT, B, B,
