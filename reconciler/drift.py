@@ -4,7 +4,8 @@ Called by `operations.drift` after a refresh-only read of live. It compares live
 (R) with the state (L) only, never the specs: a path drifted when R differs from the last
 applied body (server defaults and server-owned fields aside, as in `diff`), a workload
 drifted when it was suspended or resumed outside, or deleted outside without having
-completed. Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
+completed. What live holds that the state does not, and the server did not put there (an
+environment variable, `args`), is drift too: added outside (`DriftedPath.added`). Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
 
 A workload gone from live while the journal holds an open intent to delete or create
 it (a replace is both) was being changed by an apply that was killed or abandoned: it is
@@ -39,6 +40,8 @@ class DriftedPath:
     path: str
     state: Any  # the value last applied (None when absent)
     live: Any  # the value live now (None when absent)
+    # Live alone holds it and the server did not put it there: added outside.
+    added: bool = False
 
 
 @dataclass
@@ -143,7 +146,7 @@ def _one(addr: str, rs, live_body: dict | None, dw: DesiredWorkload | None,
     live_, = planner.hashed_alike(key, (*rs.sensitive, *(dw.lifecycle.sensitive if dw else ())),
                                   rs.applied, live_body)
     for c in diff.diff_workload(kind, rs.applied, rs.applied, live_, ignore=ignore):
-        item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
+        item.paths.append(DriftedPath(c.path, state=c.after, live=c.before, added=c.added))
     if kind.can_suspend and not phases.live_completed(live_body) \
             and not diff.is_ignored("desiredPhase", ignore):
         suspended = phases.live_suspended(live_body)

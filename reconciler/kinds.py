@@ -143,6 +143,12 @@ _TRAINING_CONTAINER: tuple[ServerValue, ...] = _CONTAINER + (
 )
 
 
+# What a workload type fills in where a spec is silent (CONTRACT.md §5: "Each workload type
+# has a default"): the values `_workload_type` gives are the usual ones, but a cluster's
+# may differ, so any value live holds there is the server's.
+_TYPE_FILLED = frozenset({"spec.priorityClass", "spec.preemptibility"})
+
+
 def _workload_type(priority_class: str, preemptibility: str) -> tuple[ServerValue, ...]:
     """The defaults of the kind's workload type (GET /workload-types)."""
     return (fixed("priorityClass", priority_class), fixed("preemptibility", preemptibility))
@@ -208,6 +214,11 @@ class Kind:
     # "workloads" the workloads API (`GET /api/v1/workloads/{id}`, the list's item), for a
     # kind whose GET answer has none (a NIM service's `NimServiceResponse`: CONTRACT §12).
     phase_source: str = ""
+    # Dotted paths whose value the server fills in from its own configuration where a body
+    # leaves them out (a workload type's defaults, GET /workload-types, which a cluster's
+    # administrator sets): live's value there, whatever it is, is the server's unless the
+    # spec or the state sets one (`server_owns`).
+    server_filled: frozenset[str] = frozenset()
 
     @property
     def can_update(self) -> bool:
@@ -262,6 +273,37 @@ class Kind:
                 out.update(full[:m.start()] for m in re.finditer(r"\.|\[\]\.|$", full))
                 out.update(full[:m.end()] for m in re.finditer(r"\[\]", full))
         return frozenset(out)
+
+    @functools.cached_property
+    def _server_values_at(self) -> dict[str, tuple[ServerValue, ...]]:
+        # Every server value (defaults and generated ones) by its full path in the diff's
+        # pattern form ("spec.storage.pvc[].claimName").
+        out: dict[str, list[ServerValue]] = {}
+        for holder, values in self.defaults.items():
+            for value in values:
+                out.setdefault(f"{holder}.{value.path}" if holder else value.path,
+                               []).append(value)
+        return {path: tuple(values) for path, values in out.items()}
+
+    def server_owns(self, path: str, value: Any, *holders: Any) -> bool:
+        """Whether `value`, found live at the diff's dotted `path` (keyed items in
+        brackets), is the server's: a documented default's value or a value the server
+        generates there (CONTRACT.md §5), judged by any of `holders` (the object holding
+        it live; the one that held its place when last applied, as a default that hangs on
+        another field was filled in by that one: `imagePullPolicy` by the image created
+        with). What the diff does not count as added outside runai-reconcile when neither
+        the specs nor the state hold it; any other value there was put by someone."""
+        pattern = _ITEM.sub("[]", path) if "[" in path else path
+        if pattern in self.server_filled:
+            return True
+        values = self._server_values_at.get(pattern)
+        if values:
+            for holder in holders:
+                if isinstance(holder, dict):  # bodies are plain JSON objects
+                    for v in values:
+                        if v.test(holder, value):
+                            return True
+        return False
 
     def touches_defaults(self, paths: Iterable[str]) -> bool:
         """Whether a change at one of the dotted `paths` (the diff's, keyed items in
@@ -416,6 +458,7 @@ DISTRIBUTED_TRAINING = Kind(
         "masterSpec": _TRAINING_CONTAINER,
     },
     list_types=frozenset({"distributed", "distributedtraining", "distributedworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="master-and-workers",
     can_suspend=True,
     completes=True,
@@ -441,6 +484,7 @@ DISTRIBUTED_INFERENCE = Kind(
         "spec.worker": _CONTAINER,
     },
     list_types=frozenset({"distributedinference"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="leader-and-workers",
     updatable_paths=frozenset({"spec.replicas"}),
     quantities={"spec.leader": quantities.FIELDS, "spec.worker": quantities.FIELDS},
@@ -454,6 +498,7 @@ TRAINING = Kind(
     defaults={"": _BODY,
               "spec": _TRAINING_CONTAINER + _workload_type("train", "preemptible")},
     list_types=frozenset({"training", "trainingworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="single",
     can_suspend=True,
     completes=True,
@@ -468,6 +513,7 @@ WORKSPACE = Kind(
     defaults={"": _BODY,
               "spec": _TRAINING_CONTAINER + _workload_type("build", "non-preemptible")},
     list_types=frozenset({"workspace", "interactiveworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="single",
     can_suspend=True,
     quantities={"spec": quantities.FIELDS},
@@ -489,6 +535,7 @@ INFERENCE = Kind(
         fixed("autoscaling.scaleToZeroRetentionSeconds", 0),
     )},
     list_types=frozenset({"inference", "inferenceworkload"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="autoscaled",
     # InferenceUpdateSpec (CONTRACT.md §4): each top-level field is sent whole.
     updatable_paths=frozenset(f"spec.{key}" for key in (
@@ -509,6 +556,8 @@ MANIFEST = Kind(
     containers=(),  # a manifest's pod templates: `containers` reads them by type
     defaults={},
     list_types=frozenset({"manifest", "workloadv2", "v2workload"}),
+    # "Each workload type has a default" priority (and category, preemptibility).
+    server_filled=frozenset({"priority", "category", "preemptibility"}),
     gpu_rule="manifest",
     # WorkloadV2MetadataUpdateParams: priority and category; the manifest whole (PUT). A
     # change the manifest's type cannot take in place replaces (`manifests.FROZEN`).
@@ -565,6 +614,7 @@ NIM_SERVICE = Kind(
     )},
     # The simulator's `type` (CONTRACT.md §12: the real one is not documented).
     list_types=frozenset({"nimservice", "nim"}),
+    server_filled=_TYPE_FILLED,
     gpu_rule="nim-replicas",
     # NimServiceUpdateRequest is `{spec: NimServiceSpec}`, the whole spec: every spec field
     # is updated in place, the spec sent whole. Name and project (metadata) are create-only.

@@ -328,12 +328,17 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
     """The update body, nested as in the create body (e.g. {"spec": {"replicas": 4}}): for a
     PATCH kind each changed updatable field with its full desired value; for a PUT kind
     (`Kind.update_method`) every updatable field the spec sets, changed or not (the whole
-    document)."""
+    document). A field the spec leaves out that holds only what was added outside (an
+    environment variable in a list the spec has none of) is sent empty (`[]`, `{}`), which
+    removes what was added: null would leave it as it is."""
     if kind.update_method == "PUT":
         roots = [p for p in sorted(kind.updatable_paths)
                  if not any(q != p and kinds.under(p, q) for q in kind.updatable_paths)]
     else:
         roots = [_updatable_root(kind, c.path) for c in fcs]
+    emptied = {_updatable_root(kind, c.path): [] if c.path[len(root)] == "[" else {}
+               for c in fcs if c.added and kind.update_method != "PUT"
+               and (root := _updatable_root(kind, c.path)) != c.path}
     out: dict[str, Any] = {}
     for top in roots:
         value: Any = body
@@ -342,6 +347,8 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
             value = value.get(p) if isinstance(value, dict) else None
         if value is None and kind.update_method == "PUT":
             continue
+        if value is None and top in emptied:
+            value = emptied[top]
         node = out
         for p in parts[:-1]:
             node = node.setdefault(p, {})

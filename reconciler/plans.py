@@ -48,6 +48,10 @@ class FieldChange:
     after: Any  # None when absent (removed)
     drift: bool = False  # changed outside the reconciler (D == L, R != L)
     forces_replacement: bool = False
+    # Present live only, and not the server's: added outside the reconciler (D and L
+    # absent, R present; drift too). `before` is what was added, `after` None: apply
+    # removes it.
+    added: bool = False
 
 
 @dataclass

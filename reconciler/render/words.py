@@ -194,6 +194,12 @@ def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
                              drift=rc.reason == plans.REASON_PHASE_DRIFT)
 
 
+def drift_note(c: plans.FieldChange) -> str:
+    """What a drifted field change's note says: `added outside runai-reconcile` for what
+    live alone holds (apply removes it), else `changed outside runai-reconcile`."""
+    return f"added {_OUTSIDE}" if c.added else f"changed {_OUTSIDE}"
+
+
 def drifted_paths(rc: ResourceChange) -> list[str]:
     """The paths changed outside the reconciler: drifted field changes, phase drift."""
     paths = [c.path for c in rc.changes if c.drift]
