@@ -82,7 +82,7 @@ def refusing(ws, sim_server, request):
 
 
 QUOTA = "rules:\n  - name: quota\n    withinProjectQuota: true\n"
-WHY = {500: "GET /api/v1/org-unit/projects/7 failed: ",
+WHY = {500: "GET /api/v1/org-unit/projects/7: 500 ",
        403: "GET /api/v1/org-unit/projects/7 answered 403: not readable with these credentials"}
 
 
@@ -123,7 +123,7 @@ def test_on_unknown_warn_lets_an_unread_quota_pass_with_a_note_and_apply_goes_ah
     assert planned.exit_code == 2, planned.output
     assert "Policy passed" in planned.stdout and "1 rule: 1 unchecked" in planned.stdout
     assert re.search(r"note: rule quota: project 7: its GPU quota is unknown \(GET "
-                     r"/api/v1/org-unit/projects/7 failed: .*\); 8 GPUs planned \(now 0\); "
+                     r"/api/v1/org-unit/projects/7: 500 .*\); 8 GPUs planned \(now 0\); "
                      r"not checked", planned.stdout), planned.stdout
     sim_server.clear_requests()
     assert ws.apply("--policy", pol).exit_code == 0
