@@ -335,7 +335,7 @@ def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the clas
 
 
 def _store(cfg: Config):
-    from reconciler.state import open_store
+    from reconciler.state.backends import open_store
 
     return open_store(cfg.state_path, name=cfg.state_name, lock_timeout=cfg.lock_timeout)
 
@@ -971,7 +971,7 @@ def state_restore(cfg: Config, serial: str) -> None:
 def state_migrate(cfg: Config, to: str | None, to_name: str) -> None:
     """Copy the current state (serial and lineage kept, empty journal) to another backend
     or state name; the source is left as it is."""
-    from reconciler.state import open_store
+    from reconciler.state.backends import open_store
     from reconciler.state.backends import is_url, without_password
 
     to = to or cfg.state_path
