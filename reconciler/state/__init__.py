@@ -25,7 +25,8 @@ _HOMES = {
     "LockInfo": "locking", "open_store": "backends",
 }
 
-__all__ = sorted(_HOMES)
+__all__ = ["STATE_VERSION", "LocalFileStore", "LockInfo", "MemoryStore", "ResourceState",
+           "State", "StateStore", "open_store"]
 
 
 def __getattr__(name: str):
