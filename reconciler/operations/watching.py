@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import gc
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from reconciler import errors, planner
-from reconciler.operations import judging, reporting, specfolder
+from reconciler.operations import judging, memory, reporting, specfolder
 from reconciler.operations.planning import ClientFactory, PlanOptions, make_plan
 from reconciler.operations.reuse import Reuse, StateReads
 from reconciler.plans import Plan
@@ -246,12 +245,10 @@ class _Loop:
                           cpu_s=time.process_time() - cpu0)
         self._publish(summary, workloads=workloads, projects=projects)
         if self.parsed:
-            # What the cycles keep for long (the modules, the parsed specs) is frozen out
-            # of the cycle collector's reach: its full collections, which came every few
-            # cycles, walked them all (0.1-0.2 CPU-s at 1,000 specs), to find nothing.
+            # What the cycles keep for long (the modules, the parsed specs) exists now:
+            # the program's hook (the CLI freezes it out of the cycle collector's reach).
             self.parsed = False
-            gc.collect()
-            gc.freeze()
+            memory.hooks.settled()
         self.log("cycle", cycle=number, result=summary.result, refresh=summary.refresh,
                  commit=self.commit, drift=summary.drift_found, healed=summary.healed,
                  actions=summary.actions, deferred=summary.deferred, duration_s=round(summary.duration_s, 3),
