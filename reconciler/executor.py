@@ -157,6 +157,30 @@ class Executor:
         """Before cancelling `run`: the journal is left as it is, open intents included."""
         self._abandoned = True
 
+    def cancelled_result(self, plan: Plan) -> ApplyResult:
+        """The result of `run(plan)` cancelled with API steps in flight (after `abandon`):
+        each change without an outcome is unknown when one of its steps was sent and not
+        answered (or when a replace's delete was done and its create not yet sent), else
+        not started."""
+        result = self.result
+        result.interrupted = True
+        done = {o.address for o in result.outcomes}
+        result.not_started, result.unknown = [], []
+        for ch in plan.changes:
+            if not ch.changes_state or ch.address in done:
+                continue
+            steps = self.steps.get(ch.address, [])
+            if not steps:
+                result.not_started.append(ch.address)
+                continue
+            said = [f"{action} {'sent, no answer' if how == 'sent' else how}"
+                    for action, how in steps]
+            result.unknown.append(Outcome(ch.address, ch.action, False, "; ".join(said),
+                                          status=UNKNOWN, workload_id=self._workload_id(ch)))
+        result.outcomes.sort(key=lambda o: o.address)
+        result.not_started.sort()
+        return result
+
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = self.result = ApplyResult(plan=plan)
@@ -506,37 +530,13 @@ async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
     except asyncio.CancelledError:
         if len(received) < 2:
             raise
-        result = _abandoned(executor, plan)
+        result = executor.cancelled_result(plan)
     finally:
         for signum, previous in installed:
             loop.remove_signal_handler(signum)
             if previous is not None:  # what the caller had (the CLI's SIGTERM handler)
                 signal.signal(signum, previous)
     result.signal = received[0] if received else None
-    return result
-
-
-def _abandoned(executor: Executor, plan: Plan) -> ApplyResult:
-    """The result of a run cancelled with API steps in flight: each change without an
-    outcome is unknown when one of its steps was sent and not answered (or when a
-    replace's delete was done and its create not yet sent), else not started."""
-    result = executor.result
-    result.interrupted = True
-    done = {o.address for o in result.outcomes}
-    result.not_started, result.unknown = [], []
-    for ch in plan.changes:
-        if not ch.changes_state or ch.address in done:
-            continue
-        steps = executor.steps.get(ch.address, [])
-        if not steps:
-            result.not_started.append(ch.address)
-            continue
-        said = [f"{action} {'sent, no answer' if how == 'sent' else how}"
-                for action, how in steps]
-        result.unknown.append(Outcome(ch.address, ch.action, False, "; ".join(said),
-                                      status=UNKNOWN, workload_id=executor._workload_id(ch)))
-    result.outcomes.sort(key=lambda o: o.address)
-    result.not_started.sort()
     return result
 
 

@@ -8,7 +8,8 @@ project and name are a wanted spec's (names are unique per project across kinds)
 `list_all` is export's: every workload, and the deleted ones, listed once.
 `list_scopes` is the list-first refresh's (`--refresh=auto`): the lists of several
 (project, cluster) scopes, every page of every scope in flight at once through the one
-`reads.Reader`; `fingerprint` is what of a list item a change of the workload moves.
+`reads.Reader`. What is decided from the lists (the scopes, the fingerprint of an item,
+the specs matched by name, what to read) is `reconciler.listing`'s, which is pure.
 Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`,
 `operations.applying` (the list sweep that records fingerprints after an apply).
 """
@@ -16,13 +17,12 @@ Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`,
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.desired.types import DesiredWorkload
+from reconciler.listing import Scope, match_listed
 
 
 async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, str]:
@@ -44,20 +44,6 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
     return found
 
 
-def match_listed(wanted: Iterable[DesiredWorkload],
-                 items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """address -> workload id, for each of `wanted` whose project and name a list item
-    has (pure)."""
-    by_key = {(d.project_id, d.name): d.address for d in wanted}
-    found: dict[str, str] = {}
-    for item in items:
-        address = by_key.get((_str(item.get("projectId")), item.get("name")))
-        workload_id = item.get("id") or item.get("workloadId")
-        if address is not None and workload_id:
-            found[address] = str(workload_id)
-    return found
-
-
 async def list_all(client) -> tuple[list[dict], list[dict]]:
     """(the workloads listed that have an id and a name, the deleted ones listed), both
     lists read at once."""
@@ -67,37 +53,9 @@ async def list_all(client) -> tuple[list[dict], list[dict]]:
             [i for i in deleted if isinstance(i, dict)])
 
 
-def _str(v: Any) -> str:
-    """An id as the address spells it (CONTRACT.md §2: projectId may come as a number)."""
-    return "" if v is None else str(v)
-
-
 # --- the list-first refresh -----------------------------------------------------------
 
 PAGE = 500  # the API's largest page (workloads.yml `Limit`)
-
-# List item fields that move without the workload's spec changing: its phase and what the
-# cluster reports of it. A change of one of them alone does not call for a GET (the phase
-# itself is read from the list); every other field of the item is fingerprinted.
-VOLATILE = frozenset({
-    "runningPods", "phase", "phaseUpdatedAt", "k8sPhase", "k8sPhaseUpdatedAt", "conditions",
-    "phaseMessage", "phaseReason", "allocatedResources", "currentNodePools", "idleGpus",
-    "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
-    "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
-})
-
-
-def fingerprint(item: Mapping[str, Any]) -> str:
-    """A stable hash of the list item less its `VOLATILE` fields (pure): equal for two
-    reads of a workload that nothing changed in between (the API moves `updatedAt`, and
-    the images and requested resources an item carries, when its spec changes)."""
-    kept = {k: v for k, v in item.items() if k not in VOLATILE}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
-
 
 async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
     """Every listed workload of each scope (`filterBy` projectId and clusterId). Each

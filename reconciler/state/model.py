@@ -53,7 +53,7 @@ class ResourceState:
     sensitive: list[str] = field(default_factory=list)
     project_name: str | None = None  # the project's name when known (older states lack it)
     # The fingerprint of the workload's list entry when it was last seen matching this
-    # record (`live.workloads.fingerprint`): while the list shows the same, `--refresh=auto`
+    # record (`listing.fingerprint`): while the list shows the same, `--refresh=auto`
     # does not GET it. None (older states, or not vouched for): it is read.
     listed: str | None = None
 
