@@ -74,8 +74,10 @@ async def requests(sim: Simulator, request: Request) -> Response:
 
 async def workloads(sim: Simulator, request: Request) -> Response:
     if request.method == "DELETE":
-        sim.store.clear()  # the projects' definitions too
+        sim.store.clear()  # the projects' definitions and the organisation too
         sim.projects.defined.clear()
+        sim.org.clear()
+        sim.store.save()
         sim.workload_types.reset()
     sim.store.settle()
     return JSONResponse({

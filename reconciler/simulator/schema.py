@@ -10,7 +10,7 @@ enums, ranges and patterns. The shared parts (compute, storage, environment vari
 
 from __future__ import annotations
 
-from reconciler.simulator.validator import ANY, Arr, Obj, Scalar
+from reconciler.simulator.validator import ANY, Arr, Map, Obj, Scalar
 from reconciler.simulator.validator import integer as _i
 from reconciler.simulator.validator import number as _n
 from reconciler.simulator.validator import text as _s
@@ -336,5 +336,133 @@ NIM_CREATE = Obj({
 NIM_UPDATE = Obj({"spec": NIM_SPEC}, required=("spec",), nullable=False)
 
 
-__all__ = ["NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
+# --- the organisation (org-units.yml, access-rules.yml, policies.yml) ------------------
+
+# ResourcesNullable: one node pool's quota in a request (nothing required; ids are strings).
+_RESOURCE = Obj({"deserved": _n(), "limit": _n(), "overQuotaWeight": _n()})
+QUOTA = Obj({
+    "nodePool": Obj({"id": _STR, "name": _STR}, required=("id",)),
+    "gpu": Obj({"deserved": _n(nullable=False), "limit": _n(), "overQuotaWeight": _n()}),
+    "cpu": _RESOURCE,
+    "memory": Obj({**_RESOURCE.properties, "units": _s(enum=("Mib", "MB", "GB"))},
+                  required=("units",)),
+    "priority": _STR,
+})
+RESOURCES_UPDATE = Arr(QUOTA, nullable=False)  # ResourcesUpdateRequest
+_UNIT_UPDATABLE = {  # DataUpdatableFields
+    "description": _STR,
+    "schedulingRules": Obj({key: _i(1) for key in (
+        "interactiveJobTimeLimitSeconds", "interactiveJobMaxIdleDurationSeconds",
+        "interactiveJobPreemptIdleDurationSeconds", "trainingJobMaxIdleDurationSeconds",
+        "trainingJobTimeLimitSeconds")}),
+    "defaultNodePools": Arr(_STR),
+    "nodeTypes": Obj({"training": Arr(_STR), "workspace": Arr(_STR), "names": Map(_STR)}),
+}
+_CLUSTER = _s(fmt="uuid", nullable=False)
+PROJECT_CREATE = Obj({
+    **_UNIT_UPDATABLE, "name": _s(nullable=False), "clusterId": _CLUSTER,
+    "requestedNamespace": _STR, "enforceRunaiScheduler": _B, "parentId": _STR,
+    "resources": Arr(QUOTA, nullable=False),
+}, required=("name", "clusterId", "resources"), nullable=False)
+PROJECT_UPDATE = Obj({**_UNIT_UPDATABLE, "enforceRunaiScheduler": _B,
+                      "resources": Arr(QUOTA, nullable=False)},
+                     required=("resources",), nullable=False)
+_RANGE = Obj({"averageGpuAllocation": _n(), "averageGpuUtilization": _n(),
+              "averageGpuMemoryUtilization": _n(), "updatedAt": _STR})
+DEPARTMENT_CREATE = Obj({
+    **_UNIT_UPDATABLE, "name": _s(nullable=False), "clusterId": _CLUSTER,
+    # metrics that leak into the create schema (CONTRACT.md §13): taken, never kept
+    "overtimeData": Obj({"range24hData": _RANGE, "range7dData": _RANGE,
+                         "range30dData": _RANGE}),
+    "resources": Arr(QUOTA, nullable=False),
+}, required=("name", "clusterId", "resources"), nullable=False)
+DEPARTMENT_UPDATE = Obj({**_UNIT_UPDATABLE, "resources": Arr(QUOTA, nullable=False)},
+                        required=("resources",), nullable=False)
+
+SCOPE_TYPES = ("system", "tenant", "cluster", "department", "project")
+ACCESS_RULE_CREATE = Obj({
+    "subjectId": _s(nullable=False),
+    "subjectType": _s(enum=("user", "app", "service-account", "group"), nullable=False),
+    "roleId": _i(nullable=False), "scopeId": _s(nullable=False),
+    "scopeType": _s(enum=SCOPE_TYPES, nullable=False), "clusterId": _s(fmt="uuid"),
+}, required=("subjectId", "subjectType", "roleId", "scopeId", "scopeType"), nullable=False)
+
+POLICY_META = Obj({  # PolicyCreationFields
+    "scope": _s(enum=SCOPE_TYPES, nullable=False), "projectId": _i(),
+    "departmentId": _s(ANY, 1), "clusterId": _s(fmt="uuid", min_length=1),
+    "name": _s(ANY, 1, nullable=False),
+}, required=("name", "scope"))
+_SOURCE_OF_RULE = Obj({**{k: v for k, v in POLICY_META.properties.items() if k != "name"},
+                       "isFallback": _B}, required=("scope",))
+_OPTIONS = Arr(Obj({"value": _s(ANY, nullable=False), "displayed": _s(ANY)},
+                   required=("value",)))
+_COMMON_RULES = {"sourceOfRule": _SOURCE_OF_RULE, "required": _B, "canEdit": _B}
+_DEFAULT_FROM = Obj({"field": _s(ANY), "factor": _n()})
+_ITEM_RULES = Obj({"sourceOfRule": _SOURCE_OF_RULE, "canAdd": _B, "locked": Arr(_STR)})
+ARRAY_RULES = Obj({**_COMMON_RULES, "options": _OPTIONS})
+_SCALAR_RULES = {
+    "boolean": Obj(dict(_COMMON_RULES)),
+    "integer": Obj({**_COMMON_RULES, "min": _i(), "max": _i(), "step": _i(),
+                    "defaultFrom": _DEFAULT_FROM}),
+    "number": Obj({**_COMMON_RULES, "min": _n(), "max": _n(), "step": _n(),
+                   "defaultFrom": _DEFAULT_FROM}),
+    "quantity": Obj({**_COMMON_RULES, "min": _s(QUANTITY), "max": _s(QUANTITY),
+                     "defaultFrom": _DEFAULT_FROM}),
+    "string": Obj({**_COMMON_RULES, "options": _OPTIONS}),
+}
+
+
+def policy_defaults(node):
+    """A workload spec's description as a policy's `defaults`: each array of objects
+    becomes `{attributes: <an item's defaults>, instances: [items]}`, as policies.yml has
+    it (its tests compare the two)."""
+    if isinstance(node, Obj):
+        return Obj({k: policy_defaults(v) for k, v in node.properties.items()})
+    if isinstance(node, Arr) and isinstance(node.items, Obj):
+        item = Obj(dict(node.items.properties), node.items.required)
+        return Obj({"attributes": policy_defaults(item), "instances": Arr(item)})
+    return node
+
+
+def policy_rules(node):
+    """The `rules` a policy may set on the fields of a workload spec's description: per
+    scalar its type's rules (IntegerRules, NumberRules, QuantityRules, StringRules,
+    BooleanRules), per array of objects `{attributes, instances: ItemRules}`, per array of
+    scalars ArrayRules. A simplification of policies.yml, which names a rules component
+    per field: every rule key it documents for a field is taken here (the tests check
+    that), and a field it has no rules for may also take its type's."""
+    if isinstance(node, Obj):
+        return Obj({k: policy_rules(v) for k, v in node.properties.items()})
+    if isinstance(node, Arr):
+        if isinstance(node.items, Obj):
+            return Obj({"attributes": policy_rules(node.items), "instances": _ITEM_RULES})
+        return Obj({**ARRAY_RULES.properties, "instances": _ITEM_RULES})
+    if isinstance(node, Map):
+        return Obj({**_COMMON_RULES})
+    if node.type == "string" and node.pattern == QUANTITY:
+        return _SCALAR_RULES["quantity"]
+    return _SCALAR_RULES[node.type]
+
+
+IMPOSED_ASSETS = Arr(_s(fmt="uuid"))  # datasource ids
+
+
+def policy_request(spec: Obj, imposed=IMPOSED_ASSETS, *, change: bool = False) -> Obj:
+    """A policy's PUT body (`<K>PolicyOverwriteRequestV2`: meta and policy) over the
+    workload spec `spec`, its `imposedAssets` described by `imposed` (None: it has none);
+    with `change`, its PATCH body (`<K>PolicyChangeRequestV2`, plus `reset`)."""
+    policy = {"defaults": policy_defaults(spec), "rules": policy_rules(spec),
+              "status": Obj({"validation": Obj({"errorMessage": _s(ANY)})})}
+    if imposed is not None:
+        policy["imposedAssets"] = imposed
+    policy = Obj(policy)
+    body = {"meta": POLICY_META, "policy": policy}
+    if change:
+        body["reset"] = Arr(_s(ANY))
+    return Obj(body, nullable=False)
+
+
+__all__ = ["QUOTA", "RESOURCES_UPDATE", "PROJECT_CREATE", "PROJECT_UPDATE", "DEPARTMENT_CREATE",
+           "DEPARTMENT_UPDATE", "ACCESS_RULE_CREATE", "POLICY_META", "SCOPE_TYPES",
+           "policy_defaults", "policy_rules", "policy_request", "NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
            "WORKSPACE_CREATE", "INFERENCE_CREATE", "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]

@@ -1,7 +1,7 @@
 """The simulator's description of request bodies, and the validator that checks a body
 against one.
 
-Callers: `schema` describes each kind's bodies with `Obj`, `Arr` and `Scalar` (and the
+Callers: `schema` describes each kind's bodies with `Obj`, `Arr`, `Map` and `Scalar` (and the
 `text`, `integer`, `number` shorthands); `workloads` checks create and PATCH bodies with
 `validate`; `kinds` writes its cross-field rules' findings as `Issue`s.
 
@@ -52,6 +52,14 @@ class Arr:
     nullable: bool = True
 
 
+@dataclass(frozen=True)
+class Map:
+    """An object of any keys, each value described by `values` (OpenAPI's
+    `additionalProperties`)."""
+    values: Any
+    nullable: bool = True
+
+
 ANY = ".*"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -98,8 +106,8 @@ def integer(minimum=None, maximum=None, nullable=True):
     return Scalar("integer", nullable, minimum=minimum, maximum=maximum)
 
 
-def number(minimum=None, maximum=None):
-    return Scalar("number", minimum=minimum, maximum=maximum)
+def number(minimum=None, maximum=None, nullable=True):
+    return Scalar("number", nullable, minimum=minimum, maximum=maximum)
 
 
 
@@ -168,9 +176,15 @@ def _check(schema, value, path: str, out: list[Issue]) -> None:
                     out.append(Issue(_join(path, key), "must not be null", "required"))
             elif sub.__class__ is not Scalar or not sub.accepts(item):
                 _check(sub, item, _join(path, key), out)
+    elif cls is Map:
+        if not isinstance(value, dict):
+            out.append(Issue(path or "body", "must be an object"))
+            return
+        for key, item in value.items():
+            _check(schema.values, item, _join(path, str(key)), out)
     else:
         if not isinstance(value, list):
-            out.append(Issue(path, "must be an array"))
+            out.append(Issue(path or "body", "must be an array"))
             return
         items = schema.items
         for i, item in enumerate(value):
@@ -206,5 +220,5 @@ def _check_scalar(s: Scalar, v: Any, path: str, out: list[Issue]) -> None:
             out.append(Issue(path, "must be a UUID"))
 
 
-__all__ = ["Scalar", "Obj", "Arr", "ANY", "text", "integer", "number", "at", "Issue",
+__all__ = ["Scalar", "Obj", "Arr", "Map", "ANY", "text", "integer", "number", "at", "Issue",
            "validate"]
