@@ -73,7 +73,8 @@ CREATOR = "runai-sim"
 # The seeded node pools (ids are strings, as in the API). "default" is the pool the
 # default projects' quota is in.
 NODE_POOLS = (
-    {"id": "1", "name": "default", "labelKey": "", "labelValue": "", "isDefault": True},
+    {"id": "1", "name": "default", "labelKey": "run.ai/type", "labelValue": "default",
+     "isDefault": True},
     {"id": "2", "name": "a100", "labelKey": "run.ai/type", "labelValue": "a100",
      "isDefault": False},
 )
@@ -188,13 +189,17 @@ class Organisation:
             ending = [uid for uid, rec in self.data[unit.type].items()
                       if GONE in rec["phases"] and self.phase(rec) == GONE]
             for uid in ending:
-                del self.data[unit.type][uid]
-                self.data["gone"].setdefault(unit.type, []).append(uid)
-                for rec in [r for r in self.sim.store.live.values()
-                            if str(r.body.get("projectId")) == uid]:
-                    self.sim.store.remove_now(rec)
-            if ending:
-                self.sim.store.save()
+                self.remove_now(unit, uid)
+
+    def remove_now(self, unit: UnitType, uid: str) -> None:
+        """The unit is gone (and a project's workloads with it)."""
+        del self.data[unit.type][uid]
+        self.data["gone"].setdefault(unit.type, []).append(uid)
+        if unit is PROJECT:
+            for rec in [r for r in self.sim.store.live.values()
+                        if str(r.body.get("projectId")) == uid]:
+                self.sim.store.remove_now(rec)
+        self.sim.store.save()
 
     def clear(self) -> None:
         self.data.clear()
@@ -380,9 +385,7 @@ async def one(sim: Simulator, unit: UnitType, request: Request) -> Response:
                 raise ApiError(400, f"Department {uid} still has projects: "
                                     f"{', '.join(children)}")
         if not unit.delete_phases:
-            del org.units(unit)[uid]
-            org.data["gone"].setdefault(unit.type, []).append(uid)
-            sim.store.save()
+            org.remove_now(unit, uid)
             return committed(sim, Response(status_code=204))
         if GONE not in rec["phases"]:
             rec["phases"], rec["since"] = list(unit.delete_phases), sim.clock()

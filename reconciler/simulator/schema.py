@@ -412,35 +412,75 @@ _SCALAR_RULES = {
 }
 
 
-def policy_defaults(node):
+_ARBITRARY_RULES = Obj(dict(_COMMON_RULES))  # on an object as a whole (ArbitraryRules)
+# Where policies.yml departs from the pattern the functions below follow, by field name:
+# the arrays of items whose defaults (and rules) hold `instances` only, no `attributes`;
+# the arrays of objects that stay arrays in defaults; the objects whose rules are on the
+# object as a whole; the quantities with QuantityRules (min and max; other quantities
+# take StringRules); the fields whose rules name their value (`startupPolicy` ...); the
+# rules a policy has beside those of the fields.
+_INSTANCES_ONLY_DEFAULTS = frozenset({"annotations", "environmentVariables",
+                                      "imagePullSecrets", "labels"})
+_INSTANCES_ONLY_RULES = frozenset({"annotations", "environmentVariables", "labels"})
+_PLAIN_ARRAYS = frozenset({"nodeSelectorTerms", "addedAttrValues"})
+_ARBITRARY = frozenset({"nodeAffinityRequired"})
+_SELF_VALUED = frozenset({"startupPolicy"})
+_QUANTITY_RULES = frozenset({"cpuMemoryLimit", "cpuMemoryRequest", "gpuMemoryLimit",
+                             "gpuMemoryRequest"})
+_EXTRA_RULES = {"exposedUrls": {"customUrl": _SCALAR_RULES["boolean"]},
+                "imagePullSecrets": {"userCredentials": _SCALAR_RULES["boolean"]},
+                "ports": {"customExternalPort": _SCALAR_RULES["boolean"]},
+                "pvc": {"path": _SCALAR_RULES["string"]}}
+
+
+def policy_defaults(node, name: str = "", items: bool = True):
     """A workload spec's description as a policy's `defaults`: each array of objects
-    becomes `{attributes: <an item's defaults>, instances: [items]}`, as policies.yml has
-    it (its tests compare the two)."""
+    of the spec (not those within an item) becomes `{attributes: <an item's defaults>,
+    instances: [items]}`, as policies.yml has it (its tests compare the two)."""
     if isinstance(node, Obj):
-        return Obj({k: policy_defaults(v) for k, v in node.properties.items()})
-    if isinstance(node, Arr) and isinstance(node.items, Obj):
+        return Obj({k: policy_defaults(v, k, items) for k, v in node.properties.items()})
+    if isinstance(node, Arr) and isinstance(node.items, Obj) and items \
+            and name not in _PLAIN_ARRAYS:
         item = Obj(dict(node.items.properties), node.items.required)
-        return Obj({"attributes": policy_defaults(item), "instances": Arr(item)})
+        out = {"instances": Arr(item)}
+        if name not in _INSTANCES_ONLY_DEFAULTS:
+            out["attributes"] = Obj({k: policy_defaults(v, k, False)
+                                     for k, v in item.properties.items()})
+        return Obj(out)
     return node
 
 
-def policy_rules(node):
+def policy_rules(node, name: str = ""):
     """The `rules` a policy may set on the fields of a workload spec's description: per
-    scalar its type's rules (IntegerRules, NumberRules, QuantityRules, StringRules,
-    BooleanRules), per array of objects `{attributes, instances: ItemRules}`, per array of
-    scalars ArrayRules. A simplification of policies.yml, which names a rules component
-    per field: every rule key it documents for a field is taken here (the tests check
-    that), and a field it has no rules for may also take its type's."""
+    scalar its type's rules (IntegerRules, NumberRules, QuantityRules, StringRules with
+    the field's values as options, BooleanRules), per array of objects `{attributes:
+    rules per field of an item, instances: ItemRules}`, per array of scalars ArrayRules,
+    as policies.yml has them (its tests compare the two)."""
+    if name in _ARBITRARY:
+        return _ARBITRARY_RULES
+    if name in _SELF_VALUED:
+        return Obj({**_COMMON_RULES, name: node})
     if isinstance(node, Obj):
-        return Obj({k: policy_rules(v) for k, v in node.properties.items()})
+        return Obj({**{k: policy_rules(v, k) for k, v in node.properties.items()},
+                    **_EXTRA_RULES.get(name, {})})
     if isinstance(node, Arr):
-        if isinstance(node.items, Obj):
-            return Obj({"attributes": policy_rules(node.items), "instances": _ITEM_RULES})
-        return Obj({**ARRAY_RULES.properties, "instances": _ITEM_RULES})
+        if not isinstance(node.items, Obj):
+            return ARRAY_RULES
+        out = {"instances": _ITEM_RULES}
+        if name not in _INSTANCES_ONLY_RULES:
+            out["attributes"] = Obj({
+                **{k: policy_rules(v, k) for k, v in node.items.properties.items()},
+                **_EXTRA_RULES.get(name, {})})
+        return Obj(out)
     if isinstance(node, Map):
-        return Obj({**_COMMON_RULES})
-    if node.type == "string" and node.pattern == QUANTITY:
+        return _ARBITRARY_RULES
+    if node.type == "string" and name in _QUANTITY_RULES:
         return _SCALAR_RULES["quantity"]
+    if node.type == "string" and node.enum is not None:
+        value = Scalar("string", False, node.enum, min_length=node.min_length)
+        return Obj({**_COMMON_RULES, "options": Arr(Obj({"value": value,
+                                                         "displayed": _s(ANY)},
+                                                        required=("value",)))})
     return _SCALAR_RULES[node.type]
 
 
