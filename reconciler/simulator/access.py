@@ -19,9 +19,10 @@ Choices where the API spec is silent:
 - The same (subject, role, scope) twice is a 400 (the route documents no 409).
 - DELETE marks the rule deleted: GET answers 404 and the list shows it only with
   `includeDeleted=true`, with its `deletedAt`.
-- The list filters by `subjectType`, `subjectId`, `subjectIds` (comma-separated),
-  `scopeType`, `scopeId`, `roleId`, `clusterId`, `includeDeleted` and `filterBy` on the
-  fields the spec's pattern names, and pages with `limit` (≤ 500) and `offset`;
+- The list filters by `subjectType`, `subjectIdFilter` (a part of the subject id),
+  `subjectIds` (comma-separated), `scopeType`, `scopeId`, `roleId`, `clusterId`,
+  `includeDeleted`, `search` (in the subject id, role name and scope name) and
+  `filterBy` on the fields the spec's pattern names, and pages with `limit` (≤ 500) and `offset`;
   `totalRecords` counts every match, `displayRecords` the page.
 """
 
@@ -156,11 +157,11 @@ async def list_rules(sim: Simulator, request: Request) -> Response:
     deleted = q.get("includeDeleted", "false").lower()
     if deleted not in ("true", "false"):
         raise ApiError(400, "includeDeleted must be true or false")
-    for name, value in (("subjectType", "subjectType"), ("subjectId", "subjectId"),
-                        ("scopeType", "scopeType"), ("scopeId", "scopeId"),
-                        ("roleId", "roleId"), ("clusterId", "clusterId")):
+    for name in ("subjectType", "scopeType", "scopeId", "roleId", "clusterId"):
         if q.get(name) is not None:
-            filters.append((value, "==", q[name]))
+            filters.append((name, "==", q[name]))
+    if q.get("subjectIdFilter") is not None:  # a part of the subject id
+        filters.append(("subjectId", "=@", q["subjectIdFilter"]))
     found = [r for r in stored(sim).values()
              if (deleted == "true" or r.get("deletedAt") is None)
              and all(queries.match(_field(r, f), op, v) for f, op, v in filters)]
