@@ -158,8 +158,11 @@ class Organisation:
         return self.sim.store.org
 
     def next_id(self) -> int:
-        """A fresh number for an id, above every project id in use."""
-        used = [int(p) for p in (*self.data["project"], *self.sim.projects.defined)
+        """A fresh number for a unit's id, above every project id in use (made, defined,
+        or a live workload's)."""
+        used = [int(p) for p in (*self.data["project"], *self.sim.projects.defined,
+                                 *(str(r.body.get("projectId"))
+                                   for r in self.sim.store.live.values()))
                 if p.isdigit()]
         n = max([self.data["nextId"], *(u + 1 for u in used)])
         self.data["nextId"] = n + 1

@@ -347,7 +347,7 @@ QUOTA = Obj({
     "memory": Obj({**_RESOURCE.properties, "units": _s(enum=("Mib", "MB", "GB"))},
                   required=("units",)),
     "priority": _STR,
-})
+}, nullable=False)  # (an entry of the list is never null; its fields may be)
 RESOURCES_UPDATE = Arr(QUOTA, nullable=False)  # ResourcesUpdateRequest
 _UNIT_UPDATABLE = {  # DataUpdatableFields
     "description": _STR,

@@ -3,7 +3,7 @@ against one.
 
 Callers: `schema` describes each kind's bodies with `Obj`, `Arr`, `Map` and `Scalar` (and the
 `text`, `integer`, `number` shorthands); `workloads` checks create and PATCH bodies with
-`validate`; `kinds` writes its cross-field rules' findings as `Issue`s.
+`validate`, and `org`, `access` and `policies` the organisation's; `kinds` writes its cross-field rules' findings as `Issue`s.
 
 `validate(schema, body)` returns `Issue`s: the field path as the API names it
 (`spec.numWorkers`, `spec.environmentVariables[0].name`), a message, and the
@@ -152,7 +152,7 @@ def _join(path: str, key: str) -> str:
 def _check(schema, value, path: str, out: list[Issue]) -> None:
     if value is None:
         if not schema.nullable:
-            out.append(Issue(path, "must not be null", "required"))
+            out.append(Issue(path or "body", "must not be null", "required"))
         return
     cls = schema.__class__
     if cls is Scalar:

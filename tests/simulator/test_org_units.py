@@ -88,6 +88,8 @@ def test_a_project_name_is_unique_per_cluster(any_sim, conforms):
     ({"name": "x", "clusterId": CLUSTER, "resources": [quota(priority="Urgent")]},
      "priority"),
     ({"name": "x", "clusterId": CLUSTER, "resources": [], "parentId": "999"}, "parentId"),
+    ({"name": "x", "clusterId": CLUSTER, "resources": [None]}, "resources[0]"),
+    ([], "body"),
 ])
 def test_a_bad_project_is_a_400_naming_the_field_and_nothing_is_made(sim, conforms, body,
                                                                      field):
@@ -142,6 +144,7 @@ def test_quotas_by_node_pool_put_replaces_and_patch_merges_by_pool_id(any_sim, c
     assert got["totalResources"] == {"gpuQuota": 0, "cpuQuota": 1000, "memoryQuota": 2000}
     assert any_sim.put(path, json=[quota(pool="7")]).status_code == 400
     assert any_sim.put(path, json={"nodePool": {"id": "1"}}).status_code == 400
+    assert any_sim.put(path, json=[None]).status_code == 400
 
 
 def test_a_project_delete_is_accepted_then_removes_the_project_and_its_workloads(
