@@ -139,7 +139,11 @@ class Organisation:
 
     def __init__(self, sim: Simulator):
         self.sim = sim
-        org = sim.store.org
+        self._seed()
+
+    def _seed(self) -> None:
+        """What a fresh control plane has: the default department, empty tables."""
+        org = self.sim.store.org
         for unit in UNITS:
             org.setdefault(unit.type, {})
         org.setdefault("accessRule", {})
@@ -206,7 +210,7 @@ class Organisation:
 
     def clear(self) -> None:
         self.data.clear()
-        self.__init__(self.sim)
+        self._seed()
 
     # --- answers ------------------------------------------------------------------
 
@@ -311,7 +315,7 @@ def routes(sim: Simulator) -> list[Route]:
 
     out = []
     for unit in UNITS:
-        out.append(Route(unit.path, bound(create, unit),
+        out.append(Route(unit.path, bound(collection, unit),
                          methods=["POST", "GET"] if unit.lists else ["POST"]))
         # GET of a project by id is `projects.py`'s (default projects too)
         out.append(Route(unit.path + "/{unitId}", bound(one, unit),
@@ -326,9 +330,13 @@ def routes(sim: Simulator) -> list[Route]:
     return out
 
 
-async def create(sim: Simulator, unit: UnitType, request: Request) -> Response:
+async def collection(sim: Simulator, unit: UnitType, request: Request) -> Response:
     if request.method == "GET":
         return await list_units(sim, unit, request)
+    return await create(sim, unit, request)
+
+
+async def create(sim: Simulator, unit: UnitType, request: Request) -> Response:
     claims = sim.auth(request)
     org = sim.org
     body = await read_json(request)

@@ -1,7 +1,9 @@
 """The request bodies of the simulated kinds: each kind's create body, and its PATCH body
-if it has one, written in `validator`'s description language.
+if it has one, written in `validator`'s description language; then the organisation's:
+projects', departments' and quotas' bodies, access rules', and the policies', derived
+from each kind's spec (`policy_request`).
 
-Callers: `kinds` (each kind's entry names its bodies). The shapes are written out by hand
+Callers: `kinds` (each kind's entry names its bodies); `org`, `access` and `policies`. The shapes are written out by hand
 from NVIDIA's OpenAPI files (the installed package must not need them); the simulator's
 tests walk those files and check that this description has the same fields, types,
 enums, ranges and patterns. The shared parts (compute, storage, environment variables,
@@ -502,7 +504,9 @@ def policy_request(spec: Obj, imposed=IMPOSED_ASSETS, *, change: bool = False) -
     return Obj(body, nullable=False)
 
 
-__all__ = ["QUOTA", "RESOURCES_UPDATE", "PROJECT_CREATE", "PROJECT_UPDATE", "DEPARTMENT_CREATE",
-           "DEPARTMENT_UPDATE", "ACCESS_RULE_CREATE", "POLICY_META", "SCOPE_TYPES",
-           "policy_defaults", "policy_rules", "policy_request", "NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
-           "WORKSPACE_CREATE", "INFERENCE_CREATE", "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]
+__all__ = ["QUOTA", "RESOURCES_UPDATE", "PROJECT_CREATE", "PROJECT_UPDATE",
+           "DEPARTMENT_CREATE", "DEPARTMENT_UPDATE", "ACCESS_RULE_CREATE", "POLICY_META",
+           "SCOPE_TYPES", "policy_defaults", "policy_rules", "policy_request",
+           "NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE",
+           "DI_UPDATE", "TRAINING_CREATE", "WORKSPACE_CREATE", "INFERENCE_CREATE",
+           "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]

@@ -3,7 +3,8 @@ against one.
 
 Callers: `schema` describes each kind's bodies with `Obj`, `Arr`, `Map` and `Scalar` (and the
 `text`, `integer`, `number` shorthands); `workloads` checks create and PATCH bodies with
-`validate`, and `org`, `access` and `policies` the organisation's; `kinds` writes its cross-field rules' findings as `Issue`s.
+`validate`, and `org`, `access` and `policies` the organisation's; `kinds` writes its
+cross-field rules' findings as `Issue`s.
 
 `validate(schema, body)` returns `Issue`s: the field path as the API names it
 (`spec.numWorkers`, `spec.environmentVariables[0].name`), a message, and the
