@@ -3,10 +3,10 @@ if it has one, written in `validator`'s description language; then the organisat
 projects', departments' and quotas' bodies, access rules', and the policies', derived
 from each kind's spec (`policy_request`).
 
-Callers: `kinds` (each kind's entry names its bodies); `org`, `access` and `policies`. The shapes are written out by hand
-from NVIDIA's OpenAPI files (the installed package must not need them); the simulator's
-tests walk those files and check that this description has the same fields, types,
-enums, ranges and patterns. The shared parts (compute, storage, environment variables,
+Callers: `kinds` (each kind's entry names its bodies); `org`, `access` and `policies`.
+The shapes are written out by hand from NVIDIA's OpenAPI files (the installed package
+must not need them); the simulator's tests walk those files and check that this
+description has the same fields, types, enums, ranges and patterns. The shared parts (compute, storage, environment variables,
 ...) come first, then each kind's spec and bodies; a new kind's bodies go at the end.
 """
 
