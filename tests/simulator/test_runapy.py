@@ -4,11 +4,10 @@ calls, as a user of runapy would."""
 
 from __future__ import annotations
 
+import importlib
+
 import httpx
 import pytest
-import runai
-from runai import models
-from runai.runai_client import RunaiClient
 
 from tests.helpers import simserve
 from tests.helpers.constants import CLUSTER
@@ -16,8 +15,16 @@ from tests.helpers.constants import CLUSTER
 pytestmark = pytest.mark.http
 
 
+def _runai():
+    # Imported when a test here runs (it takes about 2 s), not when the folder is collected.
+    return importlib.import_module("runai")
+
+
 @pytest.fixture
 def client(served):
+    runai = _runai()
+    from runai.runai_client import RunaiClient
+
     base, _, _ = served
     with httpx.Client(base_url=base, timeout=10) as admin:
         simserve.reset(admin)
@@ -27,12 +34,15 @@ def client(served):
         yield made
 
 
-def quota(pool: str, gpus: float) -> models.ResourcesNullable:
+def quota(pool: str, gpus: float):
+    models = _runai().models
     return models.ResourcesNullable(node_pool=models.ResourcesNodePool(id=pool),
                                     gpu=models.NonNullResource(deserved=gpus))
 
 
 def test_runapy_creates_lists_reads_and_deletes_a_department_and_a_project(client):
+    runai = _runai()
+    models = runai.models
     org = client.organizations
     made = org.departments.create_department(models.DepartmentCreationRequest(
         name="research", cluster_id=CLUSTER, resources=[quota("2", 8)]))
@@ -63,6 +73,7 @@ def test_runapy_creates_lists_reads_and_deletes_a_department_and_a_project(clien
 
 
 def test_runapy_creates_lists_reads_and_deletes_an_access_rule(client):
+    models = _runai().models
     auth = client.authentication_and_authorization
     roles = auth.roles.get_roles_v1().data
     editor = next(r["id"] for r in roles if r["name"] == "Editor")
@@ -80,6 +91,8 @@ def test_runapy_creates_lists_reads_and_deletes_an_access_rule(client):
 
 
 def test_runapy_puts_validates_reads_and_deletes_a_policy(client):
+    runai = _runai()
+    models = runai.models
     policies = client.policies.policy
     body = models.TrainingPolicyOverwriteRequestV2(
         meta=models.PolicyCreationFields(name="gpu-limits", scope="project", project_id=7),
