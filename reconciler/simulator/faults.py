@@ -225,6 +225,7 @@ class FaultMiddleware:
             return
 
         sim.store.settle()
+        sim.org.settle()
         replayed = False
 
         async def replay():
