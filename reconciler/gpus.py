@@ -36,7 +36,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler import kinds, manifests, phases, plans
+from reconciler import kinds, phases, plans
+from reconciler.kinds import manifests
 from reconciler.quantities import parse_quantity
 
 

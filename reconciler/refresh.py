@@ -123,13 +123,6 @@ class Refreshed:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
 
-def _cluster_of(kind: str, cluster_id: str | None) -> str:
-    """The cluster a list scope filters by: none for a kind whose create body names no
-    cluster (a NIM service runs in its project's cluster, whatever the spec's `clusterId`
-    says: the list is filtered by project alone)."""
-    return "" if kinds.get(kind).envelope else (cluster_id or "")
-
-
 async def read_listed(client,
                       desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
                       state: State, *, parallelism: int, only: set[str] | None = None,
@@ -144,7 +137,7 @@ async def read_listed(client,
         chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
         counts: dict[workloads.Scope, int] = {}
         for r in chosen.values():
-            scope = (r.project_id, _cluster_of(r.kind, r.cluster_id))
+            scope = kinds.get(r.kind).list_scope(r.project_id, r.cluster_id)
             counts[scope] = counts.get(scope, 0) + 1
         tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, counts)))
         if inspect.isawaitable(desired):
@@ -152,7 +145,7 @@ async def read_listed(client,
         desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
         more: dict[workloads.Scope, int] = {}
         for d in desired_by_addr.values():
-            scope = (d.project_id, _cluster_of(d.kind, d.cluster_id))
+            scope = kinds.get(d.kind).list_scope(d.project_id, d.cluster_id)
             if scope not in counts:
                 more[scope] = more.get(scope, 0) + 1
         if more:

@@ -48,7 +48,7 @@ async def check_manifests(client, desired: Sequence[DesiredWorkload]) -> list[De
     (one read of the list, none without a Manifest). Raises `SpecError` naming each spec
     whose type it does not list; warns, and checks nothing, when the list cannot be read."""
     desired = list(desired)
-    wanted = [d for d in desired if kinds.get(d.kind).manifest_body]
+    wanted = [d for d in desired if kinds.get(d.kind).manifest(d.body) is not None]
     if not wanted:
         return desired
     try:

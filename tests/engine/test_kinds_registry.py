@@ -223,7 +223,7 @@ def test_the_nim_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir)
     assert kind.body_keys == sim.body_keys == ("spec",)
     # The create metadata has no clusterId: the client sends none.
     meta = api["components"]["schemas"]["NIMServiceMetadataCreateParams"]["properties"]
-    assert "clusterId" not in meta and kind.envelope == "metadata"
+    assert "clusterId" not in meta and not kind.codec.sends_cluster
 
 
 @pytest.mark.parametrize("fact,value", [
@@ -231,11 +231,11 @@ def test_the_nim_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir)
     ("containers", ("spec", "leaderSpec")), ("defaults", {}), ("defaults", {"": ()}),
     ("list_types", frozenset()), ("list_types", frozenset({"Training"})), ("gpu_rule", ""),
     ("gpu_rule", "no-such-rule"), ("update_method", "POST"), ("delete_path", "workloads"),
-    ("updatable_paths", frozenset({"metadata.priority"})), ("envelope", "v3"),
+    ("updatable_paths", frozenset({"metadata.priority"})),
 ])
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
 def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):
-    if kinds.get(name).manifest_body and fact in ("containers", "defaults"):
+    if not kinds.get(name).containers and fact in ("containers", "defaults"):
         # A manifest's containers are its pod templates: it has no such paths to lack.
         return
     broken = dataclasses.replace(kinds.get(name), **{fact: value})
