@@ -224,12 +224,14 @@ async def read_by_id(client, state: State, addresses: Iterable[str], *,
 async def sweep(client, state: State, addresses: Iterable[str], *,
                 parallelism: int) -> dict[str, str]:
     """address -> the fingerprint of its list item now, for those of `addresses` the state
-    holds with an id that the list shows under it (one list of each of their scopes)."""
+    holds with an id that the list shows under it (one list of each of their scopes, each
+    as its kind scopes a list: `Kind.list_scope`, as `read_listed` does)."""
     wanted = {a: state.resources[a] for a in addresses
               if a in state.resources and state.resources[a].workload_id}
     counts: dict[workloads.Scope, int] = {}
     for r in wanted.values():
-        counts[(r.project_id, r.cluster_id)] = counts.get((r.project_id, r.cluster_id), 0) + 1
+        scope = kinds.get(r.kind).list_scope(r.project_id, r.cluster_id)
+        counts[scope] = counts.get(scope, 0) + 1
     if not counts:
         return {}
     listed = await workloads.list_scopes(reads.Reader(client, parallelism), counts)
