@@ -17,17 +17,33 @@ bottom layer of the import contracts).
 
 from __future__ import annotations
 
-from reconciler.kinds import flat, manifests, nim
-from reconciler.kinds.entry import (  # noqa: F401 (the registry's surface)
+from reconciler.kinds import flat, manifests, nim, pods
+from reconciler.kinds.entry import (
     BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, ServerValue, Test, containers, fixed,
     generated, image_pull_policy, image_tag, labels, list_type_key, missing_facts,
     new_pvc_claim, same, under, under_any, workload_type)
-from reconciler.kinds.flat import (  # noqa: F401
+from reconciler.kinds.flat import (
     DISTRIBUTED_INFERENCE, DISTRIBUTED_TRAINING, INFERENCE, TRAINING, WORKSPACE)
-from reconciler.kinds.lists import (  # noqa: F401
+from reconciler.kinds.lists import (
     NAME_KEYED, ORDERED_LISTS, SET_LISTS, item_key, item_key_any, k8s_item_key)
-from reconciler.kinds.manifests import MANIFEST  # noqa: F401
-from reconciler.kinds.nim import NIM_SERVICE  # noqa: F401
+from reconciler.kinds.manifests import MANIFEST
+from reconciler.kinds.nim import NIM_SERVICE
+
+__all__ = [
+    # the entry, its behaviour objects and the helpers entries are written with
+    "Kind", "Codec", "Hooks", "FLAT", "PLAIN", "ServerValue", "Test", "fixed", "generated",
+    "same", "image_tag", "image_pull_policy", "new_pvc_claim", "workload_type", "BODY",
+    "TYPE_FILLED", "missing_facts", "containers", "labels", "under", "under_any",
+    "list_type_key", "pods",
+    # list identity
+    "ORDERED_LISTS", "SET_LISTS", "NAME_KEYED", "item_key", "item_key_any", "k8s_item_key",
+    # the families and their entries
+    "flat", "nim", "manifests", "DISTRIBUTED_TRAINING", "DISTRIBUTED_INFERENCE", "TRAINING",
+    "WORKSPACE", "INFERENCE", "NIM_SERVICE", "MANIFEST",
+    # the registry
+    "KINDS", "QUANTITY_FIELDS", "register", "unregister", "get", "label", "of_list_type",
+    "spelled", "address", "parse_address",
+]
 
 KINDS: dict[str, Kind] = {k.name: k for k in (*flat.KINDS, nim.NIM_SERVICE,
                                               manifests.MANIFEST)}

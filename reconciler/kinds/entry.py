@@ -1,20 +1,19 @@
-"""A registry entry (`Kind`): everything the engine knows about one type of Run:ai
-resource, as facts and as the behaviour objects the entry holds.
+"""A registry entry (`Kind`): everything the engine knows about one type of Run:ai resource,
+as facts and as the behaviour objects the entry holds.
 
-An entry holds the API paths (create/get, delete) and the update method; the
-capabilities (update in place and its paths, suspend/resume, run to completion, where its
-phase comes from); the server's defaults and generated values per container
-(CONTRACT.md §5, `ServerValue`: what `export` leaves out and what the diff counts as equal
-to leaving a field out); the list endpoint's `type` spellings; the name of its GPU
-counting rule (`gpus.RULES` interprets it); where its containers sit in a body; and its
-behaviour: the wire form (`Codec`: create and update bodies, reading an answer, whether
-the cluster is sent) and how its bodies are read (`Hooks`: normalising before the diff,
-what else forces a replacement, the label beside its address, its containers and pod
-labels, completion, export's shape, a carried Kubernetes manifest). The engine calls
-`kind.<behaviour>` and never tests which kind it holds. `missing_facts` says what an entry
-lacks. Also the server-value helpers the families share (`fixed`, `generated`, the
-image's pull policy, a workload type's defaults) and the path syntax every module uses
-(`under`).
+An entry holds the API paths (create/get, delete) and the update method; the capabilities
+(update in place and its paths, suspend/resume, run to completion, where its phase comes
+from); the server's defaults and generated values per container (CONTRACT.md §5,
+`ServerValue`: what `export` leaves out and what the diff counts as equal to leaving a
+field out); the list endpoint's `type` spellings; the pods a body makes (`pods`: what
+`reconciler.gpus` counts GPUs over); where its containers sit; and its behaviour: the wire
+form (`Codec`: create and update bodies, reading an answer, whether the cluster is sent)
+and how its bodies are read (`Hooks`: normalising before the diff, what else forces a
+replacement, the label beside its address, its containers and pod labels, completion,
+export's shape, a carried Kubernetes manifest). The engine calls `kind.<behaviour>` and
+never tests which kind it holds. `missing_facts` says what an entry lacks. Also the
+server-value helpers the families share (`fixed`, `generated`, the image's pull policy, a
+workload type's defaults) and the path syntax every module uses (`under`).
 
 Callers: the families (`flat`, `nim`, `manifests`) that define entries, the registry
 (`reconciler.kinds`), and through it the engine.
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.kinds.lists import item_key
+from reconciler.kinds.pods import Rule
 
 # --- server values (CONTRACT.md §5) -------------------------------------------------
 
@@ -223,8 +223,9 @@ class Kind:
     # The list endpoint's `type` of the kind (not enumerated by the API, CONTRACT.md §8):
     # known spellings, lower case without separators (`list_type_key`).
     list_types: frozenset[str]
-    # The name of the GPU counting rule (`gpus.RULES`): pods per group of a body.
-    gpu_rule: str
+    # The pods a body makes, by group, with their compute (`pods.Rule`: what
+    # `reconciler.gpus` counts GPUs over); None for a type that runs no pods.
+    pods: Rule | None = field(compare=False, repr=False)
     # Dotted paths that an update can change; a change under any other path replaces.
     updatable_paths: frozenset[str] = frozenset()
     # How an update is sent: "PATCH" (the changed updatable fields) or "PUT" (all of them:
@@ -479,7 +480,7 @@ def missing_facts(kind: Kind) -> list[str]:
     rule; an update method PATCH or PUT, and updatable paths under its body keys."""
     out = []
     for fact in ("name", "api_path", "body_keys", "containers", "defaults", "list_types",
-                 "gpu_rule"):
+                 "pods"):
         if not getattr(kind, fact):
             out.append(fact)
     if kind.api_path and not kind.api_path.startswith("/api/"):

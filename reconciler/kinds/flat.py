@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler import quantities
+from reconciler.kinds.pods import PodGroups, compute, obj, pods, single
 from reconciler.kinds.entry import (
     BODY, TYPE_FILLED, Kind, ServerValue, fixed, generated, image_pull_policy,
     new_pvc_claim, same, workload_type)
@@ -71,6 +72,38 @@ SERVING_PORT: tuple[ServerValue, ...] = (
     fixed("servingPort.authorizationType", "public"),
 )
 
+# --- pods per body (`Kind.pods`) --------------------------------------------------------
+
+
+def _autoscaled(body: Mapping[str, Any]) -> PodGroups:
+    # 1 pod, or with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas,
+    # or 1 when that is 0).
+    scaling = obj(body.get("spec")).get("autoscaling")
+    if not scaling:
+        return single(body)
+    low = pods(obj(scaling).get("minReplicas"), 1)
+    high = pods(obj(scaling).get("maxReplicas"), low or 1)
+    return [(low, high, compute(body.get("spec")))]
+
+
+def _master_and_workers(body: Mapping[str, Any]) -> PodGroups:
+    # `numWorkers` (1 when absent) workers of spec.compute, one master of masterSpec's
+    # (the spec's when masterSpecSameAsWorker).
+    spec = obj(body.get("spec"))
+    workers = pods(spec.get("numWorkers"), 1)
+    master = spec if body.get("masterSpecSameAsWorker") else body.get("masterSpec")
+    return [(workers, workers, compute(spec)), (1, 1, compute(master))]
+
+
+def _leader_and_workers(body: Mapping[str, Any]) -> PodGroups:
+    # `replicas` (default 1) x (leader + `workers` (default 0) x worker).
+    spec = obj(body.get("spec"))
+    replicas = pods(spec.get("replicas"), 1)
+    workers = pods(spec.get("workers"), 0) * replicas
+    return [(replicas, replicas, compute(spec.get("leader"))),
+            (workers, workers, compute(spec.get("worker")))]
+
+
 DISTRIBUTED_TRAINING = Kind(
     name="DistributedTraining",
     api_path="/api/v1/workloads/distributed",
@@ -84,7 +117,7 @@ DISTRIBUTED_TRAINING = Kind(
     },
     list_types=frozenset({"distributed", "distributedtraining", "distributedworkload"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="master-and-workers",
+    pods=_master_and_workers,
     can_suspend=True,
     completes=True,
     quantities={"spec": quantities.FIELDS, "masterSpec": quantities.FIELDS},
@@ -110,7 +143,7 @@ DISTRIBUTED_INFERENCE = Kind(
     },
     list_types=frozenset({"distributedinference"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="leader-and-workers",
+    pods=_leader_and_workers,
     updatable_paths=frozenset({"spec.replicas"}),
     quantities={"spec.leader": quantities.FIELDS, "spec.worker": quantities.FIELDS},
 )
@@ -124,7 +157,7 @@ TRAINING = Kind(
               "spec": TRAINING_CONTAINER + workload_type("train", "preemptible")},
     list_types=frozenset({"training", "trainingworkload"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="single",
+    pods=single,
     can_suspend=True,
     completes=True,
     quantities={"spec": quantities.FIELDS},
@@ -139,7 +172,7 @@ WORKSPACE = Kind(
               "spec": TRAINING_CONTAINER + workload_type("build", "non-preemptible")},
     list_types=frozenset({"workspace", "interactiveworkload"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="single",
+    pods=single,
     can_suspend=True,
     quantities={"spec": quantities.FIELDS},
 )
@@ -161,7 +194,7 @@ INFERENCE = Kind(
     )},
     list_types=frozenset({"inference", "inferenceworkload"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="autoscaled",
+    pods=_autoscaled,
     # InferenceUpdateSpec (CONTRACT.md §4): each top-level field is sent whole.
     updatable_paths=frozenset(f"spec.{key}" for key in (
         "args", "category", "command", "compute", "createHomeDir", "environmentVariables",

@@ -27,6 +27,7 @@ GPUs), and the engine through the entry's behaviour.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,6 +35,7 @@ from typing import Any
 
 from reconciler import quantities
 from reconciler.kinds.entry import Codec, Hooks, Kind
+from reconciler.kinds.pods import PodGroups
 from reconciler.kinds.lists import NAME_KEYED, item_key_any  # noqa: F401 (re-exported)
 from reconciler.kinds.lists import k8s_item_key as item_key
 
@@ -498,6 +500,15 @@ CODEC = ManifestCodec()
 HOOKS = ManifestHooks()
 
 
+def _pods_of_templates(body: Mapping[str, Any]) -> PodGroups:
+    # Each pod template of the manifest, by its type (`pod_templates`): its containers'
+    # nvidia.com/gpu limits (or requests), as a compute of whole devices. A pod whose GPUs
+    # cannot be read (`lots`) has a device count that is none (NaN).
+    found, _ = pod_templates(body.get("manifest"))
+    return [(low, high, {"gpuDevicesRequest": math.nan if (n := pod_gpus(pod)) is None else n})
+            for low, high, pod in found]
+
+
 MANIFEST = Kind(
     name="Manifest",
     api_path="/api/v2/workloads",
@@ -507,7 +518,7 @@ MANIFEST = Kind(
     list_types=frozenset({"manifest", "workloadv2", "v2workload"}),
     # "Each workload type has a default" priority (and category, preemptibility).
     server_filled=frozenset({"priority", "category", "preemptibility"}),
-    gpu_rule="manifest",
+    pods=_pods_of_templates,
     # WorkloadV2MetadataUpdateParams: priority and category; the manifest whole (PUT). A
     # change the manifest's type cannot take in place replaces (`FROZEN`).
     updatable_paths=frozenset({"priority", "category", "manifest"}),

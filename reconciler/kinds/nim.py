@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler import quantities
+from reconciler.kinds.pods import PodGroups, compute, obj, pods
 from reconciler.kinds.entry import (
     BODY, TYPE_FILLED, Codec, Kind, ServerValue, fixed, generated, image_pull_policy,
     new_pvc_claim, same, workload_type)
@@ -72,6 +73,20 @@ def _exposed_protocol(serving: Mapping, value: Any) -> bool:
     return value == ("grpc" if serving.get("grpcPort") is not None else "http")
 
 
+def _replicas(body: Mapping[str, Any]) -> PodGroups:
+    # replicas (default 1), or autoscaling's minReplicas..maxReplicas (defaults 1 and
+    # minReplicas), each a leader and `multiNode.workers` (default 0) workers alike.
+    spec = obj(body.get("spec"))
+    scaling = spec.get("autoscaling")
+    if scaling:
+        low = pods(obj(scaling).get("minReplicas"), 1)
+        high = pods(obj(scaling).get("maxReplicas"), low)
+    else:
+        low = high = pods(spec.get("replicas"), 1)
+    each = 1 + pods(obj(spec.get("multiNode")).get("workers"), 0)
+    return [(low * each, high * each, compute(spec))]
+
+
 NIM_SERVICE = Kind(
     name="NIMService",
     api_path="/api/v2/workloads/nim-services",
@@ -105,7 +120,7 @@ NIM_SERVICE = Kind(
     # The simulator's `type` (CONTRACT.md §12: the real one is not documented).
     list_types=frozenset({"nimservice", "nim"}),
     server_filled=TYPE_FILLED,
-    gpu_rule="nim-replicas",
+    pods=_replicas,
     # NimServiceUpdateRequest is `{spec: NimServiceSpec}`, the whole spec: every spec field
     # is updated in place, the spec sent whole. Name and project (metadata) are create-only.
     updatable_paths=frozenset({"spec"}),

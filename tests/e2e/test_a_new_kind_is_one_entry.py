@@ -34,7 +34,7 @@ NOTEBOOK = kinds.Kind(
     containers=("spec",),
     defaults={"": kinds.BODY, "spec": (kinds.fixed("shell", "bash"),)},
     list_types=frozenset({"notebook"}),
-    gpu_rule="single",
+    pods=kinds.pods.single,
     updatable_paths=frozenset({"spec.image", "spec.compute"}),
     quantities={"spec": ("compute.cpuMemoryRequest",)},
 )
