@@ -209,8 +209,9 @@ _ITEM = re.compile(r"\[[^\]]*\]")  # a keyed item's brackets in a diff path
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of workload: everything the engine knows about it (the module's docstring
-    lists the facts; `missing_facts` checks them)."""
+    """One type of resource (a kind of workload): everything the engine knows about it,
+    facts and behaviour (the module's docstring lists them; `missing_facts` checks the
+    facts)."""
     name: str  # the `kind:` of a spec document, e.g. "DistributedTraining"
     api_path: str  # collection path of create and get, e.g. "/api/v1/workloads/distributed"
     # Top-level keys of the create body besides name/projectId/clusterId.
