@@ -95,10 +95,7 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     if phases.live_suspended(phase) or phases.live_gone(phase) or phases.live_completed(phase):
         return NONE
     total = NONE
-    groups = kinds.get(kind).pods
-    if groups is None:
-        return NONE  # a type that runs no pods (a project, a policy)
-    for low, high, compute in groups(body):
+    for low, high, compute in kinds.get(kind).pods(body):
         gpus, memory, unknown = per_pod(compute)
         low, high = _count(low, 0), _count(high, 0)
         if low is None or high is None:

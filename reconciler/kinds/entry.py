@@ -225,8 +225,8 @@ class Kind:
     # known spellings, lower case without separators (`list_type_key`).
     list_types: frozenset[str]
     # The pods a body makes, by group, with their compute (`pods.Rule`: what
-    # `reconciler.gpus` counts GPUs over); None for a type that runs no pods.
-    pods: Rule | None = field(compare=False, repr=False)
+    # `reconciler.gpus` counts GPUs over).
+    pods: Rule = field(compare=False, repr=False)
     # Dotted paths that an update can change; a change under any other path replaces.
     updatable_paths: frozenset[str] = frozenset()
     # How an update is sent: "PATCH" (the changed updatable fields) or "PUT" (all of them:
