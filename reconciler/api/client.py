@@ -353,6 +353,21 @@ class RunaiClient:
             nxt = page.get("next")
             offset = nxt if isinstance(nxt, int) and nxt > offset else offset + len(items)
 
+    async def iter_collection(self, kind: Kind) -> list[dict]:
+        """Every item of `kind`'s own collection (`GET api_path`, page after page), as the
+        engine's flat bodies (`Kind.read`): where a type the workloads list does not show
+        (`Kind.listed` false) is found."""
+        found: list[dict] = []
+        offset = 0
+        while True:
+            page = await self._send("GET", kind.api_path,
+                                    params={"limit": MAX_PAGE, "offset": offset})
+            items = kind.codec.items(kind, page)
+            found.extend(kind.read(dict(i)) for i in items)
+            if len(items) < MAX_PAGE:
+                return found
+            offset += len(items)
+
     async def get_workload_summary(self, workload_id: str) -> dict:
         """`GET /api/v1/workloads/{id}`: the kind-neutral view (phase, conditions, ...)."""
         return await self._send("GET", f"{WORKLOADS_PATH}/{workload_id}")
@@ -362,7 +377,13 @@ class RunaiClient:
         """The live workload of `kind` named `name` in the project, or None: the lookup
         for `create(on_ambiguous=...)` and for recovery. A workload being deleted counts
         only with `include_deleting` (it still holds the name)."""
-        items = await self.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        if kind.listed:
+            items = await self.iter_workloads(
+                filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        else:
+            items = [{"id": b.get("workloadId"), "name": b.get("name")}
+                     for b in await self.iter_collection(kind)
+                     if str(b.get("projectId")) == str(project_id)]
         for item in items:
             if item.get("name") != name or not item.get("id"):
                 continue

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.kinds.lists import item_key
+from reconciler.kinds import pods
 from reconciler.kinds.pods import Rule
 
 # --- server values (CONTRACT.md §5) -------------------------------------------------
@@ -141,6 +142,15 @@ class Codec:
         """The engine's flat body of an API answer."""
         return answer
 
+    def items(self, kind: Kind, page: Any) -> list:
+        """The items of one page of the type's own collection (`GET api_path`: read only
+        for a type the workloads list does not show, `Kind.listed`), each as the API
+        answers it: the list under the collection's name (`widgets` for
+        `/api/v1/widgets`), as the API's lists of projects and the like are."""
+        name = kind.api_path.rstrip("/").rsplit("/", 1)[-1]
+        found = page.get(name) if isinstance(page, Mapping) else None
+        return [i for i in found if isinstance(i, Mapping)] if isinstance(found, list) else []
+
 
 class Hooks:
     """How the engine reads a kind's bodies beyond the facts of its entry: both sides
@@ -252,6 +262,10 @@ class Kind:
     # administrator sets): live's value there, whatever it is, is the server's unless the
     # spec or the state sets one (`server_owns`).
     server_filled: frozenset[str] = frozenset()
+    # Whether the workloads list (`GET /api/v1/workloads`) shows it. A type it does not
+    # show (a resource that is no workload) is found in its own collection (`GET
+    # api_path`, `Codec.items`) wherever the engine looks for what exists live.
+    listed: bool = True
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)
@@ -491,8 +505,9 @@ def missing_facts(kind: Kind) -> list[str]:
     if kind.update_method not in ("PATCH", "PUT"):
         out.append("update_method")
     roots = set(kind.body_keys)
-    if type(kind.hooks).containers is not Hooks.containers:
-        # Its containers are found in its bodies by its hooks (a manifest's pod templates).
+    if type(kind.hooks).containers is not Hooks.containers or kind.pods is pods.none:
+        # Its containers are found in its bodies by its hooks (a manifest's pod
+        # templates), or it runs no pods and has none.
         out = [f for f in out if f not in ("containers", "defaults")]
     for c in kind.containers:
         if c.split(".")[0] not in roots:

@@ -52,6 +52,11 @@ def count(x: Any, default: float, *, whole: bool = True) -> float | None:
     return x
 
 
+def none(body: Mapping[str, Any]) -> PodGroups:
+    """No pods: a type that runs nothing (and so holds no GPUs), not a workload."""
+    return []
+
+
 def single(body: Mapping[str, Any]) -> PodGroups:
     """One pod of `spec.compute` (a Training, a Workspace)."""
     return [(1, 1, compute(body.get("spec")))]

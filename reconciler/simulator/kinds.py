@@ -130,8 +130,10 @@ class Kind:
     # The dotted paths of the body's containers (each may hold `image` and `compute`):
     # a list item's `images` are theirs, its `podsRequestedResources` the first's compute.
     containers: tuple[str, ...] = ("spec",)
-    # Routes of their own instead of `workloads.routes` ("manifest": `manifests.routes`).
-    custom: str = ""
+    # Routes of their own instead of `workloads.routes`: "manifest" (`manifests.routes`),
+    # or a function (sim, kind) -> routes, for a type `register`ed from outside that is
+    # served apart from the workloads (a test's resource that is no workload).
+    custom: str | Callable[..., list] = ""
     # The v2 NIM shape: the create body's name and projectId in `metadata` (no clusterId:
     # the project's), answers `{metadata, desiredPhase, spec}` (`workloads.render`).
     envelope: bool = False
