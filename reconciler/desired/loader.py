@@ -167,7 +167,7 @@ def _load_document(doc: RawDocument | defaults.Layered,
     carried = model.KIND.manifest(data)
     if carried is not None:
         for path, what, value in values.manifest_problems(carried):
-            at = ("manifest", *path)
+            at = (*model.KIND.hooks.manifest_path, *path)
             masked = masking.is_masked(_diff_path(data, at), sensitive)
             found.append(problem(at, f"{what}, got {masking.MASK if masked else _show(value)}"))
     found.extend(problem(p, m) for p, m in _project_problems(data))
@@ -195,7 +195,7 @@ def _load_document(doc: RawDocument | defaults.Layered,
     unknown_type = None if carried is None else model.KIND.hooks.manifest_warning(
         model.KIND, carried)
     if unknown_type is not None:
-        warnings.append(problem(("manifest", "kind"), unknown_type))
+        warnings.append(problem((*model.KIND.hooks.manifest_path, "kind"), unknown_type))
 
     lc = validated.lifecycle or models.Lifecycle()
     body: dict[str, Any] = {"name": validated.name}

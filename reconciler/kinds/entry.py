@@ -199,9 +199,16 @@ class Hooks:
         """The spec document `export` writes, from the one it made."""
         return doc
 
+    # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
+    # messages that name a place in it; () when the kind carries none.
+    manifest_path: tuple[str, ...] = ()
+
     def manifest(self, kind: Kind, body: Mapping | None) -> Mapping | None:
         """The Kubernetes manifest `body` carries (None: the kind carries none)."""
-        return None
+        node: Any = body if self.manifest_path else None
+        for key in self.manifest_path:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node if isinstance(node, Mapping) else None
 
     def manifest_warning(self, kind: Kind, manifest: Mapping) -> str | None:
         """What a spec is warned of offline about the type of the manifest it carries."""

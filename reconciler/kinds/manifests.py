@@ -435,6 +435,8 @@ class ManifestHooks(Hooks):
     are its pod templates'; it runs to completion by its type; every output names the
     manifest's own kind beside the address; export writes it in a person's key order."""
 
+    manifest_path = ("manifest",)
+
     def normalise(self, kind: Kind, bodies: Sequence[dict | None]) -> list[dict | None]:
         out = [None if b is None else {**b, "manifest": without_server_paths(
             b.get("manifest"))} for b in bodies]
@@ -482,10 +484,6 @@ class ManifestHooks(Hooks):
         if isinstance(doc.get("manifest"), dict):
             doc["manifest"] = conventional_order(doc["manifest"])
         return doc
-
-    def manifest(self, kind: Kind, body: Mapping | None) -> Mapping | None:
-        manifest = (body or {}).get("manifest")
-        return manifest if isinstance(manifest, Mapping) else None
 
     def manifest_warning(self, kind: Kind, manifest: Mapping) -> str | None:
         pair = (manifest.get("apiVersion"), manifest.get("kind"))
