@@ -66,12 +66,11 @@ _STRING_IDS = frozenset({"projectId", "clusterId"})
 
 
 def body_keys(kind: kinds_mod.Kind) -> tuple[str, ...]:
-    """The top-level keys of `kind`'s create body that the diff compares. A kind whose
-    create body names no cluster (a NIM service's) has no clusterId compared: the spec's
-    only names the cluster its `project:` is looked up in, and the project decides it."""
-    if not kind.codec.sends_cluster:
-        return tuple(k for k in META_KEYS if k != "clusterId") + tuple(kind.body_keys)
-    return META_KEYS + tuple(kind.body_keys)
+    """The top-level keys of `kind`'s create body that the diff compares
+    (`Kind.wire_keys`). A kind whose create body names no cluster (a NIM service's) has no
+    clusterId compared: the spec's only names the cluster its `project:` is looked up in,
+    and the project decides it."""
+    return kind.wire_keys
 
 
 def project(kind: kinds_mod.Kind, body: dict | None) -> dict | None:
@@ -92,7 +91,8 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     """
     if live is None and desired is applied and desired is not None:
         return []  # the spec is the body the state holds (the spec cache shares it): alike
-    desired, applied, live = kind.normalise(desired, applied, live)
+    if kind.hooks.normalises:
+        desired, applied, live = kind.normalise(desired, applied, live)
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet

@@ -161,6 +161,10 @@ class Hooks:
     control plane's registered types). This one is the plain behaviour of a kind whose
     containers sit at `Kind.containers`; a family with more subclasses it."""
 
+    # Whether `normalise` changes anything: the diff calls it only then (a call per
+    # workload is a tenth of an unchanged workload's diff).
+    normalises: bool = False
+
     def normalise(self, kind: Kind, bodies: Sequence[dict | None]) -> list[dict | None]:
         """The bodies (desired, applied, live: any None) as the diff compares them."""
         return list(bodies)
@@ -310,6 +314,15 @@ class Kind:
 
     def manifest(self, body: Mapping | None) -> Mapping | None:
         return self.hooks.manifest(self, body)
+
+    @functools.cached_property
+    def wire_keys(self) -> tuple[str, ...]:
+        """The top-level keys a create body of this type may hold: `name`, `projectId`,
+        `clusterId` (when its codec sends one: a NIM service's project decides its
+        cluster), `templateId`, then its body keys."""
+        meta = ("name", "projectId", "clusterId", "templateId")
+        return tuple(k for k in meta if k != "clusterId" or self.codec.sends_cluster) \
+            + tuple(self.body_keys)
 
     @property
     def can_update(self) -> bool:

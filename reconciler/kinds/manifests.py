@@ -436,6 +436,7 @@ class ManifestHooks(Hooks):
     manifest's own kind beside the address; export writes it in a person's key order."""
 
     manifest_path = ("manifest",)
+    normalises = True
 
     def normalise(self, kind: Kind, bodies: Sequence[dict | None]) -> list[dict | None]:
         out = [None if b is None else {**b, "manifest": without_server_paths(
