@@ -161,8 +161,8 @@ class Hooks:
     control plane's registered types). This one is the plain behaviour of a kind whose
     containers sit at `Kind.containers`; a family with more subclasses it."""
 
-    # Whether `normalise` changes anything: the diff calls it only then (a call per
-    # workload is a tenth of an unchanged workload's diff).
+    # Whether `normalise` changes anything: the diff calls it only then, so an unchanged
+    # workload's diff pays nothing for it (docs/kinds.md, Cost).
     normalises: bool = False
 
     def normalise(self, kind: Kind, bodies: Sequence[dict | None]) -> list[dict | None]:
