@@ -55,7 +55,6 @@ from typing import Any
 import orjson
 
 from reconciler import kinds as kinds_mod
-from reconciler import manifests
 from reconciler import plans
 from reconciler import quantities
 
@@ -67,12 +66,11 @@ _STRING_IDS = frozenset({"projectId", "clusterId"})
 
 
 def body_keys(kind: kinds_mod.Kind) -> tuple[str, ...]:
-    """The top-level keys of `kind`'s create body that the diff compares. An enveloped
-    kind's (a NIM service's) create body has no clusterId: the spec's only names the
-    cluster its `project:` is looked up in, and the project decides the cluster."""
-    if kind.envelope:
-        return tuple(k for k in META_KEYS if k != "clusterId") + tuple(kind.body_keys)
-    return META_KEYS + tuple(kind.body_keys)
+    """The top-level keys of `kind`'s create body that the diff compares
+    (`Kind.wire_keys`). A kind whose create body names no cluster (a NIM service's) has no
+    clusterId compared: the spec's only names the cluster its `project:` is looked up in,
+    and the project decides it."""
+    return kind.wire_keys
 
 
 def project(kind: kinds_mod.Kind, body: dict | None) -> dict | None:
@@ -93,8 +91,8 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     """
     if live is None and desired is applied and desired is not None:
         return []  # the spec is the body the state holds (the spec cache shares it): alike
-    if kind.manifest_body:
-        desired, applied, live = _manifest_sides(desired, applied, live)
+    if kind.hooks.normalises:
+        desired, applied, live = kind.normalise(desired, applied, live)
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
@@ -105,27 +103,12 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
         aligned = _walk(kind, *kind.with_defaults_aligned(desired, applied, live), ignore)
         out = [_as_written(kind, c, desired, applied if live is None else live)
                for c in aligned]
-    if kind.manifest_body and out:
-        manifest_type = manifests.type_of((desired or applied or live or {}).get("manifest"))
+    if out:
+        body = desired or applied or live
         out = [dataclasses.replace(c, forces_replacement=True)
-               if not c.forces_replacement and manifests.forces_replacement(manifest_type, c.path)
+               if not c.forces_replacement and kind.forces_replacement(body, c.path)
                else c for c in out]
     return out
-
-
-def _manifest_sides(*bodies: dict | None) -> list[dict | None]:
-    """The bodies of a Manifest with what only the server writes left out of each
-    manifest, and each quantity under `resources` that equals the desired one's (or, with
-    no desired, the applied one's) by value spelled as that one spells it: `1Gi` is
-    `1024Mi`."""
-    out = [None if b is None else {**b, "manifest": manifests.without_server_paths(
-        b.get("manifest"))} for b in bodies]
-    ref = next((b for b in out if b is not None), None)
-    if ref is None:
-        return out
-    return [b if b is None or b is ref else {
-        **b, "manifest": manifests.align_quantities(ref.get("manifest"), b.get("manifest"))}
-        for b in out]
 
 
 def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict | None,

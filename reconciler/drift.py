@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import diff, errors, gpus, kinds, manifests, phases, planner, plans
+from reconciler import diff, errors, gpus, kinds, phases, planner, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
 
@@ -106,7 +106,7 @@ def find_drift(desired: list[DesiredWorkload], state: State,
         if addr in interrupted and live[addr] is None:
             cut_short.append(DriftedWorkload(addr, rs.kind, rs.name, rs.project_id,
                                              rs.workload_id, INTERRUPTED,
-                                             manifest_kind=manifests.kind_in(rs.applied)))
+                                             manifest_kind=kinds.label(rs.kind, rs.applied)))
             continue
         if not rs.workload_id:
             continue
@@ -134,7 +134,7 @@ def _one(addr: str, rs, live_body: dict | None, dw: DesiredWorkload | None,
                                                 desired_phase=rs.desired_phase,
                                                 actual_phase=completed),
                            gpus_live=gpus.held(rs.kind, live_body),
-                           manifest_kind=manifests.kind_in(rs.applied, live_body))
+                           manifest_kind=kinds.label(rs.kind, rs.applied, live_body))
     if live_body is None:
         if phases.state_completed(rs):
             return None  # a finished training that was cleaned up

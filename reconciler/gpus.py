@@ -8,7 +8,7 @@ them). Per pod (a `compute` object, CONTRACT.md §2, §5, §7):
   given means whole devices);
 - memory requests (`gpuRequestType: memory`, or a `gpuMemoryRequest` alone): their
   devices (1 when absent) as GPUs, and devices × `gpuMemoryRequest` apart as GPU memory.
-Pods per kind are the rule its entry names (`kinds.Kind.gpu_rule`, one of `RULES`): Training and Workspace 1; Inference 1, or
+Pods per kind are its entry's (`kinds.Kind.pods`, in the kind's family): Training and Workspace 1; Inference 1, or
 with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 when that is
 0); DistributedTraining `numWorkers` (1 when absent) workers with `spec.compute` plus one
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
@@ -33,10 +33,11 @@ Callers: the planning operation (`impact_of`, `quota` of the projects it reads),
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from reconciler import kinds, manifests, phases, plans
+from reconciler import kinds, phases, plans
+from reconciler.kinds.pods import count as _count
 from reconciler.quantities import parse_quantity
 
 
@@ -55,32 +56,6 @@ def difference(before: Gpus, after: Gpus) -> tuple[float, float]:
 
 def _obj(x: Any) -> Mapping[str, Any]:
     return x if isinstance(x, Mapping) else {}
-
-
-# No count or size a body holds goes past it (a checked spec's stay far below): a body
-# with NaN, an infinity or a 400-digit integer holds a value that cannot be counted, so
-# that products and sums stay finite numbers (JSON has no NaN).
-_LARGEST = 2.0 ** 53
-
-
-def _pods(x: Any, default: float) -> float:
-    """A count of pods (replicas, workers) of a body: `default` when absent, NaN when it
-    cannot be read (`_count`), which makes every product with it NaN: not counted."""
-    n = _count(x, default)
-    return math.nan if n is None else n
-
-
-def _count(x: Any, default: float, *, whole: bool = True) -> float | None:
-    """`x` as a count (devices, pods: `whole`) or a portion: `default` when absent; None
-    when it is there but not one (text, a boolean, negative, a fraction of a device, not
-    finite or past +-2**53): a value that cannot be counted, never read as 0."""
-    if x is None:
-        return default
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= _LARGEST:
-        return None  # NaN fails the comparison
-    if whole and x != int(x):
-        return None
-    return x
 
 
 def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float, bool]:
@@ -107,86 +82,6 @@ def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float, bool]:
     return (0, 0, True) if portion is None else (n * portion, 0, False)
 
 
-# A rule gives the pod groups of a body: (fewest pods, most pods, their compute).
-PodGroups = list[tuple[float, float, Mapping[str, Any] | None]]
-
-
-def _compute(container: Any) -> Mapping[str, Any] | None:
-    return _obj(container).get("compute")
-
-
-def _single(body: Mapping[str, Any]) -> PodGroups:
-    return [(1, 1, _compute(body.get("spec")))]
-
-
-def _inference(body: Mapping[str, Any]) -> PodGroups:
-    scaling = _obj(body.get("spec")).get("autoscaling")
-    if not scaling:
-        return _single(body)
-    low = _pods(_obj(scaling).get("minReplicas"), 1)
-    high = _pods(_obj(scaling).get("maxReplicas"), low or 1)
-    return [(low, high, _compute(body.get("spec")))]
-
-
-def _distributed_training(body: Mapping[str, Any]) -> PodGroups:
-    spec = _obj(body.get("spec"))
-    workers = _pods(spec.get("numWorkers"), 1)
-    master = spec if body.get("masterSpecSameAsWorker") else body.get("masterSpec")
-    return [(workers, workers, _compute(spec)), (1, 1, _compute(master))]
-
-
-def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
-    spec = _obj(body.get("spec"))
-    replicas = _pods(spec.get("replicas"), 1)
-    workers = _pods(spec.get("workers"), 0) * replicas
-    return [(replicas, replicas, _compute(spec.get("leader"))),
-            (workers, workers, _compute(spec.get("worker")))]
-
-
-def _manifest(body: Mapping[str, Any]) -> PodGroups:
-    # Each pod template of the manifest, by its type (`manifests.pod_templates`): its
-    # containers' nvidia.com/gpu limits (or requests), as a compute of whole devices.
-    templates, _ = manifests.pod_templates(body.get("manifest"))
-    # A pod whose GPUs cannot be read (`lots`) has a device count that is none (NaN).
-    return [(low, high, {"gpuDevicesRequest": _or_nan(manifests.pod_gpus(pod))})
-            for low, high, pod in templates]
-
-
-def _or_nan(x: float | None) -> float:
-    return math.nan if x is None else x
-
-
-def _nim_service(body: Mapping[str, Any]) -> PodGroups:
-    # replicas (default 1), or autoscaling's minReplicas..maxReplicas (defaults 1 and
-    # minReplicas), each a leader and `multiNode.workers` (default 0) workers alike.
-    spec = _obj(body.get("spec"))
-    scaling = spec.get("autoscaling")
-    if scaling:
-        low = _pods(_obj(scaling).get("minReplicas"), 1)
-        high = _pods(_obj(scaling).get("maxReplicas"), low)
-    else:
-        low = high = _pods(spec.get("replicas"), 1)
-    pods = 1 + _pods(_obj(spec.get("multiNode")).get("workers"), 0)
-    return [(low * pods, high * pods, _compute(spec))]
-
-
-# The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
-# test checks that every kind's is here).
-RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
-    "single": _single,
-    "autoscaled": _inference,
-    "master-and-workers": _distributed_training,
-    "leader-and-workers": _distributed_inference,
-    "manifest": _manifest,
-    "nim-replicas": _nim_service,
-}
-
-
-def rule(kind: str) -> Callable[[Mapping[str, Any]], PodGroups]:
-    """The counting rule of `kind` (its entry's `gpu_rule`)."""
-    return RULES[kinds.get(kind).gpu_rule]
-
-
 def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None = None,
          actual_phase: str | None = None) -> Gpus:
     """The GPUs a workload of `kind` with `body` holds while running. The phases default
@@ -200,7 +95,7 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     if phases.live_suspended(phase) or phases.live_gone(phase) or phases.live_completed(phase):
         return NONE
     total = NONE
-    for low, high, compute in rule(kind)(body):
+    for low, high, compute in kinds.get(kind).pods(body):
         gpus, memory, unknown = per_pod(compute)
         low, high = _count(low, 0), _count(high, 0)
         if low is None or high is None:

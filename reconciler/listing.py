@@ -5,8 +5,9 @@ Given what the state holds, what the specs want and the items the workload list 
 state last saw it: its phase is the list's, no GET), whether it must be read (its list
 item moved, or it is new and the list holds its name), or whether it is gone; and the
 list fingerprint of each address the list holds. `scopes` says which lists to read: one
-per (project, cluster) scope, the cluster being the one a kind's list is filtered by
-(`ClusterOf`: a NIM service's list is its project's, whatever its spec's `clusterId`).
+per (project, cluster) scope, as each kind's registry entry scopes its list (`ScopeOf`,
+`Kind.list_scope`: a NIM service's list is its project's, whatever its spec's
+`clusterId`).
 `fingerprint` is what of a list item a change of the workload moves; `match_listed`
 finds the specs' names in a list.
 
@@ -25,9 +26,9 @@ from typing import Any, Protocol
 
 Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
 
-# (kind name, the cluster id a spec or record names) -> the cluster its list is filtered
-# by ("": the project's whole list). The kind's list scope is the registry's to say.
-ClusterOf = Callable[[str, "str | None"], str]
+# (kind name, project id, the cluster id a spec or record names) -> the scope of the list
+# that shows it (cluster "": the project's whole list). The registry's to say.
+ScopeOf = Callable[[str, str, "str | None"], Scope]
 
 DELETING = "Deleting"  # a list item's phase while it is being deleted: gone for planning
 
@@ -84,16 +85,16 @@ def match_listed(wanted: Iterable[Wanted], items: Iterable[Mapping[str, Any]]) -
 
 
 def scopes(known: Iterable[Known], wanted: Iterable[Wanted],
-           cluster_of: ClusterOf) -> tuple[dict[Scope, int], dict[Scope, int]]:
+           scope_of: ScopeOf) -> tuple[dict[Scope, int], dict[Scope, int]]:
     """The lists to read, each scope with the workloads expected in it: (those of the
     state's workloads, to read at once; those only the specs add)."""
     first: dict[Scope, int] = {}
     for r in known:
-        scope = (r.project_id, cluster_of(r.kind, r.cluster_id))
+        scope = scope_of(r.kind, r.project_id, r.cluster_id)
         first[scope] = first.get(scope, 0) + 1
     more: dict[Scope, int] = {}
     for d in wanted:
-        scope = (d.project_id, cluster_of(d.kind, d.cluster_id))
+        scope = scope_of(d.kind, d.project_id, d.cluster_id)
         if scope not in first:
             more[scope] = more.get(scope, 0) + 1
     return first, more

@@ -122,11 +122,9 @@ class Refreshed:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
 
-def _cluster_of(kind: str, cluster_id: str | None) -> str:
-    """The cluster a list scope filters by: none for a kind whose create body names no
-    cluster (a NIM service runs in its project's cluster, whatever the spec's `clusterId`
-    says: the list is filtered by project alone)."""
-    return "" if kinds.get(kind).envelope else (cluster_id or "")
+def _scope_of(kind: str, project_id: str, cluster_id: str | None) -> listing.Scope:
+    """The list that shows a workload of `kind`: as its registry entry scopes it."""
+    return kinds.get(kind).list_scope(project_id, cluster_id)
 
 
 async def read_listed(client,
@@ -141,12 +139,12 @@ async def read_listed(client,
     tasks: list[asyncio.Future] = []
     try:
         chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
-        first, _ = listing.scopes(chosen.values(), (), _cluster_of)
+        first, _ = listing.scopes(chosen.values(), (), _scope_of)
         tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first)))
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
-        _, more = listing.scopes(chosen.values(), desired_by_addr.values(), _cluster_of)
+        _, more = listing.scopes(chosen.values(), desired_by_addr.values(), _scope_of)
         if more:
             tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more)))
         items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
@@ -199,10 +197,11 @@ async def sweep(client, state: State, addresses: Iterable[str], *,
                 parallelism: int) -> dict[str, str]:
     """address -> the fingerprint of its list item now, for those of `addresses` the state
     holds with an id that the list shows under it (one list of each of their scopes, the
-    scopes and the choice `read_listed`'s)."""
+    scopes and the choice `read_listed`'s, each list as its kind scopes it:
+    `Kind.list_scope`)."""
     wanted = {a: state.resources[a] for a in addresses
               if a in state.resources and state.resources[a].workload_id}
-    counts, _ = listing.scopes(wanted.values(), (), _cluster_of)
+    counts, _ = listing.scopes(wanted.values(), (), _scope_of)
     if not counts:
         return {}
     listed = await workloads.list_scopes(reads.Reader(client, parallelism), counts)

@@ -61,6 +61,11 @@ class Reader:
         async with self._slots:
             return await self.client.list_workloads(filter_by=filter_by, offset=offset)
 
+    async def collection(self, kind: kinds.Kind) -> list[dict[str, Any]]:
+        """Every item of `kind`'s own collection (`Kind.listed` false), in one slot."""
+        async with self._slots:
+            return await self.client.iter_collection(kind)
+
     async def get_any(self, workload_id: str, candidates: Iterable[kinds.Kind]
                       ) -> tuple[kinds.Kind, dict[str, Any]] | None:
         """(kind, GET body) of the workload, asking each candidate kind's endpoint in turn

@@ -119,8 +119,10 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
     project_api, project_admin = projects.routes(sim)
     # Order matters: a kind's path would otherwise be taken for a workload id.
     api_routes = [*tokens.routes(sim), *listed,
-                  *(route for kind in kinds for route in (manifests.routes(sim, kind) if kind.custom
-                                                 else workloads.routes(sim, kind))),
+                  *(route for kind in kinds for route in (
+                      kind.custom(sim, kind) if callable(kind.custom)
+                      else manifests.routes(sim, kind) if kind.custom
+                      else workloads.routes(sim, kind))),
                   *by_id, *project_api, *org.routes(sim), *access.routes(sim),
                   *policies.routes(sim)]
     app = Starlette(

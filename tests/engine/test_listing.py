@@ -25,9 +25,9 @@ def _item(workload_id, name, phase="Running", project="7", **more):
             "updatedAt": "2026-01-01T00:00:00Z", **more}
 
 
-def _by_project(kind: str, cluster_id: str | None) -> str:
+def _by_project(kind: str, project_id: str, cluster_id: str | None) -> tuple[str, str]:
     """A list scope as the registry gives it: NIM services are listed by project alone."""
-    return "" if kind == "NIMService" else (cluster_id or "")
+    return project_id, "" if kind == "NIMService" else (cluster_id or "")
 
 
 def test_the_scopes_follow_the_kinds_list_scope_and_new_ones_come_second():

@@ -164,7 +164,7 @@ def test_a_path_is_under_a_prefix_only_at_a_segment_boundary():
 def test_patch_holds_the_full_desired_value_of_each_changed_updatable_field(monkeypatch):
     fake = kinds.Kind(name="FakeInference", api_path="/api/v1/workloads/fake",
                       body_keys=("spec",), containers=("spec",), defaults={},
-                      list_types=frozenset(), gpu_rule="single",
+                      list_types=frozenset(), pods=kinds.pods.single,
                       updatable_paths=frozenset({"spec.environmentVariables", "spec.image"}))
     monkeypatch.setitem(kinds.KINDS, fake.name, fake)
     body = {"name": "svc", "projectId": "7", "clusterId": B["clusterId"],
