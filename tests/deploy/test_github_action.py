@@ -46,6 +46,9 @@ def test_the_action_installs_from_its_own_checkout_with_the_postgres_extra():
     [install] = [s for s in scripts if "pip install" in s]
     assert '"$GITHUB_ACTION_PATH"' in install or '"$target"' in install
     assert 'target="$GITHUB_ACTION_PATH"' in install  # never a name on a package index
+    # the locked dependencies (hashes checked) before the package
+    locked = install.index('--require-hashes')
+    assert 'requirements/runtime.txt' in install and locked < install.index('"$target"')
     [step] = [s for s in action["runs"]["steps"] if "pip install" in s.get("run", "")]
     assert step["env"]["SETUPTOOLS_SCM_PRETEND_VERSION"] == "${{ inputs.version }}"
 
