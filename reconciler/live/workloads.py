@@ -102,6 +102,11 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
 # --- types the workloads list does not show (`Kind.listed` false) --------------------
 
 
+def _str(v: Any) -> str:
+    """An id as the address spells it (CONTRACT.md §2: projectId may come as a number)."""
+    return "" if v is None else str(v)
+
+
 def _apart() -> list[kinds.Kind]:
     return [k for k in kinds.KINDS.values() if not k.listed]
 
