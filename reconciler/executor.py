@@ -267,7 +267,8 @@ class Executor:
         elif ch.action is Action.UPDATE:
             seq = await self._intend("update", ch, workload_id=ch.workload_id)
             live = await self._guard(seq, self.client.patch(kind, ch.workload_id, ch.patch or {},
-                                                             sensitive=ch.sensitive))
+                                                             sensitive=ch.sensitive,
+                                                             whole=ch.after))
             await self._set(ch.address, self._resource(ch, workload_id=ch.workload_id,
                                                        applied=ch.after, live=live), closes=seq)
         elif ch.action is Action.DELETE:
@@ -295,6 +296,10 @@ class Executor:
         workload_id = live.get("workloadId")
         await self._set(ch.address, self._resource(ch, workload_id=workload_id, applied=body,
                                                    live=live), closes=seq)
+        if kind.ready_phase and workload_id:
+            live = await self._wait_ready(kind, ch, workload_id, live)
+            await self._set(ch.address, self._resource(ch, workload_id=workload_id,
+                                                       applied=body, live=live))
         if ch.desired_phase == phases.STOPPED and kind.can_suspend and \
                 live.get("desiredPhase") != phases.STOPPED:
             await self._suspend_resume(kind, ch, workload_id, True)
@@ -371,6 +376,29 @@ class Executor:
             if not phases.live_gone(live):
                 raise
         await self._wait_gone(kind, workload_id)
+
+    async def _wait_ready(self, kind: kinds.Kind, ch: ResourceChange, workload_id: str,
+                          live: dict) -> dict:
+        """Poll a created resource until it is in its kind's `ready_phase` (a project's
+        Ready: its namespace made), saying each phase it passes; TimeoutError after the
+        wait timeout. Returns its last GET."""
+        deadline = self.clock() + self.wait_timeout_s
+        delay = self.poll_interval_s
+        said = None
+        while live.get("actualPhase") != kind.ready_phase:
+            phase = live.get("actualPhase")
+            if phase != said:
+                self.on_event(f"{ch.address}: {phase or 'no phase yet'}, waiting for "
+                              f"{kind.ready_phase}")
+                said = phase
+            if self.clock() >= deadline:
+                raise TimeoutError(f"{kind.name} {workload_id} is still {phase} "
+                                   f"{self.wait_timeout_s:.0f}s after its creation "
+                                   f"(waiting for {kind.ready_phase})")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            live = await self.client.get(kind, workload_id)
+        return live
 
     async def _wait_gone(self, kind: kinds.Kind, workload_id: str) -> None:
         await wait_gone(self.client, kind, workload_id, timeout_s=self.wait_timeout_s,

@@ -105,8 +105,10 @@ def withheld(doc: dict) -> list[str]:
 
 def relative_path(doc: dict) -> str:
     """Where `export` writes `doc` below its folder: `<project>/<kind>/<name>.yaml`, the
-    project's name when the document names it, else its id."""
-    return f"{doc.get('project') or doc['projectId']}/{doc['kind']}/{doc['name']}.yaml"
+    project's name when the document names it, else its id; an organisation unit (in no
+    project) under `organisation/`."""
+    where = doc.get("project") or doc.get("projectId") or "organisation"
+    return f"{where}/{doc['kind']}/{doc['name']}.yaml"
 
 
 def address(doc: dict, project_id: str) -> str:

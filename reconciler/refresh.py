@@ -140,13 +140,19 @@ async def read_listed(client,
     try:
         chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
         first, _ = listing.scopes(chosen.values(), (), _scope_of)
-        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first)))
+        known = {r.kind for r in chosen.values()}  # whose own collections are read
+        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known)))
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
         _, more = listing.scopes(chosen.values(), desired_by_addr.values(), _scope_of)
+        new_kinds = {d.kind for d in desired_by_addr.values()} - known
+        # A type first named by a spec: its own collection is read with the new scopes.
+        more = {**{_scope_of(d.kind, d.project_id, d.cluster_id): 0
+                   for d in desired_by_addr.values()
+                   if d.kind in new_kinds and not kinds.get(d.kind).listed}, **more}
         if more:
-            tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more)))
+            tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds)))
         items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
                  for i in listed]
         tasks = []
@@ -204,5 +210,6 @@ async def sweep(client, state: State, addresses: Iterable[str], *,
     counts, _ = listing.scopes(wanted.values(), (), _scope_of)
     if not counts:
         return {}
-    listed = await workloads.list_scopes(reads.Reader(client, parallelism), counts)
+    listed = await workloads.list_scopes(reads.Reader(client, parallelism), counts,
+                                         {r.kind for r in wanted.values()})
     return listing.choose(wanted, (i for part in listed.values() for i in part)).fingerprints

@@ -274,6 +274,7 @@ class RunaiClient:
         send it again". Without it, or when the lookup itself fails, the failure is
         raised with `ambiguous=True`.
         """
+        body = await self._resolved(kind, body)
         return kind.read(await self._send(
             "POST", kind.api_path, json=kind.create_body(body), mode=_CREATE,
             on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
@@ -285,14 +286,43 @@ class RunaiClient:
         return kind.read(await self._send("GET", _item(kind, workload_id)))
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
-                    sensitive: tuple[str, ...] = ()) -> dict:
+                    sensitive: tuple[str, ...] = (), whole: dict | None = None) -> dict:
         """Update the workload with `body` (e.g. `{"spec": {"replicas": 3}}`) by the kind's
-        `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
+        `update_method` (PATCH; PUT for a kind updated by whole document), or the request
+        its codec makes of it and of its `whole` desired body (`Codec.update_request`: an
+        organisation unit's quotas go to their own sub-route); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        return kind.read(await self._send(
-            kind.update_method, _item(kind, workload_id), json=kind.update_body(body), mode=_WRITE,
-            sensitive=tuple(sensitive)))
+        if whole is not None:
+            whole = await self._resolved(kind, whole)
+        method, path, json, reread = kind.codec.update_request(
+            kind, _item(kind, workload_id), body, whole)
+        answer = await self._send(method, path, json=json, mode=_WRITE,
+                                  sensitive=tuple(sensitive), any_json=reread)
+        return await self.get(kind, workload_id) if reread else kind.read(answer)
+
+    async def _resolved(self, kind: Kind, body: dict) -> dict:
+        """`body` with the names the API takes as ids replaced by them
+        (`Codec.references`, `Codec.resolve`), each looked up in its collection; a name
+        that names nothing there is an `errors.PermanentError` saying so."""
+        refs = kind.codec.references(kind, body)
+        if not refs:
+            return body
+        found = await asyncio.gather(*(self._find_id(ref) for ref in dict.fromkeys(refs)))
+        return kind.codec.resolve(kind, body, dict(zip(dict.fromkeys(refs), found)))
+
+    async def _find_id(self, ref) -> str:
+        wanted = [f"name=={ref.name}"] + ([f"clusterId=={ref.cluster}"] if ref.cluster else [])
+        page = await self._send("GET", ref.path, params={"filterBy": ",".join(wanted),
+                                                          "limit": MAX_PAGE})
+        items = page.get(ref.key) if isinstance(page, dict) else None
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict) and item.get("name") == ref.name and \
+                    (not ref.cluster or item.get("clusterId") in (None, ref.cluster)):
+                return str(item["id"])
+        where = f" in cluster {ref.cluster}" if ref.cluster else ""
+        raise errors.PermanentError(f"no {ref.what} is named {ref.name!r}{where}",
+                                    method="GET", path=ref.path, status=200)
 
     async def workload_types(self) -> list[dict]:
         """`GET /api/v1/workload-types`: the registered workload types (`types`)."""
@@ -441,7 +471,7 @@ class RunaiClient:
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
                     mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
-                    sensitive: tuple[str, ...] = ()) -> dict:
+                    sensitive: tuple[str, ...] = (), any_json: bool = False) -> dict:
         budget = self._budget
         hidden = _body_secrets(json, sensitive)
         started: float | None = None  # when this request's first attempt was sent
@@ -506,6 +536,8 @@ class RunaiClient:
                     await self._auth.renew(token)
                     continue
                 if status < 400:
+                    if any_json or (status in (202, 204) and not resp.content):
+                        return {}  # not the resource (a sub-route's answer), or no body
                     return self._json(resp, method, path)
                 if status == 404 and mode == _DELETE and maybe_performed:
                     return {"code": 202, "message": "The workload was already gone when the "

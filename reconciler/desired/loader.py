@@ -170,7 +170,8 @@ def _load_document(doc: RawDocument | defaults.Layered,
             at = (*model.KIND.hooks.manifest_path, *path)
             masked = masking.is_masked(_diff_path(data, at), sensitive)
             found.append(problem(at, f"{what}, got {masking.MASK if masked else _show(value)}"))
-    found.extend(problem(p, m) for p, m in _project_problems(data))
+    if getattr(model, "IN_PROJECT", True):
+        found.extend(problem(p, m) for p, m in _project_problems(data))
     pid = data.get("projectId")
     if type(pid) is int and doc.surprising and ("projectId",) not in failed:
         unquoted = _unquoted_project_id(pid, doc.written(("projectId",)))
@@ -217,7 +218,9 @@ def _load_document(doc: RawDocument | defaults.Layered,
         project_name=validated.project, project_at=project_at,
         cluster_id=validated.clusterId, body=body,
         desired_phase=validated.desiredPhase or "Running",
-        lifecycle=Lifecycle(prevent_destroy=bool(lc.preventDestroy),
+        lifecycle=Lifecycle(prevent_destroy=(model.KIND.prevent_destroy
+                                             if lc.preventDestroy is None
+                                             else lc.preventDestroy),
                             ignore_changes=tuple(lc.ignoreChanges or ()),
                             sensitive=tuple(lc.sensitive or ())),
         source=doc.file, line=doc.line,

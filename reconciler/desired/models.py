@@ -491,10 +491,94 @@ class NIMServiceDocument(Document):
         return value
 
 
+# --- the organisation: Department, Project (org-units.yml) ------------------------------
+
+NonNegNumber = Annotated[float, Field(ge=0)]
+
+
+class GpuQuota(Strict):
+    """A node pool's GPUs (`ResourcesNullable.gpu`): `deserved` is required (the API fills
+    in 0 where it is left out, which would read as a change)."""
+    deserved: NonNegNumber
+    limit: float | None = None  # -1: no limit
+    overQuotaWeight: NonNegNumber | None = None
+
+
+class CpuQuota(Strict):
+    deserved: NonNegNumber | None = None
+    limit: float | None = None
+    overQuotaWeight: NonNegNumber | None = None
+
+
+class MemoryQuota(CpuQuota):
+    units: Literal["Mib", "MB", "GB"]
+
+
+class NodePoolQuota(Strict):
+    """One node pool's quota (`Resources`, its `nodePool` the key it is written under)."""
+    gpu: GpuQuota
+    cpu: CpuQuota | None = None
+    memory: MemoryQuota | None = None
+    priority: NonEmpty | None = None
+
+
+class SchedulingRules(Strict):
+    interactiveJobTimeLimitSeconds: PosInt32 | None = None
+    interactiveJobMaxIdleDurationSeconds: PosInt32 | None = None
+    interactiveJobPreemptIdleDurationSeconds: PosInt32 | None = None
+    trainingJobMaxIdleDurationSeconds: PosInt32 | None = None
+    trainingJobTimeLimitSeconds: PosInt32 | None = None
+
+
+class NodeTypes(Strict):
+    training: list[NonEmpty] | None = None
+    workspace: list[NonEmpty] | None = None
+    names: dict[str, str] | None = None
+
+
+class OrgDocument(Strict):
+    """An organisation unit's document: in no project (its address is
+    `<kind>/<clusterId>/<name>`), with its quotas per node pool by the pool's name.
+    `lifecycle.preventDestroy` is on unless it says `false` (`Kind.prevent_destroy`)."""
+    KIND: ClassVar[kinds.Kind]
+    IN_PROJECT: ClassVar[bool] = False
+
+    kind: str
+    name: WorkloadName
+    clusterId: Uuid
+    description: str | None = None
+    resources: dict[NonEmpty, NodePoolQuota] | None = None
+    defaultNodePools: list[NonEmpty] | None = None
+    schedulingRules: SchedulingRules | None = None
+    lifecycle: Lifecycle | None = None
+
+    # What the loader reads of every document: the address's middle part is the cluster.
+    @property
+    def projectId(self) -> str:
+        return self.clusterId
+
+    project: ClassVar[None] = None
+    templateId: ClassVar[None] = None
+    desiredPhase: ClassVar[None] = None
+
+
+class DepartmentDocument(OrgDocument):
+    KIND: ClassVar[kinds.Kind] = kinds.DEPARTMENT
+
+
+class ProjectDocument(OrgDocument):
+    KIND: ClassVar[kinds.Kind] = kinds.PROJECT
+
+    department: ProjectName | None = None  # its parent's name; none: "default"
+    requestedNamespace: WorkloadName | None = None
+    nodeTypes: NodeTypes | None = None
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
                              DistributedTrainingDocument, DistributedInferenceDocument,
-                             ManifestDocument, NIMServiceDocument)
+                             ManifestDocument, NIMServiceDocument, DepartmentDocument,
+                             ProjectDocument)
 }
 
 

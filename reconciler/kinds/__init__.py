@@ -3,8 +3,8 @@ the engine knows about it, facts and behaviour.
 
 The entries come from their families, one module each: `flat` (the v1 workloads:
 Training, Workspace, Inference, DistributedTraining, DistributedInference), `nim` (the v2
-NIM services and their metadata envelope) and `manifests` (Workloads V2: a Kubernetes
-manifest as a workload). `entry` defines what an entry is: its facts, capabilities and
+NIM services and their metadata envelope), `manifests` (Workloads V2: a Kubernetes
+manifest as a workload) and `org` (the organisation: Department, Project). `entry` defines what an entry is: its facts, capabilities and
 the behaviour objects it holds (`Codec`, `Hooks`); `lists` the list identity every kind
 shares. The engine asks an entry (`kinds.get(name).<behaviour>`) and never names a type;
 `register` adds one (a new type costs its entry here and its spec model in
@@ -17,9 +17,10 @@ bottom layer of the import contracts).
 
 from __future__ import annotations
 
-from reconciler.kinds import flat, manifests, nim, pods
+from reconciler.kinds import flat, manifests, nim, org, pods
 from reconciler.kinds.entry import (
-    BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, ServerValue, Test, containers, fixed,
+    BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Reference, ServerValue, Test,
+    containers, fixed,
     generated, image_pull_policy, image_tag, labels, list_type_key, missing_facts,
     new_pvc_claim, same, under, under_any, workload_type)
 from reconciler.kinds.flat import (
@@ -28,25 +29,26 @@ from reconciler.kinds.lists import (
     NAME_KEYED, ORDERED_LISTS, SET_LISTS, item_key, item_key_any, k8s_item_key)
 from reconciler.kinds.manifests import MANIFEST
 from reconciler.kinds.nim import NIM_SERVICE
+from reconciler.kinds.org import DEPARTMENT, PROJECT
 
 __all__ = [
     # the entry, its behaviour objects and the helpers entries are written with
-    "Kind", "Codec", "Hooks", "FLAT", "PLAIN", "ServerValue", "Test", "fixed", "generated",
+    "Kind", "Codec", "Hooks", "Reference", "FLAT", "PLAIN", "ServerValue", "Test", "fixed", "generated",
     "same", "image_tag", "image_pull_policy", "new_pvc_claim", "workload_type", "BODY",
     "TYPE_FILLED", "missing_facts", "containers", "labels", "under", "under_any",
     "list_type_key", "pods",
     # list identity
     "ORDERED_LISTS", "SET_LISTS", "NAME_KEYED", "item_key", "item_key_any", "k8s_item_key",
     # the families and their entries
-    "flat", "nim", "manifests", "DISTRIBUTED_TRAINING", "DISTRIBUTED_INFERENCE", "TRAINING",
-    "WORKSPACE", "INFERENCE", "NIM_SERVICE", "MANIFEST",
+    "flat", "nim", "manifests", "org", "DISTRIBUTED_TRAINING", "DISTRIBUTED_INFERENCE", "TRAINING",
+    "WORKSPACE", "INFERENCE", "NIM_SERVICE", "MANIFEST", "DEPARTMENT", "PROJECT",
     # the registry
     "KINDS", "QUANTITY_FIELDS", "register", "unregister", "get", "label", "of_list_type",
     "spelled", "address", "parse_address",
 ]
 
 KINDS: dict[str, Kind] = {k.name: k for k in (*flat.KINDS, nim.NIM_SERVICE,
-                                              manifests.MANIFEST)}
+                                              manifests.MANIFEST, *org.KINDS)}
 
 
 def _quantity_fields() -> frozenset[str]:

