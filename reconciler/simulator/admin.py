@@ -41,7 +41,7 @@ from starlette.routing import Route
 
 from reconciler.simulator import access, org
 from reconciler.simulator.errors import ApiError, read_json
-from reconciler.simulator.store import Record
+from reconciler.simulator.store import Record, iso
 from reconciler.simulator.workloads import render
 
 if TYPE_CHECKING:
@@ -187,6 +187,8 @@ async def org_unit(sim: Simulator, request: Request) -> Response:
     if "id" in patch:
         raise ApiError(400, "id cannot be changed")
     rec["body"] = merge_patch(rec["body"], patch)
+    if "updatedAt" not in patch:  # moved, as a change in the UI moves it
+        rec["body"]["updatedAt"] = iso(sim.store.stamp())
     sim.store.save()
     return JSONResponse(sim.org.render(unit, rec))
 

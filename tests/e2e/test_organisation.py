@@ -1,23 +1,23 @@
-"""The organisation as code, through the CLI against the embedded simulator (`--sim`): a
-Project with quotas per node pool by the pool's name is created and then plans clean; a
-quota change is an update in place; a create-only change is a replacement that
-`preventDestroy` (on by default) refuses until the spec opts out; a quota changed behind
+"""The organisation as code, through the CLI against `sim serve` over HTTP (its phases
+move every 0.2 s): a Department and a Project with quotas per node pool by the pool's
+name are created (the project waited for until Ready) and then plan clean; a quota change
+is a PUT of the unit's `resources` sub-route and nothing else, another updatable change a
+PUT of the unit; a create-only change is a replacement that `preventDestroy` (on by
+default) refuses until the spec opts out, as it refuses a delete; a quota changed behind
 the tool's back is drift that apply puts back; export then import plans clean."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-import httpx
 import yaml
 from click.testing import CliRunner
 
 from reconciler.cli import main
-from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+from reconciler.simulator import schema, validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER  # its node pools
 
-SPEC = f"""\
+PROJECT = f"""\
 kind: Project
 name: team-a
 clusterId: {CLUSTER}
@@ -28,111 +28,188 @@ resources:
   a100:
     gpu: {{deserved: 1}}
 """
-ADDRESS = f"Project/{CLUSTER}/team-a"
+DEPARTMENT = f"""\
+kind: Department
+name: research
+clusterId: {CLUSTER}
+resources:
+  default:
+    gpu: {{deserved: 8}}
+"""
+PROJECT_AT = f"Project/{CLUSTER}/team-a"
+DEPARTMENT_AT = f"Department/{CLUSTER}/research"
+UNITS = "/api/v1/org-unit"
 
 
-def _cli(*args: str, state: str = "state.json"):
-    return CliRunner().invoke(main, ["--sim", "--state", state, *args],
-                              env={"NO_COLOR": "1"}, catch_exceptions=False)
-
-
-def _api(method: str, path: str, **kw):
-    """A request to the --sim data's simulator, as someone else would send it."""
-    async def send():
-        app = create_app(data_path=".runai-sim/data.json")
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://runai-sim") as api:
-            token = (await api.post("/api/v1/token", json={
-                "grantType": "client_credentials", "clientID": DEFAULT_CLIENT_ID,
-                "clientSecret": DEFAULT_CLIENT_SECRET})).json()["accessToken"]
-            return await api.request(method, path, headers={"Authorization": f"Bearer {token}"},
-                                     **kw)
-
-    res = asyncio.run(send())
-    assert res.status_code < 300, res.text
-    return res.json()
-
-
-def _project() -> dict:
-    [found] = [p for p in _api("GET", "/api/v1/org-unit/projects")["projects"]
-               if p["name"] == "team-a"]
+def _unit(sim_server, units: str, name: str) -> dict:
+    [found] = [u for u in sim_server.api("GET", f"{UNITS}/{units}").json()[units]
+               if u["name"] == name]
     return found
 
 
-def _quota(project: dict) -> dict:
-    return {r["nodePool"]["name"]: r["gpu"] for r in project["resources"]}
+def _quota(unit: dict) -> dict:
+    return {r["nodePool"]["name"]: r["gpu"] for r in unit["resources"]}
 
 
-def test_a_project_is_created_updated_drifted_exported_and_imported(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "specs").mkdir()
-    spec = tmp_path / "specs" / "team-a.yaml"
-    spec.write_text(SPEC)
+def _writes(sim_server) -> list[tuple[str, str]]:
+    return [(r["method"], r["path"]) for r in sim_server.writes()]
 
-    res = _cli("apply", "specs", "--auto-approve")
+
+def _other_state(ws, *args: str):
+    """The CLI on another state file (a fresh adoption), against the same simulator."""
+    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
+                              env=ws.env, catch_exceptions=False)
+
+
+def test_a_project_is_created_updated_drifted_replaced_exported_and_imported(ws, sim_server):
+    spec = ws.write("team-a.yaml", PROJECT)
+    res = ws.apply()
     assert res.exit_code == 0, res.output
-    assert f"{ADDRESS}: created" in res.output
-    live = _project()
+    assert f"{PROJECT_AT}: created" in res.output
+    # The create answers while it is Creating: apply waits for Ready and says so.
+    assert f"{PROJECT_AT}: Creating, waiting for Ready" in res.output
+    live = _unit(sim_server, "projects", "team-a")
     pid = live["id"]
     assert live["status"]["phase"] == "Ready"
-    # The pools named in the spec, sent by id.
+    assert ws.state()["resources"][PROJECT_AT]["last_phase"] == "Ready"
+    # The pools named in the spec were sent by id; no department: the API's default.
     assert _quota(live) == {"default": {"deserved": 2, "limit": 4}, "a100": {"deserved": 1}}
     assert live["parent"]["name"] == "default"
-    res = _cli("plan", "specs", "--detailed-exitcode")
+    res = ws.plan("--detailed-exitcode")
     assert res.exit_code == 0, res.output
 
-    # A quota change: an update in place, the other fields kept.
-    spec.write_text(SPEC.replace("deserved: 2, limit: 4", "deserved: 3, limit: 4"))
-    res = _cli("plan", "specs", "--format", "json")
-    [change] = json.loads(res.stdout)["resource_changes"]
+    # A quota change: a PUT of the resources sub-route alone, with a valid body.
+    spec.write_text(PROJECT.replace("deserved: 2, limit: 4", "deserved: 3, limit: 4"))
+    [change] = ws.plan_json()["resource_changes"]
     assert change["action"] == "update", change
-    res = _cli("apply", "specs", "--auto-approve")
-    assert res.exit_code == 0 and f"{ADDRESS}: updated" in res.output, res.output
-    live = _project()
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{PROJECT_AT}: updated" in res.output, res.output
+    assert _writes(sim_server) == [("PUT", f"{UNITS}/projects/{pid}/resources")]
+    [sent] = [r["body"] for r in sim_server.writes()]
+    assert validator.validate(schema.RESOURCES_UPDATE, sent) == []
+    assert sorted((q["nodePool"]["id"], q["gpu"]["deserved"]) for q in sent) == \
+        [("1", 3), ("2", 1)]
+    live = _unit(sim_server, "projects", "team-a")
     assert live["id"] == pid and _quota(live)["default"]["deserved"] == 3
     assert live["description"] == "the A team"
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+    # Another updatable field: a PUT of the unit, every updatable field in it.
+    spec.write_text(PROJECT.replace("deserved: 2, limit: 4", "deserved: 3, limit: 4")
+                    .replace("the A team", "the first team"))
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{PROJECT_AT}: updated" in res.output, res.output
+    assert _writes(sim_server) == [("PUT", f"{UNITS}/projects/{pid}")]
+    [sent] = [r["body"] for r in sim_server.writes()]
+    assert validator.validate(schema.PROJECT_UPDATE, sent) == []
+    assert sent["description"] == "the first team" and len(sent["resources"]) == 2
+    assert _unit(sim_server, "projects", "team-a")["description"] == "the first team"
+    spec.write_text(PROJECT.replace("deserved: 2, limit: 4", "deserved: 3, limit: 4"))
+    assert ws.apply().exit_code == 0
 
     # Changed behind the tool's back: drift, and apply puts it back.
-    _api("GET", "/api/v1/org-unit/projects")  # (the token route warms the data file)
-    async def patch():
-        app = create_app(data_path=".runai-sim/data.json")
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://runai-sim") as api:
-            return await api.patch(f"/_sim/org/projects/{pid}", json={"resources": [
-                {"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 9}}]})
-    assert asyncio.run(patch()).status_code == 200
-    res = _cli("drift", "specs", "--detailed-exitcode")
+    sim_server.admin.patch(f"/_sim/org/projects/{pid}", json={"resources": [
+        {"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 9}}]}
+    ).raise_for_status()
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
     assert res.exit_code == 2, res.output
-    assert ADDRESS in res.output and "deserved" in res.output
-    res = _cli("apply", "specs", "--auto-approve", "--refresh", "full")
-    assert res.exit_code == 0 and f"{ADDRESS}: updated" in res.output, res.output
-    assert _quota(_project()) == {"default": {"deserved": 3, "limit": 4},
-                                  "a100": {"deserved": 1}}
+    assert PROJECT_AT in res.output and "deserved" in res.output
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{PROJECT_AT}: updated" in res.output, res.output
+    assert _quota(_unit(sim_server, "projects", "team-a")) == {
+        "default": {"deserved": 3, "limit": 4}, "a100": {"deserved": 1}}
 
     # A create-only field: a replacement, refused by preventDestroy (on by default).
-    spec.write_text(SPEC + "requestedNamespace: team-a-ns\n")
-    res = _cli("plan", "specs")
+    spec.write_text(PROJECT + "requestedNamespace: team-a-ns\n")
+    res = ws.plan()
     assert res.exit_code == 1, res.output
-    assert "preventDestroy" in res.output and ADDRESS in res.output
-    spec.write_text(SPEC + "requestedNamespace: team-a-ns\nlifecycle: {preventDestroy: false}\n")
-    res = _cli("plan", "specs", "--format", "json")
-    [change] = json.loads(res.stdout)["resource_changes"]
+    assert "preventDestroy" in res.output and PROJECT_AT in res.output
+    spec.write_text(PROJECT + "requestedNamespace: team-a-ns\n"
+                    "lifecycle: {preventDestroy: false}\n")
+    [change] = ws.plan_json()["resource_changes"]
     assert change["action"] == "replace", change
-    res = _cli("plan", "specs")
-    assert "forces replacement" in res.output, res.output
-    spec.write_text(SPEC)
+    res = ws.plan()
+    assert "requestedNamespace" in res.output and "forces replacement" in res.output, \
+        res.output
+    spec.write_text(PROJECT.replace("deserved: 2, limit: 4", "deserved: 3, limit: 4"))
 
     # Export writes it as a spec (asked for by --kind); import adopts it; a clean plan.
-    res = _cli("export", "--kind", "Project", "--out", "exported", state="other.json")
+    out = ws.root / "exported"
+    res = _other_state(ws, "export", "--kind", "Project", "--out", str(out))
     assert res.exit_code == 0, res.output
-    written = [p for p in (tmp_path / "exported").rglob("*.yaml")
-               if yaml.safe_load(p.read_text()).get("name") == "team-a"]
-    [doc] = [yaml.safe_load(p.read_text()) for p in written]
-    assert doc["resources"]["default"]["gpu"] == {"deserved": 3, "limit": 4}
-    assert "projectId" not in doc and "status" not in doc
-    res = _cli("import", "--all", "exported", state="other.json")
+    docs = [yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml")]
+    [doc] = [d for d in docs if d.get("name") == "team-a"]
+    assert doc["resources"] == {"default": {"gpu": {"deserved": 3, "limit": 4}},
+                                "a100": {"gpu": {"deserved": 1}}}
+    assert not {"projectId", "status", "id", "department"} & set(doc)
+    res = _other_state(ws, "import", "--all", str(out))
     assert res.exit_code == 0, res.output
-    state = json.loads((tmp_path / "other.json").read_text())
-    assert state["resources"][ADDRESS]["workload_id"] == pid
-    res = _cli("plan", "exported", "--detailed-exitcode", state="other.json")
+    state = json.loads((ws.root / "other.json").read_text())
+    assert state["resources"][PROJECT_AT]["workload_id"] == pid
+    res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
     assert res.exit_code == 0, res.output
+
+    # Deleting it: refused without the opt-out; with it, the 202 is waited out.
+    spec.unlink()
+    res = ws.plan()
+    assert res.exit_code == 1 and "preventDestroy" in res.output, res.output
+    spec.write_text(PROJECT + "lifecycle: {preventDestroy: false}\n")
+    assert ws.apply().exit_code == 0
+    res = ws.apply("--destroy")
+    assert res.exit_code == 0 and f"{PROJECT_AT}: deleted" in res.output, res.output
+    assert sim_server.api("GET", f"{UNITS}/projects/{pid}").status_code == 404
+
+
+def test_a_department_is_created_updated_drifted_exported_and_imported(ws, sim_server):
+    spec = ws.write("research.yaml", DEPARTMENT)
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{DEPARTMENT_AT}: created" in res.output, res.output
+    live = _unit(sim_server, "departments", "research")
+    did = live["id"]
+    assert _quota(live) == {"default": {"deserved": 8}}
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+    spec.write_text(DEPARTMENT.replace("deserved: 8", "deserved: 10"))
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{DEPARTMENT_AT}: updated" in res.output, res.output
+    assert _writes(sim_server) == [("PUT", f"{UNITS}/departments/{did}/resources")]
+    assert _quota(_unit(sim_server, "departments", "research")) == {"default": {"deserved": 10}}
+
+    sim_server.admin.patch(f"/_sim/org/departments/{did}", json={"resources": [
+        {"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 1}}]}
+    ).raise_for_status()
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert res.exit_code == 2 and DEPARTMENT_AT in res.output, res.output
+    assert ws.apply().exit_code == 0
+    assert _quota(_unit(sim_server, "departments", "research")) == {"default": {"deserved": 10}}
+
+    # A create-only change (its name is its identity: a new department, the old one
+    # deleted) is refused while preventDestroy holds.
+    spec.write_text(DEPARTMENT.replace("research", "research-2"))
+    res = ws.plan()
+    assert res.exit_code == 1 and "preventDestroy" in res.output, res.output
+    spec.write_text(DEPARTMENT.replace("deserved: 8", "deserved: 10"))
+
+    out = ws.root / "exported"
+    res = _other_state(ws, "export", "--kind", "Department", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    docs = {d["name"]: d for d in (yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml"))}
+    assert docs["research"]["resources"] == {"default": {"gpu": {"deserved": 10}}}
+    res = _other_state(ws, "import", "--all", str(out))
+    assert res.exit_code == 0, res.output
+    res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+
+def test_a_node_pool_that_does_not_exist_fails_the_create_naming_it(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT.replace("a100:", "h100:"))
+    res = ws.apply()
+    assert res.exit_code == 1, res.output
+    assert "no node pool is named 'h100'" in res.output
+    assert "Traceback" not in res.output
+    assert _writes(sim_server) == []
