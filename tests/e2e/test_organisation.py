@@ -4,7 +4,8 @@ name are created (the project waited for until Ready) and then plan clean; a quo
 is a PUT of the unit's `resources` sub-route and nothing else, another updatable change a
 PUT of the unit; a create-only change is a replacement that `preventDestroy` (on by
 default) refuses until the spec opts out, as it refuses a delete; a quota changed behind
-the tool's back is drift that apply puts back; export then import plans clean."""
+the tool's back is drift that apply, and watch in heal mode, put back; export then
+import plans clean."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 from reconciler.cli import main
 from reconciler.simulator import schema, validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER  # its node pools
+from tests.helpers.watchproc import Watch, wait_until
 
 PROJECT = f"""\
 kind: Project
@@ -213,3 +215,19 @@ def test_a_node_pool_that_does_not_exist_fails_the_create_naming_it(ws, sim_serv
     assert "no node pool is named 'h100'" in res.output
     assert "Traceback" not in res.output
     assert _writes(sim_server) == []
+
+
+def test_watch_heal_puts_back_a_quota_changed_outside(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT)
+    assert ws.apply().exit_code == 0
+    pid = _unit(sim_server, "projects", "team-a")["id"]
+    with Watch(ws, "--mode", "heal", "--interval", "0.5s") as w:
+        w.wait_cycles(1)
+        sim_server.admin.patch(f"/_sim/org/projects/{pid}", json={"resources": [
+            {"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 9}}]}
+        ).raise_for_status()
+        wait_until(lambda: _quota(_unit(sim_server, "projects", "team-a"))["default"]
+                   == {"deserved": 2, "limit": 4}, 10, "the quota put back")
+        assert w.stop() == 0
+    assert sum(c.get("healed", 0) for c in w.cycles()) == 1, w.cycles()
+    assert ws.plan("--detailed-exitcode").exit_code == 0
