@@ -315,6 +315,9 @@ class Kind:
     # `lifecycle.preventDestroy` when a spec does not say (an organisation unit: deleting
     # one takes its namespace and workloads with it, so it needs an explicit opt-out).
     prevent_destroy: bool = False
+    # What the middle of its address names, as outputs say it ("project 7"; an
+    # organisation unit's is its cluster).
+    address_scope: str = "project"
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)

@@ -151,6 +151,7 @@ DEPARTMENT = Kind(
     update_method="PATCH",
     listed=False,
     prevent_destroy=True,
+    address_scope="cluster",
     codec=ORG,
     hooks=ORG_HOOKS,
 )
@@ -171,6 +172,7 @@ PROJECT = Kind(
     listed=False,
     ready_phase="Ready",
     prevent_destroy=True,
+    address_scope="cluster",
     codec=ORG,
     hooks=ORG_HOOKS,
 )

@@ -15,6 +15,7 @@ from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 
 from __future__ import annotations
 
+from reconciler import kinds
 from reconciler.plans import Action, FieldChange, Plan, ResourceChange
 from reconciler.render import impact, words
 
@@ -109,7 +110,7 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     pad = " " * (3 - len(words.SYMBOLS[rc.action]))
     out = [
         "  " + paint(_BOLD, words.header(rc)),
-        f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}project {rc.project_id}"
+        f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}{_scope(rc)} {rc.project_id}"
         + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
     changes = list(rc.changes)
@@ -122,6 +123,13 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
         out += [f"      {paint(_GREEN, '+')} {path}: {words.shown(path, value, rc.sensitive)}"
                 for path, value in words.created_leaves(rc)]
     return out
+
+
+def _scope(rc: ResourceChange) -> str:
+    """What the middle of the address names: `project`, or an organisation unit's
+    `cluster` (`Kind.address_scope`)."""
+    kind = kinds.KINDS.get(rc.kind)
+    return kind.address_scope if kind is not None else "project"
 
 
 def _field(c: FieldChange, paint, sensitive: tuple[str, ...]) -> str:

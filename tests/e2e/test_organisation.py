@@ -65,6 +65,9 @@ def _other_state(ws, *args: str):
 
 def test_a_project_is_created_updated_drifted_replaced_exported_and_imported(ws, sim_server):
     spec = ws.write("team-a.yaml", PROJECT)
+    res = ws.plan()
+    assert f"+ Project team-a (cluster {CLUSTER})" in res.output, res.output
+    assert "resources.a100.gpu.deserved: 1" in res.output
     res = ws.apply()
     assert res.exit_code == 0, res.output
     assert f"{PROJECT_AT}: created" in res.output
