@@ -109,6 +109,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             "workloads in the state. Check the specs folder; to delete them deliberately, "
             "plan or apply with --destroy.")
     _order_name_reuse(changes)
+    _order_references(changes)
     return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
                       targets=sorted(targets))
 
@@ -374,6 +375,35 @@ def _order_name_reuse(changes: list[plans.ResourceChange]) -> None:
         if rc.action in (Action.CREATE, Action.REPLACE):
             rc.waits_for = [a for a in freed.get((rc.project_id, rc.name), ())
                             if a != rc.address]
+
+
+def _order_references(changes: list[plans.ResourceChange]) -> None:
+    """A create or replace whose body names (`Codec.references`) a resource this plan
+    creates or replaces waits for it (a project for its new department); a delete of a
+    resource waits for the deletes of those that name it (deletes in reverse)."""
+    def key(kind: kinds.Kind, name: str, body: dict | None) -> tuple[str, str, str]:
+        return kind.api_path, name, str((body or {}).get("clusterId") or "")
+
+    made: dict[tuple[str, str, str], str] = {}
+    deleted: dict[tuple[str, str, str], plans.ResourceChange] = {}
+    for rc in changes:
+        kind = kinds.get(rc.kind)
+        if rc.action in (Action.CREATE, Action.REPLACE):
+            made[key(kind, rc.name, rc.after)] = rc.address
+        elif rc.action is Action.DELETE:
+            deleted[key(kind, rc.name, rc.before)] = rc
+    for rc in changes:
+        kind = kinds.get(rc.kind)
+        if rc.action in (Action.CREATE, Action.REPLACE) and rc.after:
+            for ref in kind.codec.references(kind, rc.after):
+                first = made.get((ref.path, ref.name, ref.cluster))
+                if first and first != rc.address and first not in rc.waits_for:
+                    rc.waits_for.append(first)
+        elif rc.action is Action.DELETE and rc.before:
+            for ref in kind.codec.references(kind, rc.before):
+                later = deleted.get((ref.path, ref.name, ref.cluster))
+                if later is not None and later is not rc and rc.address not in later.waits_for:
+                    later.waits_for.append(rc.address)
 
 
 # --- checks -------------------------------------------------------------------------

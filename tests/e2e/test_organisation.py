@@ -234,3 +234,26 @@ def test_watch_heal_puts_back_a_quota_changed_outside(ws, sim_server):
         assert w.stop() == 0
     assert sum(c.get("healed", 0) for c in w.cycles()) == 1, w.cycles()
     assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_one_plan_creates_a_department_then_its_project_and_deletes_them_in_reverse(
+        ws, sim_server):
+    opt_out = "lifecycle: {preventDestroy: false}\n"
+    ws.write("research.yaml", DEPARTMENT + opt_out)
+    ws.write("team-a.yaml", PROJECT + "department: research\n" + opt_out)
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    creates = [(r["method"], r["path"]) for r in sim_server.writes()]
+    assert creates == [("POST", f"{UNITS}/departments"), ("POST", f"{UNITS}/projects")]
+    assert _unit(sim_server, "projects", "team-a")["parent"]["name"] == "research"
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+    # The API refuses to delete a department that still has projects: the project's
+    # deletion goes first, and is waited out.
+    sim_server.clear_requests()
+    res = ws.apply("--destroy")
+    assert res.exit_code == 0, res.output
+    deletes = [p for m, p in _writes(sim_server) if m == "DELETE"]
+    assert [p.rsplit("/", 2)[-2] for p in deletes] == ["projects", "departments"]
+    assert not [u for u in sim_server.api("GET", f"{UNITS}/departments").json()["departments"]
+                if u["name"] == "research"]
