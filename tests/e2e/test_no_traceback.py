@@ -1,4 +1,4 @@
-"""Issue 11 item 2: known bad inputs give one `Error:` line (or the list of spec
+"""Known bad inputs give one `Error:` line (or the list of spec
 problems) and exit 1, never a traceback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Folder defaults and the spec checks of issue 11 item 8, through the CLI as a user runs
+"""Folder defaults and the spec checks, through the CLI as a user runs
 it (`validate`, and `plan`/`apply` on `--sim`): exit codes, messages naming the file the
 bad value came from, warnings on stderr that leave `--format json` alone, secrets never
 shown."""

@@ -1,5 +1,5 @@
 """`runai-reconcile watch` end to end: the CLI as a subprocess against `sim serve` over
-HTTP (issue 22): heal undoes drift and leaves spec changes to apply, report never writes,
+HTTP: heal undoes drift and leaves spec changes to apply, report never writes,
 sync applies and does not prune without --prune, one controller per state, SIGTERM."""
 
 from __future__ import annotations

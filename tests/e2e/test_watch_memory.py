@@ -1,5 +1,5 @@
 """A long-lived `watch` keeps its memory flat: 200 cycles over 1,000 unchanged workloads,
-the resident set compared early and late (issue 22).
+the resident set compared early and late.
 
 A 20 ms interval keeps it quick: the cycles run back to back (most list the fleet and
 plan nothing new; one in 25 reads all 1,000 by GET, as a full refresh does). The resident

@@ -1,5 +1,5 @@
-"""SIGINT and SIGTERM during `export` and `import` (issue 11 item 4's rules on the
-commands of issue 13), through real processes against `sim serve`: exit 130 or 143, no
+"""SIGINT and SIGTERM during `export` and `import` (the rules every command keeps on an
+interrupt), through real processes against `sim serve`: exit 130 or 143, no
 traceback, and nothing half-written: no spec file and no temporary file of one, the state
 file as it was, no journal, no lock left behind. And an export interrupted while it writes
 its files leaves none of them: each is written to a temporary file first, and the files

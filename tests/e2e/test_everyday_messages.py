@@ -1,4 +1,4 @@
-"""Issue 11 item 8, the small things a user hits, through the CLI as a subprocess: the
+"""The small things a user hits, through the CLI as a subprocess: the
 wait for --lock-timeout, -v's request log, a refused connection, `sim serve` on a port
 in use, validate's last line, `state list` without a state, and the progress line on a
 terminal (a pty) and nowhere else."""
