@@ -7,6 +7,7 @@ messages and of bad input, and the secrets-in-output tests."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pty
 import re
@@ -32,15 +33,25 @@ def invoke(cwd, *args: str, **extra: str) -> subprocess.CompletedProcess:
     """The CLI in this process (click's runner), in the folder `cwd`, with no `RUNAI_`
     variable but those of `extra` and NO_COLOR set: its exit code, stdout and stderr apart,
     as a subprocess's. An exception the CLI lets out fails the test where it happened (a
-    process would print its traceback), so "no traceback" holds when this returns."""
+    process would print its traceback), so "no traceback" holds when this returns. The root
+    logger is the CLI's for the call, as in a process of its own: its warnings (and any
+    traceback logged) reach the stderr returned, not pytest's log capture."""
     from click.testing import CliRunner
 
     from reconciler.cli import main
 
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("RUNAI_")}
     env.update({"NO_COLOR": "1", **extra})
-    with contextlib.chdir(cwd):
-        res = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers = []
+    try:
+        with contextlib.chdir(cwd):
+            res = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers, root.level = handlers, level
     return subprocess.CompletedProcess(["runai-reconcile", *args], res.exit_code,
                                        res.stdout, res.stderr)
 
