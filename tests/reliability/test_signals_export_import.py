@@ -27,15 +27,16 @@ def _reads(sim, route: str) -> bool:
 
 
 def _interrupt(ws, sim, signum, code, *args: str) -> None:
-    """Run the CLI at 1.5 s per request, send `signum` once it reads workloads, and check
-    it exits `code` saying so, with no traceback; latency back to 0."""
-    faults(sim, latencyMs=1500)
+    """Run the CLI at 1.5 s per API request (the token at once), send `signum` once it
+    reads workloads, and check it exits `code` saying so, with no traceback; latency back
+    to 0."""
+    faults(sim, latencyMs=1500, tokenFaults=False)
     sim.clear_requests()
     proc = spawn(ws, *args)
     wait_until(lambda: _reads(sim, "/api/v1/workloads"), proc)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    faults(sim, latencyMs=0)
+    faults(sim, latencyMs=0, tokenFaults=True)
     assert proc.returncode == code, err
     assert "Interrupted." in err and "Traceback" not in err + out
 
