@@ -8,22 +8,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import invoke
 from tests.helpers.constants import CLUSTER
 
 SECRET = "hunter2-in-defaults"
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
-    env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    """The CLI in this process: stdout and stderr apart, an exception let out fails here."""
+    return invoke(cwd, *args)
 
 
 def write(root: Path, rel: str, text: str) -> None:
