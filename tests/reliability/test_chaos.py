@@ -46,8 +46,10 @@ def test_a_hundred_workloads_converge_in_one_run_under_errors_and_commit_failure
     fig.seconds = time.monotonic() - start
 
 
-@pytest.mark.parametrize(("ws", "trial"), [*(("file", t) for t in range(4)), *(
-    pytest.param("postgres", t, marks=pytest.mark.postgres) for t in range(2))],
+# Trials 0 and 2 draw a late and an early moment of the apply to kill it at; trials 1 and
+# 3 drew almost the same moments again, so each store is given those two.
+@pytest.mark.parametrize(("ws", "trial"), [*(("file", t) for t in (0, 2)), *(
+    pytest.param("postgres", t, marks=pytest.mark.postgres) for t in (0, 2))],
     indirect=["ws"])
 def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, figures, trial):
     rng = random.Random(1000 + trial)
