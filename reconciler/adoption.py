@@ -13,10 +13,10 @@ Callers: `operations.import_workload` and `operations.import_all`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from reconciler import export, kinds, phases
+from reconciler import export, kinds, masking, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import ResourceState
 
@@ -40,8 +40,8 @@ def mismatches(address: str, found_kind: str, live: Mapping[str, Any]) -> list[s
 def applied_body(kind: kinds.Kind, live: Mapping[str, Any]) -> dict[str, Any]:
     """The create body a person would have written for `live`: `export.spec_from_live`'s
     spec without the reconciler's own controls, and with the project as its id (the
-    address and every recorded body hold the id). Secret values are kept: the state
-    holds real values, as an apply would have recorded them."""
+    address and every recorded body hold the id). Secret values are kept (`record`
+    hashes them for the state)."""
     spec = export.spec_from_live(kind.name, dict(live), include_secrets=True)
     body = {key: spec[key] for key in ("name", "clusterId", *kind.body_keys) if key in spec}
     body["projectId"] = _str(live.get("projectId"))
@@ -49,12 +49,14 @@ def applied_body(kind: kinds.Kind, live: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def record(kind: kinds.Kind, live: Mapping[str, Any], *,
-           desired: DesiredWorkload | None = None) -> ResourceState:
+           desired: DesiredWorkload | None = None,
+           key: Callable[[], bytes] | None = None) -> ResourceState:
     """The state record of the live workload, as if it had just been applied as it is.
 
     With `desired` (its spec, for `import --all`) the lifecycle flags and the project's
     name come from the spec; the body and the phase always come from live, so that the
-    next plan shows where the spec differs from what runs."""
+    next plan shows where the spec differs from what runs. `key` gives the state's key
+    (`State.secret_key`): the sensitive values are recorded as its keyed hashes."""
     rec = ResourceState(
         kind=kind.name, name=str(live.get("name")), project_id=_str(live.get("projectId")),
         cluster_id=str(live.get("clusterId") or ""), workload_id=str(live.get("workloadId")),
@@ -66,6 +68,8 @@ def record(kind: kinds.Kind, live: Mapping[str, Any], *,
         rec.prevent_destroy = desired.lifecycle.prevent_destroy
         rec.sensitive = list(desired.lifecycle.sensitive)
         rec.project_name = desired.project_name
+    if key is not None and masking.has_sensitive(rec.applied, rec.sensitive):
+        rec.applied = masking.hash_sensitive(rec.applied, rec.sensitive, key())
     return rec
 
 

@@ -104,6 +104,9 @@ class _Group(click.Group):
                            "touched.", err=True)
             sys.exit(1)
         except errors.ReconcileError as exc:  # the API's errors too (api.errors derive from it)
+            # A request not sent because the command had given up on the API: the failure
+            # that made it give up is the one to read, alone (not nested in this one).
+            exc = getattr(exc, "gave_up_on", None) or exc
             click.echo(f"Error: {exc}", err=True)
             sys.exit(1)
 
@@ -304,15 +307,24 @@ def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the clas
         import httpx
 
         from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+        from reconciler.simulator import datalock
         from reconciler.simulator.store import SimulatorDataError
 
         try:
             Path(SIM_DIR).mkdir(exist_ok=True)
-            app = create_app(data_path=os.path.join(SIM_DIR, "data.json"))
+            data_path = os.path.join(SIM_DIR, "data.json")
+            # One owner per data file (a `sim serve --data` too), until the command ends.
+            release = datalock.hold(data_path)
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None:
+                ctx.find_root().call_on_close(release)
+            app = create_app(data_path=data_path)
         except FileExistsError:
             raise click.ClickException(f"{SIM_DIR} (the --sim data folder) is not a folder")
         except OSError as exc:
             raise click.ClickException(f"cannot use {SIM_DIR}: {exc.strerror or exc}")
+        except datalock.DataInUse as exc:
+            raise click.ClickException(str(exc)) from None
         except SimulatorDataError as exc:
             raise click.ClickException(f"{exc}; move it away to start afresh")
         return RunaiClient("http://runai-sim", client_id=DEFAULT_CLIENT_ID,
@@ -323,7 +335,7 @@ def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the clas
 
 
 def _store(cfg: Config):
-    from reconciler.state import open_store
+    from reconciler.state.backends import open_store
 
     return open_store(cfg.state_path, name=cfg.state_name, lock_timeout=cfg.lock_timeout)
 
@@ -751,7 +763,7 @@ def _watch_publishers(board, listen: str, notify_urls):
     from reconciler.watch import notify, server  # imported when a watch starts
     observers, closers = [], []
     if listen and listen != "off":
-        closers.append(server.serve(board, listen).close)
+        closers.append(server.serve(board, listen, version=__version__).close)
     if notify_urls:
         notifier = notify.Notifier(list(notify_urls))
         observers.append(notifier.observe)
@@ -959,7 +971,7 @@ def state_restore(cfg: Config, serial: str) -> None:
 def state_migrate(cfg: Config, to: str | None, to_name: str) -> None:
     """Copy the current state (serial and lineage kept, empty journal) to another backend
     or state name; the source is left as it is."""
-    from reconciler.state import open_store
+    from reconciler.state.backends import open_store
     from reconciler.state.backends import is_url, without_password
 
     to = to or cfg.state_path
@@ -993,25 +1005,43 @@ def _register_sim() -> None:
 
 
 def entry() -> None:
-    """The `runai-reconcile` program: `main`, then out with `os._exit`, without tearing
-    the interpreter down (docs/performance.md says what that saves). Everything that must
-    reach disk has been written and fsynced by then (state, journal, plan files, spec
-    loaders reaped). Tests call `main` through click's runner, which keeps the interpreter."""
-    code: int | str | None = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)  # what SystemExit("message") prints at exit
-        code = 1
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):  # the reader went away, or closed
-            code = code or 1
-    os._exit(code or 0)
+    """The `runai-reconcile` program: the interpreter's process-wide settings
+    (`_tune_collector`), then `main`. Tests call `main` through click's runner, which
+    leaves the interpreter as it found it."""
+    _tune_collector()
+    main()
+
+
+def _tune_collector() -> None:
+    """The program's use of the cycle collector (`operations.memory.hooks`): paused while
+    an operation loads its specs and plans, what exists then frozen as it resumes (its
+    next passes, over the actions' garbage, need not walk the specs, state and live bodies
+    again); in a watch, what exists frozen after a cycle that parsed the specs (the full
+    collections that came every few cycles walked it all to find nothing).
+    docs/performance.md has what each buys."""
+    import gc
+
+    from reconciler.operations import memory
+
+    paused = False
+
+    def loading() -> None:
+        nonlocal paused
+        paused = gc.isenabled()
+        gc.disable()
+
+    def planned() -> None:
+        nonlocal paused
+        if paused:
+            paused = False
+            gc.freeze()
+            gc.enable()
+
+    def settled() -> None:
+        gc.collect()
+        gc.freeze()
+
+    memory.hooks = memory.Hooks(loading=loading, planned=planned, settled=settled)
 
 
 if __name__ == "__main__":  # python -m reconciler.cli

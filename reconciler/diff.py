@@ -8,7 +8,11 @@ body (name, projectId, clusterId, templateId and the kind's `body_keys`):
 
 - D != L: the user changed it (before = R's value when live is known, else L's).
 - D == L, R != L: drift, changed outside the reconciler (before R, after D).
-- D and L absent, R present: a server default or server-owned value; ignored.
+- D and L absent, R present: a server default or generated value (`Kind.server_owns`)
+  is ignored; anything else someone added outside (an environment variable such as
+  `LD_PRELOAD`, an `args`): drift, `added`, one change per object member or keyed list
+  item at the deepest path that names it, after None. Not for a workload made from a
+  template (`templateId`: the server fills in the template's values, undescribed).
 - D absent, L present: the user removed it (after None).
 - No L at all (first run, lost state): D is compared with R on the paths D sets only.
 
@@ -22,10 +26,13 @@ the default, on any side, is compared as written. Generated values (a new PVC's 
 name) are not defaults: spelling one chooses it.
 
 Normalisation: `null`, an empty object and an empty list all equal "absent"; numbers
-compare by value (1 == 1.0) but a boolean is not a number; arrays of objects whose field
-has an item key (`kinds.item_key`) compare as maps, so order does not matter and a path
-names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS` compare as
-sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered values.
+compare by value (1 == 1.0) but a boolean is not a number; two quantities in a field
+that holds one (`kinds.QUANTITY_FIELDS`: `cpuMemoryRequest`, a PVC's `size`, ...) compare
+by value (`256Gi` == `262144Mi`), text that is not a quantity as text; arrays of objects
+whose field has an item key (`kinds.item_key`) compare as maps, so order does not matter
+and a path names the item (`spec.environmentVariables[HF_HOME].value`); `kinds.SET_LISTS`
+compare as sets; `kinds.ORDERED_LISTS` and every other array compare as whole ordered
+values.
 
 A subtree (object or keyed item) that is added or removed is one change at its root,
 carrying the whole value. A user change that live already matches is no change: there
@@ -48,8 +55,8 @@ from typing import Any
 import orjson
 
 from reconciler import kinds as kinds_mod
-from reconciler import manifests
 from reconciler import plans
+from reconciler import quantities
 
 # Keys of the create body the API never echoes back: compared D against L only.
 WRITE_ONLY_KEYS = frozenset({"templateId", "useGivenNameAsPrefix"})
@@ -59,12 +66,11 @@ _STRING_IDS = frozenset({"projectId", "clusterId"})
 
 
 def body_keys(kind: kinds_mod.Kind) -> tuple[str, ...]:
-    """The top-level keys of `kind`'s create body that the diff compares. An enveloped
-    kind's (a NIM service's) create body has no clusterId: the spec's only names the
-    cluster its `project:` is looked up in, and the project decides the cluster."""
-    if kind.envelope:
-        return tuple(k for k in META_KEYS if k != "clusterId") + tuple(kind.body_keys)
-    return META_KEYS + tuple(kind.body_keys)
+    """The top-level keys of `kind`'s create body that the diff compares
+    (`Kind.wire_keys`). A kind whose create body names no cluster (a NIM service's) has no
+    clusterId compared: the spec's only names the cluster its `project:` is looked up in,
+    and the project decides it."""
+    return kind.wire_keys
 
 
 def project(kind: kinds_mod.Kind, body: dict | None) -> dict | None:
@@ -85,8 +91,8 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
     """
     if live is None and desired is applied and desired is not None:
         return []  # the spec is the body the state holds (the spec cache shares it): alike
-    if kind.manifest_body:
-        desired, applied, live = _manifest_sides(desired, applied, live)
+    if kind.hooks.normalises:
+        desired, applied, live = kind.normalise(desired, applied, live)
     if desired is not None and applied is not None and live is not None and _quiet(
             kind, desired, applied, live):
         return []  # unchanged and no drift, found without walking: most of a fleet
@@ -97,27 +103,12 @@ def diff_workload(kind: kinds_mod.Kind, desired: dict | None, applied: dict | No
         aligned = _walk(kind, *kind.with_defaults_aligned(desired, applied, live), ignore)
         out = [_as_written(kind, c, desired, applied if live is None else live)
                for c in aligned]
-    if kind.manifest_body and out:
-        manifest_type = manifests.type_of((desired or applied or live or {}).get("manifest"))
+    if out:
+        body = desired or applied or live
         out = [dataclasses.replace(c, forces_replacement=True)
-               if not c.forces_replacement and manifests.forces_replacement(manifest_type, c.path)
+               if not c.forces_replacement and kind.forces_replacement(body, c.path)
                else c for c in out]
     return out
-
-
-def _manifest_sides(*bodies: dict | None) -> list[dict | None]:
-    """The bodies of a Manifest with what only the server writes left out of each
-    manifest, and each quantity under `resources` that equals the desired one's (or, with
-    no desired, the applied one's) by value spelled as that one spells it: `1Gi` is
-    `1024Mi`."""
-    out = [None if b is None else {**b, "manifest": manifests.without_server_paths(
-        b.get("manifest"))} for b in bodies]
-    ref = next((b for b in out if b is not None), None)
-    if ref is None:
-        return out
-    return [b if b is None or b is ref else {
-        **b, "manifest": manifests.align_quantities(ref.get("manifest"), b.get("manifest"))}
-        for b in out]
 
 
 def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict | None,
@@ -133,15 +124,18 @@ def _as_written(kind: kinds_mod.Kind, change: plans.FieldChange, desired: dict |
     if present is not None and segs[0][0] not in WRITE_ONLY_KEYS:
         found = _get(present, segs)
         before = None if found is _MISSING else _clean(found)
+    if change.added:
+        before = change.before  # what was added, without the server's values in it
     return plans.FieldChange(
         path=change.path, before=before, after=after, drift=change.drift,
         forces_replacement=not kind.is_updatable(change.path) or (
-            after is None and change.path in kind.updatable_paths))
+            after is None and change.path in kind.updatable_paths), added=change.added)
 
 
 def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
           live: dict | None, ignore: Sequence[str]) -> list[plans.FieldChange]:
-    walker = _Walker(kind, has_state=applied is not None, live_known=live is not None)
+    walker = _Walker(kind, has_state=applied is not None, live_known=live is not None,
+                     additions=_sees_additions(applied))
     d_root = desired or {}
     l_root = applied or {}
     r_root = live or {}
@@ -154,7 +148,7 @@ def _walk(kind: kinds_mod.Kind, desired: dict | None, applied: dict | None,
                 continue  # nothing to compare with: the API never says what it used
             walker.node(key, key, d, l, None, write_only=True)
         else:
-            walker.node(key, key, d, l, r)
+            walker.node(key, key, d, l, r, r_holder=r_root, l_holder=l_root)
     out = walker.changes
     if ignore:
         out = [c for c in out if not kinds_mod.under_any(c.path, ignore)]
@@ -176,24 +170,38 @@ def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict) -> bo
 
 
 def live_matches(kind: kinds_mod.Kind, applied: dict, live: dict) -> bool:
-    """Live agrees with the last applied body on every path it sets (server defaults and
-    server-owned fields aside): no drift."""
+    """Live agrees with the last applied body on every path it sets, and holds nothing
+    else but the server's values (defaults, server-owned fields): no drift."""
+    additions = _sees_additions(applied)
     for key in body_keys(kind):
         if key not in WRITE_ONLY_KEYS:
             l, r = applied.get(key), live.get(key)
             if key in _STRING_IDS:
                 l, r = _str_id(l), _str_id(r)
-            if not _agrees(key, l, r):
+            if not _agrees(field=key, l=l, r=r, kind=kind if additions else None, path=key,
+                           holder=live, l_holder=applied):
                 return False
     return True
 
 
-def _agrees(field: str, l: Any, r: Any) -> bool:
-    """No drift at or under this node: what `_Walker.node` concludes when D is L."""
+def _sees_additions(applied: dict | None) -> bool:
+    """Whether what live holds beyond the last applied body can be told from what the
+    server fills in: not for a workload made from a template (`templateId`), whose values
+    the server fills in from the template, which the API does not describe."""
+    return applied is not None and applied.get("templateId") is None
+
+
+def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: str,
+            holder: Any, l_holder: Any = None) -> bool:
+    """No drift at or under this node: what `_Walker.node` concludes when D is L. With
+    `kind`, live's values beyond L disagree unless the server put them there (`_residue`;
+    `holder` and `l_holder` are the objects holding `r` and `l`); without it they are not
+    looked at."""
     if l is r or (l == r and _identical(l, r)):
         return True
     if _absent(l):
-        return True  # a server default or server-owned value
+        # A server default or server-owned value, or something added outside.
+        return kind is None or _residue(kind, path, field, r, holder, l_holder) is None
     lm = _as_map(field, l)
     if lm is None:
         return not _absent(r) and _eq(r, l, field)
@@ -202,10 +210,43 @@ def _agrees(field: str, l: Any, r: Any) -> bool:
     rm = _as_map(field, r, lenient=True)
     if rm is not None and not _same_shape(rm, lm):
         rm = None
+    sep = "[" if isinstance(lm, _Keyed) else "."
     for k, lv in lm.items():
-        if not _agrees(_child_field(field, lm, k), lv, rm.get(k) if rm is not None else None):
+        rv = rm.get(k) if rm is not None else None
+        if lv is rv or (lv == rv and _identical(lv, rv)):
+            continue  # most members of most workloads: no path to make
+        if not _agrees(field=_child_field(field, lm, k), l=lv, r=rv, kind=kind,
+                       path=_join(path, sep, k), holder=rm, l_holder=lm):
             return False
+    if kind is not None and rm is not None:
+        for k, rv in rm.items():
+            if k not in lm and _residue(kind, _join(path, sep, k), _child_field(field, rm, k),
+                                        rv, rm, lm) is not None:
+                return False
     return True
+
+
+def _residue(kind: kinds_mod.Kind, path: str, field: str, value: Any, holder: Any,
+             l_holder: Any = None) -> Any:
+    """What of `value` (live's, at `path`, inside the object `holder`; `l_holder` the
+    object at the same place in the last applied body) the server did not put there:
+    `value` without the values `kind` says are the server's (`Kind.server_owns`), None
+    when nothing is left. A keyed list item is kept whole (less the server's values inside
+    it): the server adds no items of its own."""
+    if _absent(value) or kind.server_owns(path, value, holder, l_holder):
+        return None
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            left = _residue(kind, f"{path}.{k}", k, v, value)
+            if left is not None:
+                out[k] = left
+        return out or None
+    m = _as_map(field, value, lenient=True) if isinstance(value, list) else None
+    if m:
+        items = [_residue(kind, f"{path}[{k}]", field, item, value) for k, item in m.items()]
+        return [item for item in items if item is not None] or None
+    return value
 
 
 def is_ignored(path: str, ignore: Sequence[str]) -> bool:
@@ -214,17 +255,21 @@ def is_ignored(path: str, ignore: Sequence[str]) -> bool:
 
 
 class _Walker:
-    __slots__ = ("kind", "has_state", "live_known", "changes")
+    __slots__ = ("kind", "has_state", "live_known", "additions", "changes")
 
-    def __init__(self, kind: kinds_mod.Kind, *, has_state: bool, live_known: bool):
+    def __init__(self, kind: kinds_mod.Kind, *, has_state: bool, live_known: bool,
+                 additions: bool):
         self.kind = kind
         self.has_state = has_state
         self.live_known = live_known
+        self.additions = additions and has_state and live_known
         self.changes: list[plans.FieldChange] = []
 
     def node(self, path: str, field: str, d: Any, l: Any, r: Any, *,
-             write_only: bool = False, same_dl: bool = False) -> None:
-        """`same_dl`: a parent found D and L identical, so they are here too."""
+             write_only: bool = False, same_dl: bool = False, r_holder: Any = None,
+             l_holder: Any = None) -> None:
+        """`same_dl`: a parent found D and L identical, so they are here too; `r_holder`
+        and `l_holder`: the objects that hold `r` in live and `l` in the last applied body."""
         live_known = self.live_known and not write_only
         if self.has_state:
             if not same_dl:
@@ -247,7 +292,9 @@ class _Walker:
             return
 
         if d_abs and l_abs:
-            return  # server default or server-owned
+            if self.additions and not write_only and not r_abs:
+                self._added(path, field, r, r_holder, l_holder)
+            return  # else a server default or server-owned value
         if not d_abs and not l_abs:
             dm = _as_map(field, d)
             lm = _as_map(field, l) if dm is not None else None
@@ -263,30 +310,63 @@ class _Walker:
                 if rm is not None and not _same_shape(rm, dm):
                     rm = None
                 sep = "[" if isinstance(dm, _Keyed) else "."
-                for k in _union(dm, lm):
+                keys = _union(dm, lm)
+                if rm is not None and self.additions:
+                    keys = _union(dict.fromkeys(keys), rm)  # and what only live holds
+                for k in keys:
                     self.node(_join(path, sep, k), _child_field(field, dm, k),
                               dm.get(k), lm.get(k), rm.get(k) if rm is not None else None,
-                              write_only=write_only, same_dl=same_dl)
+                              write_only=write_only, same_dl=same_dl, r_holder=rm,
+                              l_holder=lm)
                 return
         if not _eq(d, l, field):
             if live_known:
                 # Live has what the user added, on every path of it (its other paths are
                 # server defaults): nothing to send. An import's L, which leaves the
                 # defaults out, meets this wherever a spec spells them.
-                if not (_eq(d, r, field) or (l_abs and _agrees(field, d, r))):
+                if not (_eq(d, r, field) or (l_abs and _agrees(
+                        field=field, l=d, r=r, kind=None, path=path, holder=r_holder))):
                     self._add(path, r, d, drift=False)
             else:
                 self._add(path, l, d, drift=False)
         elif live_known and (r_abs or not _eq(r, l, field)):
             self._add(path, r, d, drift=True)
 
-    def _add(self, path: str, before: Any, after: Any, *, drift: bool) -> None:
+    def _added(self, path: str, field: str, r: Any, holder: Any, l_holder: Any) -> None:
+        """Live's `r` at `path`, which neither D nor L holds: a change (drift, `added`) for
+        each object member, keyed list item or other value the server did not put there
+        (`_residue`), at the deepest path that names it, so a narrower
+        `lifecycle.ignoreChanges` path can accept it and a PATCH can remove it by sending
+        the field that holds it."""
+        if self.kind.server_owns(path, r, holder, l_holder):
+            return
+        if path.endswith("]"):  # a keyed list item, found beside the items D and L hold
+            left = _residue(self.kind, path, field, r, holder, l_holder)
+            if left is not None:
+                self._add(path, left, None, drift=True, added=True)
+            return
+        if isinstance(r, dict):
+            for k, v in r.items():
+                if not _absent(v):
+                    self._added(f"{path}.{k}", k, v, r, None)
+            return
+        m = _as_map(field, r, lenient=True) if isinstance(r, list) else None
+        if m:
+            for k, item in m.items():
+                left = _residue(self.kind, f"{path}[{k}]", field, item, r)
+                if left is not None:
+                    self._add(f"{path}[{k}]", left, None, drift=True, added=True)
+            return
+        self._add(path, r, None, drift=True, added=True)
+
+    def _add(self, path: str, before: Any, after: Any, *, drift: bool,
+             added: bool = False) -> None:
         after_c = _clean(after)
         forces = not self.kind.is_updatable(path) or (
             after_c is None and path in self.kind.updatable_paths)
         self.changes.append(plans.FieldChange(
             path=path, before=_clean(before), after=after_c, drift=drift,
-            forces_replacement=forces))
+            forces_replacement=forces, added=added))
 
 
 # --- normalisation ------------------------------------------------------------------
@@ -393,7 +473,8 @@ def _eq(a: Any, b: Any, field: str) -> bool:
         return True
     ta, tb = type(a), type(b)
     if ta is str or tb is str:
-        return ta is tb and a == b
+        return ta is tb and (a == b or (field in kinds_mod.QUANTITY_FIELDS
+                                        and quantities.same(a, b)))
     if _absent(a):
         return _absent(b)
     if _absent(b):
@@ -407,6 +488,10 @@ def _canon(v: Any, field: str) -> Any:
         return None
     t = type(v)
     if t is str:
+        if field in kinds_mod.QUANTITY_FIELDS:
+            q = quantities.value(v)
+            if q is not None:
+                return ("q", q)  # `256Gi` is `262144Mi`
         return v
     if t is bool:
         return ("b", v)

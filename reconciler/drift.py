@@ -4,7 +4,8 @@ Called by `operations.drift` after a refresh-only read of live. It compares live
 (R) with the state (L) only, never the specs: a path drifted when R differs from the last
 applied body (server defaults and server-owned fields aside, as in `diff`), a workload
 drifted when it was suspended or resumed outside, or deleted outside without having
-completed. Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
+completed. What live holds that the state does not, and the server did not put there (an
+environment variable, `args`), is drift too: added outside (`DriftedPath.added`). Paths the spec lists under `lifecycle.ignoreChanges` are not drift.
 
 A workload gone from live while the journal holds an open intent to delete or create
 it (a replace is both) was being changed by an apply that was killed or abandoned: it is
@@ -24,7 +25,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import diff, errors, gpus, kinds, manifests, phases, planner, plans
+from reconciler import diff, errors, gpus, kinds, phases, planner, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.state.model import State
 
@@ -39,6 +40,8 @@ class DriftedPath:
     path: str
     state: Any  # the value last applied (None when absent)
     live: Any  # the value live now (None when absent)
+    # Live alone holds it and the server did not put it there: added outside.
+    added: bool = False
 
 
 @dataclass
@@ -103,12 +106,12 @@ def find_drift(desired: list[DesiredWorkload], state: State,
         if addr in interrupted and live[addr] is None:
             cut_short.append(DriftedWorkload(addr, rs.kind, rs.name, rs.project_id,
                                              rs.workload_id, INTERRUPTED,
-                                             manifest_kind=manifests.kind_in(rs.applied)))
+                                             manifest_kind=kinds.label(rs.kind, rs.applied)))
             continue
         if not rs.workload_id:
             continue
         dw = by_addr.get(addr)
-        item = _one(addr, rs, live[addr], dw)
+        item = _one(addr, rs, live[addr], dw, state.secret_key())
         if item is not None:
             drifted.append(item)
     pending, pending_error = None, None
@@ -120,8 +123,8 @@ def find_drift(desired: list[DesiredWorkload], state: State,
                        lineage=state.lineage, serial=state.serial, interrupted=cut_short)
 
 
-def _one(addr: str, rs, live_body: dict | None,
-         dw: DesiredWorkload | None) -> DriftedWorkload | None:
+def _one(addr: str, rs, live_body: dict | None, dw: DesiredWorkload | None,
+         key: bytes | None = None) -> DriftedWorkload | None:
     kind = kinds.get(rs.kind)
     completed = phases.COMPLETED if phases.state_completed(rs) else rs.last_phase
     item = DriftedWorkload(address=addr, kind=rs.kind, name=rs.name, project_id=rs.project_id,
@@ -131,7 +134,7 @@ def _one(addr: str, rs, live_body: dict | None,
                                                 desired_phase=rs.desired_phase,
                                                 actual_phase=completed),
                            gpus_live=gpus.held(rs.kind, live_body),
-                           manifest_kind=manifests.kind_in(rs.applied, live_body))
+                           manifest_kind=kinds.label(rs.kind, rs.applied, live_body))
     if live_body is None:
         if phases.state_completed(rs):
             return None  # a finished training that was cleaned up
@@ -139,8 +142,11 @@ def _one(addr: str, rs, live_body: dict | None,
         return item
     ignore = dw.lifecycle.ignore_changes if dw else ()
     # With desired = applied, every difference the diff finds is R != L: drift.
-    for c in diff.diff_workload(kind, rs.applied, rs.applied, live_body, ignore=ignore):
-        item.paths.append(DriftedPath(c.path, state=c.after, live=c.before))
+    # The state holds sensitive values as keyed hashes: live's are compared hashed alike.
+    live_, = planner.hashed_alike(key, (*rs.sensitive, *(dw.lifecycle.sensitive if dw else ())),
+                                  rs.applied, live_body)
+    for c in diff.diff_workload(kind, rs.applied, rs.applied, live_, ignore=ignore):
+        item.paths.append(DriftedPath(c.path, state=c.after, live=c.before, added=c.added))
     if kind.can_suspend and not phases.live_completed(live_body) \
             and not diff.is_ignored("desiredPhase", ignore):
         suspended = phases.live_suspended(live_body)

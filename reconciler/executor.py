@@ -14,6 +14,11 @@ file itself is rewritten once, when the run ends (compaction). A `kill -9` at an
 leaves at most the intents in flight open; the next read sees the workloads they may
 have created as "known by name only", and `recover` looks each one up by name.
 
+Secrets: a record's `applied` body and an intent's body hold each sensitive value as its
+keyed hash (`masking.hash_sensitive`, with the state's `hmac_key`), never the value; the
+requests carry the values. A run about to record the first one makes the key and writes
+the state before its first intent, so that a killed run's journal is read with it.
+
 Ambiguity: a create whose outcome is unknown (timeout, 5xx, a dropped connection after
 the POST) is resolved by looking the workload up by name before anything is retried; a
 409 whose holder is the workload we asked for adopts it; a delete or suspend/resume
@@ -33,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds, phases, plans
+from reconciler import diff, kinds, masking, phases, plans
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import REASON_GONE, Action, Plan, ResourceChange
@@ -152,9 +157,38 @@ class Executor:
         """Before cancelling `run`: the journal is left as it is, open intents included."""
         self._abandoned = True
 
+    def cancelled_result(self, plan: Plan) -> ApplyResult:
+        """The result of `run(plan)` cancelled with API steps in flight (after `abandon`):
+        each change without an outcome is unknown when one of its steps was sent and not
+        answered (or when a replace's delete was done and its create not yet sent), else
+        not started."""
+        result = self.result
+        result.interrupted = True
+        done = {o.address for o in result.outcomes}
+        result.not_started, result.unknown = [], []
+        for ch in plan.changes:
+            if not ch.changes_state or ch.address in done:
+                continue
+            steps = self.steps.get(ch.address, [])
+            if not steps:
+                result.not_started.append(ch.address)
+                continue
+            said = [f"{action} {'sent, no answer' if how == 'sent' else how}"
+                    for action, how in steps]
+            result.unknown.append(Outcome(ch.address, ch.action, False, "; ".join(said),
+                                          status=UNKNOWN, workload_id=self._workload_id(ch)))
+        result.outcomes.sort(key=lambda o: o.address)
+        result.not_started.sort()
+        return result
+
     async def run(self, plan: Plan) -> ApplyResult:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = self.result = ApplyResult(plan=plan)
+        if self.state.secret_key() is None and any(
+                masking.has_sensitive(ch.after, ch.sensitive) for ch in plan.changes
+                if ch.after is not None and ch.changes_state):
+            self.state.secret_key(create=True)
+            await asyncio.to_thread(self.store.write, self.state)
         self._journal = _Journal(self.store, self.state.lineage)
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
@@ -352,8 +386,9 @@ class Executor:
         step = self._step_of[seq] = [action, "sent"]
         self.steps.setdefault(ch.address, []).append(step)
         prev = self.state.resources.get(ch.address)
-        entry = journal.Intent(seq, action, ch.address, workload_id=workload_id, body=body,
-                               maybe=maybe, prev=prev).to_json()
+        entry = journal.Intent(seq, action, ch.address, workload_id=workload_id,
+                               body=self._hashed(body, ch.sensitive), maybe=maybe,
+                               prev=prev).to_json()
         await self._journal_write(entry)
         return seq
 
@@ -393,6 +428,8 @@ class Executor:
         d = self.desired.get(ch.address)
         if applied is None:
             applied = prev.applied if prev else (ch.after or {})
+        sensitive = list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else [])
+        applied = self._hashed(applied, [*sensitive, *ch.sensitive])
         res = ResourceState(
             kind=ch.kind, name=ch.name, project_id=ch.project_id,
             cluster_id=(d.cluster_id if d else (prev.cluster_id if prev else applied.get("clusterId", ""))),
@@ -402,12 +439,18 @@ class Executor:
             last_phase=(live or {}).get("actualPhase") or (prev.last_phase if prev else None),
             prevent_destroy=(d.lifecycle.prevent_destroy if d else (prev.prevent_destroy if prev else False)),
             completed=bool(prev and prev.completed and prev.workload_id == workload_id),
-            sensitive=list(d.lifecycle.sensitive) if d else (list(prev.sensitive) if prev else []),
+            sensitive=sensitive,
             project_name=ch.project_name or (prev.project_name if prev else None),
         )
         if res.last_phase == phases.COMPLETED:
             res.completed = True
         return res
+
+    def _hashed(self, body: dict | None, sensitive) -> dict | None:
+        """`body` with each sensitive value as its keyed hash (the state's key)."""
+        if body is None or not masking.has_sensitive(body, sensitive):
+            return body
+        return masking.hash_sensitive(body, sensitive, self.state.secret_key(create=True))
 
     async def _record_noop(self, ch: ResourceChange) -> None:
         prev = self.state.resources.get(ch.address)
@@ -487,37 +530,13 @@ async def run_interruptible(executor: Executor, plan: Plan) -> ApplyResult:
     except asyncio.CancelledError:
         if len(received) < 2:
             raise
-        result = _abandoned(executor, plan)
+        result = executor.cancelled_result(plan)
     finally:
         for signum, previous in installed:
             loop.remove_signal_handler(signum)
             if previous is not None:  # what the caller had (the CLI's SIGTERM handler)
                 signal.signal(signum, previous)
     result.signal = received[0] if received else None
-    return result
-
-
-def _abandoned(executor: Executor, plan: Plan) -> ApplyResult:
-    """The result of a run cancelled with API steps in flight: each change without an
-    outcome is unknown when one of its steps was sent and not answered (or when a
-    replace's delete was done and its create not yet sent), else not started."""
-    result = executor.result
-    result.interrupted = True
-    done = {o.address for o in result.outcomes}
-    result.not_started, result.unknown = [], []
-    for ch in plan.changes:
-        if not ch.changes_state or ch.address in done:
-            continue
-        steps = executor.steps.get(ch.address, [])
-        if not steps:
-            result.not_started.append(ch.address)
-            continue
-        said = [f"{action} {'sent, no answer' if how == 'sent' else how}"
-                for action, how in steps]
-        result.unknown.append(Outcome(ch.address, ch.action, False, "; ".join(said),
-                                      status=UNKNOWN, workload_id=executor._workload_id(ch)))
-    result.outcomes.sort(key=lambda o: o.address)
-    result.not_started.sort()
     return result
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from reconciler import kinds, manifests, masking, phases
+from reconciler import kinds, masking, phases
 
 _same = kinds.same  # JSON equality: a boolean is not a number
 
@@ -76,8 +76,7 @@ def spec_from_live(kind: str, body: dict, *, project_name: str | None = None,
         for key in k.body_keys:
             doc[key] = _withhold_paths(key, doc[key], paths)
     doc = _pruned(doc) or {}
-    if k.manifest_body and isinstance(doc.get("manifest"), dict):
-        doc["manifest"] = manifests.conventional_order(doc["manifest"])
+    doc = k.export_shape(doc)
     if paths:
         doc["lifecycle"] = {"sensitive": paths}
     return doc

@@ -8,7 +8,7 @@ them). Per pod (a `compute` object, CONTRACT.md §2, §5, §7):
   given means whole devices);
 - memory requests (`gpuRequestType: memory`, or a `gpuMemoryRequest` alone): their
   devices (1 when absent) as GPUs, and devices × `gpuMemoryRequest` apart as GPU memory.
-Pods per kind are the rule its entry names (`kinds.Kind.gpu_rule`, one of `RULES`): Training and Workspace 1; Inference 1, or
+Pods per kind are its entry's (`kinds.Kind.pods`, in the kind's family): Training and Workspace 1; Inference 1, or
 with `autoscaling` minReplicas..maxReplicas (defaults 1 and minReplicas, or 1 when that is
 0); DistributedTraining `numWorkers` (1 when absent) workers with `spec.compute` plus one
 master with `masterSpec.compute` (`spec.compute` when `masterSpecSameAsWorker`);
@@ -16,6 +16,9 @@ DistributedInference `replicas` (default 1) × (leader + `workers` (default 0) �
 NIMService `replicas` (default 1), or with `autoscaling` minReplicas..maxReplicas
 (defaults 1 and minReplicas), × (1 + `multiNode.workers`) pods of `spec.compute`.
 A suspended, deleting or completed (a training run to its end) workload holds nothing.
+A count or size that cannot be read (a live body's `lots`, `-8` or `8.5` devices, a
+replica count in words, GPU memory that is no quantity) is counted as nothing and makes
+the amount `unknown` (`plans.Gpus.unknown`), never 0.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
 
@@ -30,10 +33,11 @@ Callers: the planning operation (`impact_of`, `quota` of the projects it reads),
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from reconciler import kinds, manifests, phases, plans
+from reconciler import kinds, phases, plans
+from reconciler.kinds.pods import count as _count
 from reconciler.quantities import parse_quantity
 
 
@@ -54,22 +58,9 @@ def _obj(x: Any) -> Mapping[str, Any]:
     return x if isinstance(x, Mapping) else {}
 
 
-# No count or size a body holds goes past it (a checked spec's stay far below): a body
-# with NaN, an infinity or a 400-digit integer is read as without that value, so that
-# products and sums stay finite numbers (JSON has no NaN).
-_LARGEST = 2.0 ** 53
-
-
-def _num(x: Any, default: float) -> float:
-    """`x` when it is a number within +-2**53; `default` when absent, or (a body the API or
-    a damaged file holds, never a checked spec) of another type, or not finite or larger."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return default
-    return x if -_LARGEST <= x <= _LARGEST else default  # NaN fails both comparisons
-
-
-def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
-    """(GPUs, GPU memory in bytes) of one pod with this `compute`."""
+def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float, bool]:
+    """(GPUs, GPU memory in bytes, whether a value could not be read) of one pod with this
+    `compute`; what cannot be read counts nothing."""
     c = _obj(compute)
     devices = c.get("gpuDevicesRequest")
     memory = c.get("gpuMemoryRequest")
@@ -77,88 +68,18 @@ def per_pod(compute: Mapping[str, Any] | None) -> tuple[float, float]:
         "memory" if memory is not None else
         "portion" if c.get("gpuPortionRequest") is not None else None)
     if kind is None:
-        return _num(devices, 0), 0
-    devices = _num(devices, 1)
+        n = _count(devices, 0)
+        return (0, 0, True) if n is None else (n, 0, False)
+    n = _count(devices, 1)
+    if n is None:
+        return 0, 0, True
     if kind == "memory":
-        # A quantity we cannot read (the live API's pattern is looser) counts no memory.
-        per_device = parse_quantity(str(memory)) if memory is not None else None
-        return devices, devices * _num(per_device, 0)
-    return devices * _num(c.get("gpuPortionRequest"), 1), 0
-
-
-# A rule gives the pod groups of a body: (fewest pods, most pods, their compute).
-PodGroups = list[tuple[float, float, Mapping[str, Any] | None]]
-
-
-def _compute(container: Any) -> Mapping[str, Any] | None:
-    return _obj(container).get("compute")
-
-
-def _single(body: Mapping[str, Any]) -> PodGroups:
-    return [(1, 1, _compute(body.get("spec")))]
-
-
-def _inference(body: Mapping[str, Any]) -> PodGroups:
-    scaling = _obj(body.get("spec")).get("autoscaling")
-    if not scaling:
-        return _single(body)
-    low = _num(_obj(scaling).get("minReplicas"), 1)
-    high = _num(_obj(scaling).get("maxReplicas"), low or 1)
-    return [(low, high, _compute(body.get("spec")))]
-
-
-def _distributed_training(body: Mapping[str, Any]) -> PodGroups:
-    spec = _obj(body.get("spec"))
-    workers = _num(spec.get("numWorkers"), 1)
-    master = spec if body.get("masterSpecSameAsWorker") else body.get("masterSpec")
-    return [(workers, workers, _compute(spec)), (1, 1, _compute(master))]
-
-
-def _distributed_inference(body: Mapping[str, Any]) -> PodGroups:
-    spec = _obj(body.get("spec"))
-    replicas = _num(spec.get("replicas"), 1)
-    workers = _num(spec.get("workers"), 0) * replicas
-    return [(replicas, replicas, _compute(spec.get("leader"))),
-            (workers, workers, _compute(spec.get("worker")))]
-
-
-def _manifest(body: Mapping[str, Any]) -> PodGroups:
-    # Each pod template of the manifest, by its type (`manifests.pod_templates`): its
-    # containers' nvidia.com/gpu limits (or requests), as a compute of whole devices.
-    templates, _ = manifests.pod_templates(body.get("manifest"))
-    return [(low, high, {"gpuDevicesRequest": manifests.pod_gpus(pod)})
-            for low, high, pod in templates]
-
-
-def _nim_service(body: Mapping[str, Any]) -> PodGroups:
-    # replicas (default 1), or autoscaling's minReplicas..maxReplicas (defaults 1 and
-    # minReplicas), each a leader and `multiNode.workers` (default 0) workers alike.
-    spec = _obj(body.get("spec"))
-    scaling = spec.get("autoscaling")
-    if scaling:
-        low = _num(_obj(scaling).get("minReplicas"), 1)
-        high = _num(_obj(scaling).get("maxReplicas"), low)
-    else:
-        low = high = _num(spec.get("replicas"), 1)
-    pods = 1 + _num(_obj(spec.get("multiNode")).get("workers"), 0)
-    return [(low * pods, high * pods, _compute(spec))]
-
-
-# The counting rules by name: each kind's entry names its own (`kinds.Kind.gpu_rule`; a
-# test checks that every kind's is here).
-RULES: dict[str, Callable[[Mapping[str, Any]], PodGroups]] = {
-    "single": _single,
-    "autoscaled": _inference,
-    "master-and-workers": _distributed_training,
-    "leader-and-workers": _distributed_inference,
-    "manifest": _manifest,
-    "nim-replicas": _nim_service,
-}
-
-
-def rule(kind: str) -> Callable[[Mapping[str, Any]], PodGroups]:
-    """The counting rule of `kind` (its entry's `gpu_rule`)."""
-    return RULES[kinds.get(kind).gpu_rule]
+        # A quantity we cannot read (the live API's pattern is looser) is not known.
+        per_device = parse_quantity(str(memory)) if memory is not None else 0
+        size = None if per_device is None else _count(per_device, 0, whole=False)
+        return (n, 0, True) if size is None else (n, n * size, False)
+    portion = _count(c.get("gpuPortionRequest"), 1, whole=False)
+    return (0, 0, True) if portion is None else (n * portion, 0, False)
 
 
 def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None = None,
@@ -174,9 +95,14 @@ def held(kind: str, body: Mapping[str, Any] | None, *, desired_phase: str | None
     if phases.live_suspended(phase) or phases.live_gone(phase) or phases.live_completed(phase):
         return NONE
     total = NONE
-    for low, high, compute in rule(kind)(body):
-        gpus, memory = per_pod(compute)
-        total += Gpus(low * gpus, high * gpus, low * memory, high * memory)
+    for low, high, compute in kinds.get(kind).pods(body):
+        gpus, memory, unknown = per_pod(compute)
+        low, high = _count(low, 0), _count(high, 0)
+        if low is None or high is None:
+            # Pods that cannot be counted hold an unknown amount, unless each holds none.
+            total += Gpus(unknown=bool(gpus or memory or unknown))
+            continue
+        total += Gpus(low * gpus, high * gpus, low * memory, high * memory, unknown)
     return total
 
 

@@ -3,7 +3,7 @@
 Kept apart from the `plans` model, like opentofu's `plans/planfile`: this module owns the
 encoding only. A saved plan holds everything `apply` needs without the spec files:
 
-    {"format": "runai-reconcile-plan", "version": 2, "plan_id": "<uuid>",
+    {"format": "runai-reconcile-plan", "version": 3, "plan_id": "<uuid>",
      "created_at": "<UTC ISO 8601>", "runai_reconcile_version": "0.1.0",
      "state": {"lineage": ..., "serial": ...,      # the state the plan was made against
                "digest": "sha256:..."},            # ... its records and open journal intents
@@ -17,12 +17,25 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...},                              # the policy results, with --policy
      "specs_folder": {"git": "specs", ...},       # the folder it was made from (not --target)
+     "secrets": {"mode": "encrypted" | "resolve",  # how its sensitive values are held
+                 "hmac_key": "<base64>", "specs": "/abs/specs"},
      "digest": "sha256:..."}                       # of every other field: a hand edit shows
 
 One pydantic model of the document (`_Document`) decodes it: a field of the wrong type is
 a damaged file, refused with its path, before the digest is compared. Files of another
 version are refused with a message saying which (version 1, before the policy's scope and
-`onUnknown`, and before `quota_unknown`: make the plan again).
+`onUnknown`, and before `quota_unknown`; version 2, which held sensitive values in clear:
+make the plan again).
+
+Sensitive values (`masking.is_masked`, with each change's `sensitive` paths) are never in
+the file in clear. In the bodies apply sends (`after`, `patch`, the desired bodies) each
+one is, with a key (`RUNAI_RECONCILE_PLAN_KEY`, `plan_key`), AES-256-GCM encrypted
+(`aes-256-gcm:<base64 of nonce and ciphertext>`, a random nonce per value, the plan id,
+address and path as associated data), or without one its keyed hash (`masking.keyed_hash`
+with the plan's own random `hmac_key`); everywhere else (the live `before`, the field
+changes) its keyed hash. `reveal` gives the values back for `apply FILE`: decrypted with
+the key, or read again from the specs (`secrets.specs`) and refused when one's hash is
+not the one the plan recorded.
 The plan's GPU impact is made again from the changes, `gpu_quotas`, `quota_unknown` and
 `project_names` when the operation that read the file finishes the plan, so `show`
 renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
@@ -30,8 +43,9 @@ the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
 entries that change the records without moving the serial; files without a digest,
-from before it was recorded, are judged on lineage and serial). The file is written with mode 0600: it holds the
-desired bodies, secret-looking values included, never an API token. `digest` is the
+from before it was recorded, are judged on lineage and serial). The file is written with
+mode 0600: it holds the desired bodies, their sensitive values encrypted or hashed (above),
+never an API token. `digest` is the
 sha256 of the document without it (`content_digest`): a file edited after it was written
 (a failed policy result turned into a pass, a quota raised, a body changed, the digest
 taken out) is refused. It shows an edit, it does not prove authorship: whoever can run
@@ -42,20 +56,23 @@ Callers: `operations` (`plan --out`, `show`, `apply FILE`).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
 import os
+import secrets
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError
 
-from reconciler import __version__, diff, kinds, phases
+from reconciler import __version__, diff, kinds, masking, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError
 from reconciler.plans import Plan, Report, ResourceChange, RuleResult, Violation
@@ -63,8 +80,12 @@ from reconciler.state import journal
 from reconciler.state.model import State
 
 FORMAT = "runai-reconcile-plan"
-VERSION = 2
+VERSION = 3
 ABSENT = "absent"
+KEY_ENV = "RUNAI_RECONCILE_PLAN_KEY"
+ENCRYPTED_PREFIX = "aes-256-gcm:"
+ENCRYPTED = "encrypted"  # `secrets.mode`: the values are in the file, encrypted
+RESOLVE = "resolve"  # the file holds their hashes: apply reads them again from the specs
 
 
 class PlanFileError(ReconcileError):
@@ -86,6 +107,11 @@ class SavedPlan:
     # The specs folder it was made from (`state.folders`), for apply to record in the
     # state; None for a --target plan, and in files written before it was recorded.
     specs_folder: dict[str, str] | None = None
+    # The absolute specs folder, where apply reads sensitive values again (mode RESOLVE).
+    specs_path: str | None = None
+    # As read: how the file held its sensitive values ({"mode", "hmac_key", "specs"});
+    # None when it held none. `reveal` puts the values back and sets it to None.
+    secrets: dict[str, str] | None = None
 
 
 def fingerprint(kind_name: str, live: Mapping[str, Any] | None) -> str:
@@ -243,6 +269,12 @@ class _PolicyDoc(_Model):
             for r in self.rules))
 
 
+class _SecretsDoc(_Model):
+    mode: Literal["encrypted", "resolve"]
+    hmac_key: str
+    specs: str | None = None
+
+
 _Finite = Annotated[float, Strict(), AllowInfNan(False)]
 _Str = Annotated[str, Strict()]
 
@@ -253,7 +285,7 @@ class _Document(_Model):
     against their annotations (an action's name becomes the `Action`)."""
     model_config = ConfigDict(extra="forbid", strict=False)
     format: Literal["runai-reconcile-plan"]
-    version: Literal[2]
+    version: Literal[3]
     plan_id: _Str
     created_at: _Str
     runai_reconcile_version: _Str
@@ -268,15 +300,18 @@ class _Document(_Model):
     gpu_elsewhere: dict[str, Annotated[list[_Finite], Field(min_length=4, max_length=4)]] | None = None
     specs_folder: dict[_Str, _Str] | None = None
     policy: _PolicyDoc | None = None
+    secrets: _SecretsDoc | None = None
     digest: _Str | None = None
 
 
 # The fields a file holds only when they say something.
 _OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "gpu_elsewhere", "specs_folder",
-             "policy", "digest")
+             "policy", "secrets", "digest")
 
 
-def encode(saved: SavedPlan) -> str:
+def encode(saved: SavedPlan, plan_key: bytes | None = None) -> str:
+    """The file's text; its sensitive values encrypted with `plan_key`, or
+    hashed without one (module docstring)."""
     plan = saved.plan
     doc = _Document(
         format=FORMAT, version=VERSION, plan_id=saved.plan_id, created_at=saved.created_at,
@@ -297,6 +332,9 @@ def encode(saved: SavedPlan) -> str:
             del doc[key]
     for d in doc["desired"]:
         del d["warnings"]  # the loader's, for this run's output only
+    held = _conceal(doc, saved, plan_key)
+    if held is not None:
+        doc["secrets"] = held
     doc["digest"] = content_digest(doc)
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -352,7 +390,9 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     return SavedPlan(plan=plan, desired=doc.desired, live=doc.live, plan_id=doc.plan_id,
                      created_at=doc.created_at, replace=doc.options.replace,
                      destroy=doc.options.destroy, refresh=doc.options.refresh,
-                     state_digest=doc.state.digest, specs_folder=doc.specs_folder)
+                     state_digest=doc.state.digest, specs_folder=doc.specs_folder,
+                     specs_path=doc.secrets.specs if doc.secrets else None,
+                     secrets=doc.secrets.model_dump() if doc.secrets else None)
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -364,11 +404,12 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{top}: {at + ': ' if at else ''}{err['msg'].lower()}"
 
 
-def write(path: str | os.PathLike[str], saved: SavedPlan) -> None:
+def write(path: str | os.PathLike[str], saved: SavedPlan, key: bytes | None = None) -> None:
     """Write `saved` to `path` with mode 0600, atomically: a temporary file beside it,
     written whole and fsynced, then renamed over `path` (and the folder fsynced), so a
-    kill or a full disk leaves the old file or the new one, never a truncated plan."""
-    data = encode(saved).encode()
+    kill or a full disk leaves the old file or the new one, never a truncated plan.
+    Its sensitive values are encrypted with `key`, or hashed without one."""
+    data = encode(saved, key).encode()
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     done = False
@@ -402,3 +443,179 @@ def read(path: str | os.PathLike[str]) -> SavedPlan:
     except UnicodeDecodeError:
         raise PlanFileError(f"{path} is not a saved plan (not UTF-8 text)") from None
     return decode(text, str(path))
+
+
+# --- sensitive values ---------------------------------------------------------------------
+
+
+def plan_key(environ: Mapping[str, str]) -> bytes | None:
+    """The key `RUNAI_RECONCILE_PLAN_KEY` gives (32 bytes, in base64 or as 64 hex digits);
+    None when it is not set; PlanFileError saying the format when it is not a key."""
+    text = (environ.get(KEY_ENV) or "").strip()
+    if not text:
+        return None
+    try:
+        key = bytes.fromhex(text) if len(text) == 64 else base64.b64decode(text, validate=True)
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise PlanFileError(f"{KEY_ENV} is not a key: give 32 random bytes in base64 (44 "
+                            "characters) or as 64 hex digits, e.g. the output of python -c "
+                            "'import secrets,base64;print(base64.b64encode(secrets."
+                            "token_bytes(32)).decode())'")
+    return key
+
+
+# The bodies of a change that apply sends or records, and those it only shows.
+_SENT = ("after", "patch")
+_SHOWN = ("before", "applied")  # shown only: drift's before is the state's body
+
+
+def _conceal(doc: dict[str, Any], saved: SavedPlan, key: bytes | None) -> dict | None:
+    """Replace each sensitive value of `doc` (encoded) in place; the `secrets` block to
+    write, or None when there was none."""
+    hmac_key = secrets.token_bytes(32)
+    found = False
+
+    def hashed(_: str, value: Any) -> str:
+        nonlocal found
+        found = True
+        return masking.keyed_hash(value, hmac_key)
+
+    def sent(address: str) -> Any:
+        if key is None:
+            return hashed
+
+        def encrypt(path: str, value: Any) -> str:
+            nonlocal found
+            found = True
+            return _encrypt(key, _aad(saved.plan_id, address, path), value)
+        return encrypt
+
+    for rc in doc["changes"]:
+        sensitive = rc.get("sensitive") or ()
+        for name in _SENT:
+            if rc.get(name) is not None:
+                rc[name] = masking.map_sensitive(rc[name], sensitive, sent(rc["address"]))
+        for name in _SHOWN:
+            if rc.get(name) is not None:
+                rc[name] = masking.map_sensitive(rc[name], sensitive, hashed)
+        for fc in rc.get("changes") or ():
+            for side in ("before", "after"):
+                fc[side] = masking.map_sensitive(fc[side], sensitive, hashed, path=fc["path"])
+    for d in doc["desired"]:
+        sensitive = (d.get("lifecycle") or {}).get("sensitive") or ()
+        address = kinds.address(d["kind"], d["project_id"], d["name"])
+        d["body"] = masking.map_sensitive(d["body"], sensitive, sent(address))
+    if not found:
+        return None
+    return {"mode": ENCRYPTED if key is not None else RESOLVE,
+            "hmac_key": base64.b64encode(hmac_key).decode(),
+            **({"specs": saved.specs_path} if saved.specs_path else {})}
+
+
+def _aad(plan_id: str, address: str, path: str) -> bytes:
+    return f"{plan_id}\0{address}\0{path}".encode()
+
+
+def _encrypt(key: bytes, aad: bytes, value: Any) -> str:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = secrets.token_bytes(12)
+    sealed = AESGCM(key).encrypt(nonce, json.dumps(value).encode(), aad)
+    return ENCRYPTED_PREFIX + base64.b64encode(nonce + sealed).decode()
+
+
+def _decrypt(key: bytes, aad: bytes, token: Any) -> Any:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    if not isinstance(token, str) or not token.startswith(ENCRYPTED_PREFIX):
+        raise ValueError("not an encrypted value")
+    try:
+        raw = base64.b64decode(token[len(ENCRYPTED_PREFIX):], validate=True)
+        return json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], aad))
+    except (ValueError, InvalidTag):
+        raise ValueError("cannot be decrypted") from None
+
+
+def reveal(saved: SavedPlan, key: bytes | None,
+           load_desired: Callable[[str], Sequence[DesiredWorkload]], where: str) -> SavedPlan:
+    """`saved` with the sensitive values apply sends put back: decrypted with `key`, or
+    (a plan made without one) read again from the specs, `load_desired(folder)`, each
+    checked against the hash the plan recorded. PlanFileError saying why when they cannot
+    be: nothing is sent then."""
+    info = saved.secrets
+    if info is None:
+        return saved
+    if info["mode"] == ENCRYPTED:
+        if key is None:
+            raise PlanFileError(f"{where} holds its sensitive values encrypted: set {KEY_ENV} "
+                                "to the key it was made with")
+        values = None
+    else:
+        folder = info.get("specs")
+        if not folder:
+            raise PlanFileError(f"{where} holds only the hashes of its sensitive values and "
+                                "names no specs folder to read them from again; make the "
+                                "plan again")
+        values = {}
+        for d in load_desired(folder):
+            values[(d.kind, d.name, d.project_id or f"name:{d.project_name}")] = d
+    hmac_key = base64.b64decode(info["hmac_key"])
+    project_names = {d.address: d.project_name for d in saved.desired}
+    problems: list[str] = []
+
+    def restore(address: str, kind: str, project: str, name: str, sensitive: Sequence[str],
+                body: Any) -> Any:
+        if key is not None and values is None:
+            def leaf(path: str, token: Any) -> Any:
+                try:
+                    return _decrypt(key, _aad(saved.plan_id, address, path), token)
+                except ValueError:
+                    problems.append(f"{address}: {path}: cannot be decrypted with "
+                                    f"{KEY_ENV}: another key, or the file was changed")
+                    return token
+            return masking.map_sensitive(body, sensitive, leaf)
+        now = None
+        if values is not None:
+            now = values.get((kind, name, project)) or values.get(
+                (kind, name, f"name:{project_names.get(address)}"))
+        current: dict[str, list[Any]] = {}
+        if now is not None:
+            masking.map_sensitive(now.body, (*sensitive, *now.lifecycle.sensitive),
+                                  lambda p, v: current.setdefault(p, []).append(v))
+        seen: dict[str, int] = {}
+
+        def again(path: str, hashed: Any) -> Any:
+            i = seen[path] = seen.get(path, -1) + 1
+            candidates = current.get(path, [])
+            value = candidates[i] if i < len(candidates) else None
+            if value is None or masking.keyed_hash(value, hmac_key) != hashed:
+                problems.append(f"{address}: {path}: "
+                                + ("is not in the specs now" if value is None else
+                                   "differs from the value the plan was made with"))
+                return hashed
+            return value
+        return masking.map_sensitive(body, sensitive, again)
+
+    for rc in saved.plan.changes:
+        for name in _SENT:
+            body = getattr(rc, name)
+            if body is not None:
+                setattr(rc, name, restore(rc.address, rc.kind, rc.project_id, rc.name,
+                                          rc.sensitive, body))
+    desired = []
+    for d in saved.desired:
+        body = restore(d.address, d.kind, d.project_id, d.name, d.lifecycle.sensitive, d.body)
+        desired.append(dataclasses.replace(d, body=body))
+    if problems:
+        how = ("" if info["mode"] == ENCRYPTED else
+               f" (it was made without {KEY_ENV}, so apply reads them again from "
+               f"{info.get('specs')})")
+        raise PlanFileError(f"{where} is refused: its sensitive values cannot be restored"
+                            f"{how}: " + "; ".join(sorted(dict.fromkeys(problems)))
+                            + "; nothing was applied: make the plan again")
+    saved.desired = desired
+    saved.secrets = None
+    return saved

@@ -17,6 +17,10 @@ by address. The per-field comparison is `diff.diff_workload`; what to do with it
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
 
+Sensitive values: the state holds each as its keyed hash (`masking.hash_sensitive`), so
+once the state has a key the desired and live values are compared hashed with it too: a
+changed secret is a change, a secret changed in live is drift, and no value is needed
+from the state. The changes sent (`after`, `patch`) carry the desired values themselves.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from reconciler import diff, errors, kinds, phases, plans
+import orjson
+
+from reconciler import diff, errors, kinds, masking, phases, plans
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import Action
 from reconciler.state.model import ResourceState, State
@@ -75,6 +81,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             raise errors.PlanError(f"--replace {addr} is outside the --target addresses")
 
     selected = sorted(targets) if targets else sorted(known)
+    key = state.secret_key()
     replace_set = frozenset(replace)
     changes: list[plans.ResourceChange] = []
     for addr in selected:
@@ -89,7 +96,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             rc = _plan_destroy(addr, dw, rs, lv)
         else:
             rc = _plan_one(addr, dw, rs, lv, addr in replace_set,
-                           interrupted=addr in interrupted_)
+                           interrupted=addr in interrupted_, key=key)
         changes.append(rc)
 
     if refuse_protected:
@@ -108,8 +115,29 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
 
 # --- one address --------------------------------------------------------------------
 
+def hashed_alike(key: bytes | None, sensitive: Sequence[str], applied: Any,
+                 *bodies: Any) -> list[Any]:
+    """`bodies` with their sensitive values as keyed hashes, to compare with `applied`, a
+    state record's body that holds them so; as they are when it holds no hash (no key,
+    a record of before the hashes, or no secret: most bodies, told apart quickly)."""
+    if key is None or not _holds_hash(applied):
+        return list(bodies)
+    return [b if not isinstance(b, dict) else masking.hash_sensitive(b, sensitive, key)
+            for b in bodies]
+
+
+def _holds_hash(body: Any) -> bool:
+    if not isinstance(body, dict):
+        return False
+    try:
+        return masking.HASH_PREFIX.encode() in orjson.dumps(body)
+    except (TypeError, orjson.JSONEncodeError):  # a value JSON cannot hold: look closer
+        return masking.has_sensitive(body)
+
+
 def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, lv: Any,
-              force_replace: bool, *, interrupted: bool = False) -> plans.ResourceChange:
+              force_replace: bool, *, interrupted: bool = False,
+              key: bytes | None = None) -> plans.ResourceChange:
     refreshed = lv is not _NOT_REFRESHED
     live_body: dict | None = lv if refreshed else None
     kind = kinds.get(dw.kind if dw else rs.kind)  # type: ignore[union-attr]
@@ -127,7 +155,9 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         if rs is None:
             return ch(dw, None, rs, Action.CREATE, plans.REASON_NEW)
         if kind.runs_to_completion(rs.applied) and phases.state_completed(rs):
-            user = diff.diff_workload(kind, dw.body, rs.applied, None,
+            body, = hashed_alike(key, (*dw.lifecycle.sensitive, *rs.sensitive), rs.applied,
+                                 dw.body)
+            user = diff.diff_workload(kind, body, rs.applied, None,
                                       ignore=dw.lifecycle.ignore_changes)
             if user:  # the spec changed since it ran: run it again
                 return ch(dw, None, rs, Action.CREATE, plans.REASON_SPEC_CHANGED, user)
@@ -137,7 +167,9 @@ def _plan_one(addr: str, dw: DesiredWorkload | None, rs: ResourceState | None, l
         return ch(dw, None, rs, Action.CREATE, plans.REASON_DELETED_OUTSIDE)
 
     applied = rs.applied if rs is not None else None
-    fcs = diff.diff_workload(kind, dw.body, applied, live_body,
+    sensitive = (*dw.lifecycle.sensitive, *(rs.sensitive if rs is not None else ()))
+    body, live_ = hashed_alike(key, sensitive, applied, dw.body, live_body)
+    fcs = diff.diff_workload(kind, body, applied, live_,
                              ignore=dw.lifecycle.ignore_changes)
     user_changed = any(not c.drift for c in fcs)
 
@@ -237,8 +269,8 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
         changes=sorted(fcs or (), key=lambda c: c.path),
         workload_id=workload_id,
         before=before,
-        after=(diff.keep_ignored(dw.body, rs.applied if rs else None, dw.lifecycle.ignore_changes)
-               if dw is not None and action is not Action.DELETE else None),
+        after=(_kept_ignored(dw, rs) if dw is not None and action is not Action.DELETE
+               else None),
         desired_phase=dw.desired_phase if dw is not None else None,
         live_phase=live_phase,
         sensitive=(tuple(dw.lifecycle.sensitive) if dw is not None
@@ -258,6 +290,28 @@ def _drifted(reason: str, fcs: list[plans.FieldChange] | None) -> bool:
                       plans.REASON_DELETED_OUTSIDE) or any(c.drift for c in fcs or ())
 
 
+def _kept_ignored(dw: DesiredWorkload, rs: ResourceState | None) -> dict:
+    """The body to send: the spec's, with each ignored path at its prior value
+    (`diff.keep_ignored`). A prior sensitive value is only its hash in the state: the
+    spec's value at that path is sent instead (a hash is never sent)."""
+    after = diff.keep_ignored(dw.body, rs.applied if rs else None, dw.lifecycle.ignore_changes)
+    if after is dw.body or rs is None or not rs.applied:
+        return after
+    sensitive = (*dw.lifecycle.sensitive, *rs.sensitive)
+    spec_values: dict[str, list[Any]] = {}
+    masking.map_sensitive(dw.body, sensitive,
+                          lambda p, v: spec_values.setdefault(p, []).append(v))
+    seen: dict[str, int] = {}
+
+    def unhashed(path: str, value: Any) -> Any:
+        i = seen[path] = seen.get(path, -1) + 1
+        if not masking.is_hashed(value):
+            return value
+        found = spec_values.get(path, [])
+        return found[i] if i < len(found) else None
+    return masking.map_sensitive(after, sensitive, unhashed)
+
+
 def _state_changes(dw: DesiredWorkload, rs: ResourceState) -> list[str]:
     """What the spec changed that only the state records (apply writes it, no API call)."""
     out = []
@@ -274,12 +328,17 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
     """The update body, nested as in the create body (e.g. {"spec": {"replicas": 4}}): for a
     PATCH kind each changed updatable field with its full desired value; for a PUT kind
     (`Kind.update_method`) every updatable field the spec sets, changed or not (the whole
-    document)."""
+    document). A field the spec leaves out that holds only what was added outside (an
+    environment variable in a list the spec has none of) is sent empty (`[]`, `{}`), which
+    removes what was added: null would leave it as it is."""
     if kind.update_method == "PUT":
         roots = [p for p in sorted(kind.updatable_paths)
                  if not any(q != p and kinds.under(p, q) for q in kind.updatable_paths)]
     else:
         roots = [_updatable_root(kind, c.path) for c in fcs]
+    emptied = {_updatable_root(kind, c.path): [] if c.path[len(root)] == "[" else {}
+               for c in fcs if c.added and kind.update_method != "PUT"
+               and (root := _updatable_root(kind, c.path)) != c.path}
     out: dict[str, Any] = {}
     for top in roots:
         value: Any = body
@@ -288,6 +347,8 @@ def _patch(kind: kinds.Kind, body: dict, fcs: list[plans.FieldChange]) -> dict:
             value = value.get(p) if isinstance(value, dict) else None
         if value is None and kind.update_method == "PUT":
             continue
+        if value is None and top in emptied:
+            value = emptied[top]
         node = out
         for p in parts[:-1]:
             node = node.setdefault(p, {})

@@ -48,6 +48,10 @@ class FieldChange:
     after: Any  # None when absent (removed)
     drift: bool = False  # changed outside the reconciler (D == L, R != L)
     forces_replacement: bool = False
+    # Present live only, and not the server's: added outside the reconciler (D and L
+    # absent, R present; drift too). `before` is what was added, `after` None: apply
+    # removes it.
+    added: bool = False
 
 
 @dataclass
@@ -110,15 +114,19 @@ def tidy(x: float) -> float:
 class Gpus:
     """GPUs held (whole devices, or fractions with portion requests) and GPU memory in
     bytes (memory-type requests), at the fewest pods (`low`) and the most (`high`): the
-    two ends differ only for an autoscaled Inference."""
+    two ends differ only for an autoscaled Inference. `unknown`: some GPU count or size
+    of the body could not be read (a live body the API or a damaged file holds: `lots`,
+    `-8`, `8.5` devices): the numbers leave it out, and the amount is not known."""
     low: float = 0
     high: float = 0
     memory_low: float = 0
     memory_high: float = 0
+    unknown: bool = False
 
     def __add__(self, other: Gpus) -> Gpus:
         return Gpus(tidy(self.low + other.low), tidy(self.high + other.high),
-                    self.memory_low + other.memory_low, self.memory_high + other.memory_high)
+                    self.memory_low + other.memory_low, self.memory_high + other.memory_high,
+                    self.unknown or other.unknown)
 
     @property
     def is_range(self) -> bool:

@@ -270,6 +270,13 @@ def _max_gpus_per_workload(rule, chosen, ctx, found) -> None:
             size = gpus.held(rc.kind, rc.after)
         if size.high > rule.maxGpusPerWorkload:
             found.violated(rc.address, f"{_gpus(size)} GPUs", changed=rc.action in CHANGING)
+        elif size.unknown:
+            # A GPU count it could not read is no count of 0: the cap is not known to hold.
+            what = f"its GPUs could not be read ({_gpus(size)} counted)"
+            if rc.action in CHANGING or rule.scope == "all":
+                found.unknown(rc.address, what)
+            else:
+                found.note(f"{rc.address}: {what}; not changed by this plan")
 
 
 def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
@@ -304,6 +311,23 @@ def _over(pid: str, total: list[float], limit: float, ctx, found, what: str) -> 
         found.note(f"{where}: {text}; not raised by this plan")
 
 
+def _unreadable(pid: str, limit: float, total: list[float], chosen, ctx, found,
+                what: str) -> None:
+    """Within `limit` by what could be counted, but a workload of the project holds a GPU
+    count that could not be read: the limit is not known to hold."""
+    if total[1] > limit:
+        return  # said by `_over`
+    unread = [rc for rc in chosen if rc.project_id == pid and ctx.gpus_of(rc)[1].unknown]
+    if not unread:
+        return
+    text = (f"the GPUs of {', '.join(rc.address for rc in unread)} could not be read; "
+            f"{_num(total[1])} GPUs counted, {what} {_num(limit)}")
+    if any(rc.action in CHANGING for rc in unread) or found.rule.scope == "all":
+        found.unknown(f"project {pid}", text, ctx.project(pid))
+    else:
+        found.note(f"{ctx.project(pid)}: {text}; not changed by this plan")
+
+
 def _max_gpus_per_project(rule, chosen, ctx, found) -> None:
     limits = rule.maxGpusPerProject
     for pid, total in _project_totals(chosen, ctx, rule).items():
@@ -311,6 +335,7 @@ def _max_gpus_per_project(rule, chosen, ctx, found) -> None:
         limit = next((limits[k] for k in (pid, ctx.names.get(pid), "*") if k in limits), None)
         if limit is not None:
             _over(pid, total, limit, ctx, found, "limit")
+            _unreadable(pid, limit, total, chosen, ctx, found, "limit")
 
 
 def _within_project_quota(rule, chosen, ctx, found) -> bool:
@@ -325,6 +350,7 @@ def _within_project_quota(rule, chosen, ctx, found) -> bool:
         quota = ctx.quotas.get(pid)
         if quota is not None:
             _over(pid, total, quota, ctx, found, "quota")
+            _unreadable(pid, quota, total, chosen, ctx, found, "quota")
             continue
         why = ctx.unknown.get(pid)
         if why is None and pid in ctx.quotas:

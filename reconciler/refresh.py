@@ -11,7 +11,7 @@ That is `--refresh=full` (`read_live`). `--refresh=auto` (`read_listed`, the def
 plan and apply) lists first: the workloads of every (project, cluster) of the state and
 the specs, pages of 500 all in flight at once; then GETs only the workloads that need it:
 new addresses found by name, and workloads whose list entry's fingerprint
-(`live.workloads.fingerprint`) is not the one the state recorded when it last saw them
+(`listing.fingerprint`) is not the one the state recorded when it last saw them
 match it. A workload the list lacks (or lists under another id) is gone; the phase of the
 others comes from the list. What auto relies on: the API moves a workload's list entry
 when the workload changes (docs/refresh.md). `read_by_id` GETs the vouched-for workloads
@@ -30,7 +30,7 @@ import logging
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
-from reconciler import kinds, phases
+from reconciler import kinds, listing, phases
 from reconciler.desired.types import DesiredWorkload
 from reconciler.live import reads, workloads
 from reconciler.state.model import State
@@ -38,7 +38,6 @@ from reconciler.state.model import State
 log = logging.getLogger("reconciler.refresh")
 
 MODES = ("auto", "full", "none")  # --refresh=
-DELETING = "Deleting"  # a list item's phase while it is being deleted: gone for planning
 
 
 async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
@@ -123,11 +122,9 @@ class Refreshed:
     fingerprints: dict[str, str] = field(default_factory=dict)
 
 
-def _cluster_of(kind: str, cluster_id: str | None) -> str:
-    """The cluster a list scope filters by: none for a kind whose create body names no
-    cluster (a NIM service runs in its project's cluster, whatever the spec's `clusterId`
-    says: the list is filtered by project alone)."""
-    return "" if kinds.get(kind).envelope else (cluster_id or "")
+def _scope_of(kind: str, project_id: str, cluster_id: str | None) -> listing.Scope:
+    """The list that shows a workload of `kind`: as its registry entry scopes it."""
+    return kinds.get(kind).list_scope(project_id, cluster_id)
 
 
 async def read_listed(client,
@@ -136,61 +133,31 @@ async def read_listed(client,
                       progress=None) -> Refreshed:
     """The list-first refresh: list the scopes (project, cluster) of the state's workloads
     at once (while the specs load), then those only the specs name; GET what the list does
-    not vouch for. `desired`, `only`, `progress` as `read_live`'s."""
+    not vouch for (`listing.choose`). `desired`, `only`, `progress` as `read_live`'s."""
     reader = reads.Reader(client, parallelism, progress=progress)
     out = Refreshed()
     tasks: list[asyncio.Future] = []
     try:
         chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
-        counts: dict[workloads.Scope, int] = {}
-        for r in chosen.values():
-            scope = (r.project_id, _cluster_of(r.kind, r.cluster_id))
-            counts[scope] = counts.get(scope, 0) + 1
-        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, counts)))
+        first, _ = listing.scopes(chosen.values(), (), _scope_of)
+        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first)))
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
-        more: dict[workloads.Scope, int] = {}
-        for d in desired_by_addr.values():
-            scope = (d.project_id, _cluster_of(d.kind, d.cluster_id))
-            if scope not in counts:
-                more[scope] = more.get(scope, 0) + 1
+        _, more = listing.scopes(chosen.values(), desired_by_addr.values(), _scope_of)
         if more:
             tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more)))
         items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
                  for i in listed]
         tasks = []
-        by_id = {str(i.get("id")): i for i in items if i.get("id")}
-        to_get: list[tuple[str, str, str]] = []  # (address, kind, id)
-        unknown: list[str] = []
-        for addr in sorted(chosen):
-            rs = chosen[addr]
-            if not rs.workload_id:
-                unknown.append(addr)
-                continue
-            item = by_id.get(rs.workload_id)
-            if item is None or item.get("phase") == DELETING:
-                out.live[addr] = None  # gone, or deleted and created again outside
-                continue
-            fp = workloads.fingerprint(item)
-            out.fingerprints[addr] = fp
-            if rs.listed == fp:
-                out.listed[addr] = item.get("phase")
-            else:
-                to_get.append((addr, rs.kind, rs.workload_id))
-        unknown += [a for a in desired_by_addr if a not in chosen]
-        new_specs = [desired_by_addr[a] for a in sorted(unknown) if a in desired_by_addr]
-        found = workloads.match_listed(
-            new_specs, (i for i in items if i.get("phase") != DELETING))
-        for addr in sorted(unknown):
-            if addr in found:
-                to_get.append((addr, desired_by_addr[addr].kind, found[addr]))
-                out.fingerprints[addr] = workloads.fingerprint(by_id[found[addr]])
-            else:
-                out.live[addr] = None
+        choice = listing.choose(chosen, items, desired_by_addr)
+        out.listed, out.fingerprints = choice.vouched, choice.fingerprints
+        out.live.update(dict.fromkeys(choice.gone))
         if progress is not None:
-            progress.start("Refreshing", len(to_get))
-        tasks = [asyncio.ensure_future(reader.get(kinds.get(k), i)) for _, k, i in to_get]
+            progress.start("Refreshing", len(choice.read))
+        tasks = [asyncio.ensure_future(reader.get(kinds.get(r.kind), r.workload_id,
+                                                  listed_phase=r.listed_phase))
+                 for r in choice.read]
         bodies = await asyncio.gather(*tasks)
     except BaseException:
         if inspect.iscoroutine(desired):
@@ -202,16 +169,16 @@ async def read_listed(client,
     finally:
         if progress is not None:
             progress.finish()
-    for (addr, _, workload_id), body in zip(to_get, bodies):
-        if body is None and addr in found:
-            _, project_id, name = kinds.parse_address(addr)
+    for r, body in zip(choice.read, bodies):
+        if body is None and r.address in choice.found:
+            _, project_id, name = kinds.parse_address(r.address)
             log.warning("%s: the name %r in project %s is taken by workload %s of another "
                         "kind, which runai-reconcile does not manage here: creating it "
-                        "will fail until that one is gone", addr, name, project_id,
-                        workload_id)
-        out.live[addr] = None if body and phases.live_gone(body) else body
-        if out.live[addr] is None:
-            out.fingerprints.pop(addr, None)
+                        "will fail until that one is gone", r.address, name, project_id,
+                        r.workload_id)
+        out.live[r.address] = None if body and phases.live_gone(body) else body
+        if out.live[r.address] is None:
+            out.fingerprints.pop(r.address, None)
     return out
 
 
@@ -229,15 +196,13 @@ async def read_by_id(client, state: State, addresses: Iterable[str], *,
 async def sweep(client, state: State, addresses: Iterable[str], *,
                 parallelism: int) -> dict[str, str]:
     """address -> the fingerprint of its list item now, for those of `addresses` the state
-    holds with an id that the list shows under it (one list of each of their scopes)."""
+    holds with an id that the list shows under it (one list of each of their scopes, the
+    scopes and the choice `read_listed`'s, each list as its kind scopes it:
+    `Kind.list_scope`)."""
     wanted = {a: state.resources[a] for a in addresses
               if a in state.resources and state.resources[a].workload_id}
-    counts: dict[workloads.Scope, int] = {}
-    for r in wanted.values():
-        counts[(r.project_id, r.cluster_id)] = counts.get((r.project_id, r.cluster_id), 0) + 1
+    counts, _ = listing.scopes(wanted.values(), (), _scope_of)
     if not counts:
         return {}
     listed = await workloads.list_scopes(reads.Reader(client, parallelism), counts)
-    by_id = {str(i.get("id")): i for part in listed.values() for i in part if i.get("id")}
-    return {a: workloads.fingerprint(by_id[r.workload_id]) for a, r in wanted.items()
-            if r.workload_id in by_id and by_id[r.workload_id].get("phase") != DELETING}
+    return listing.choose(wanted, (i for part in listed.values() for i in part)).fingerprints

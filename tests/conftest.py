@@ -8,7 +8,6 @@ server and skips there would hide exactly what it is for, so the run fails, nami
 
 from __future__ import annotations
 
-import gc
 import os
 import pathlib
 
@@ -40,16 +39,6 @@ def _spec_cache_of_the_session(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         yield
-
-
-@pytest.fixture(autouse=True)
-def _collector_unfrozen():
-    """An operation run in process (click's runner) freezes what it made when it resumes
-    the cycle collector (`operations.planning.resume_collector`), as a CLI process that
-    ends right after it should; the test process goes on, so it unfreezes after each
-    test (frozen objects are invisible to `gc.get_referrers`, which hypothesis uses)."""
-    yield
-    gc.unfreeze()
 
 
 _skipped: list[str] = []

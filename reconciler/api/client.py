@@ -43,8 +43,8 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from reconciler import __version__, manifests, masking
-from reconciler.api import envelope, errors, retries
+from reconciler import __version__, masking
+from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
 from reconciler.kinds import Kind
@@ -274,20 +274,15 @@ class RunaiClient:
         send it again". Without it, or when the lookup itself fails, the failure is
         raised with `ambiguous=True`.
         """
-        if kind.manifest_body:  # Workloads V2: {metadata, manifest} in, WorkloadV2 out
-            return manifests.from_response(await self._send(
-                "POST", kind.api_path, json=manifests.to_create_body(body), mode=_CREATE,
-                on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
-        return envelope.flat(kind, await self._send(
-            "POST", kind.api_path, json=envelope.create_body(kind, body), mode=_CREATE,
+        return kind.read(await self._send(
+            "POST", kind.api_path, json=kind.create_body(body), mode=_CREATE,
             on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
-        """The live workload; raises errors.NotFound when it does not exist. A Manifest's
-        is the engine's flat body of its WorkloadV2GetResponse (`manifests.from_response`),
-        a NIM service's the flat body of its envelope (`envelope.flat`)."""
-        answer = await self._send("GET", _item(kind, workload_id))
-        return manifests.from_response(answer) if kind.manifest_body else envelope.flat(kind, answer)
+        """The live workload, as the engine's flat body (`Kind.read`: a Manifest's from its
+        WorkloadV2GetResponse, a NIM service's from its envelope); raises errors.NotFound
+        when it does not exist."""
+        return kind.read(await self._send("GET", _item(kind, workload_id)))
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = ()) -> dict:
@@ -295,12 +290,8 @@ class RunaiClient:
         `update_method` (PATCH; PUT for a kind updated by whole document); returns it."""
         if not kind.can_update:
             raise ValueError(f"{kind.name} cannot be updated in place")
-        if kind.manifest_body:
-            return manifests.from_response(await self._send(
-                kind.update_method, _item(kind, workload_id),
-                json=manifests.to_update_body(body), mode=_WRITE, sensitive=tuple(sensitive)))
-        return envelope.flat(kind, await self._send(
-            kind.update_method, _item(kind, workload_id), json=body, mode=_WRITE,
+        return kind.read(await self._send(
+            kind.update_method, _item(kind, workload_id), json=kind.update_body(body), mode=_WRITE,
             sensitive=tuple(sensitive)))
 
     async def workload_types(self) -> list[dict]:
@@ -362,6 +353,21 @@ class RunaiClient:
             nxt = page.get("next")
             offset = nxt if isinstance(nxt, int) and nxt > offset else offset + len(items)
 
+    async def iter_collection(self, kind: Kind) -> list[dict]:
+        """Every item of `kind`'s own collection (`GET api_path`, page after page), as the
+        engine's flat bodies (`Kind.read`): where a type the workloads list does not show
+        (`Kind.listed` false) is found."""
+        found: list[dict] = []
+        offset = 0
+        while True:
+            page = await self._send("GET", kind.api_path,
+                                    params={"limit": MAX_PAGE, "offset": offset})
+            items = kind.codec.items(kind, page)
+            found.extend(kind.read(dict(i)) for i in items)
+            if len(items) < MAX_PAGE:
+                return found
+            offset += len(items)
+
     async def get_workload_summary(self, workload_id: str) -> dict:
         """`GET /api/v1/workloads/{id}`: the kind-neutral view (phase, conditions, ...)."""
         return await self._send("GET", f"{WORKLOADS_PATH}/{workload_id}")
@@ -371,7 +377,13 @@ class RunaiClient:
         """The live workload of `kind` named `name` in the project, or None: the lookup
         for `create(on_ambiguous=...)` and for recovery. A workload being deleted counts
         only with `include_deleting` (it still holds the name)."""
-        items = await self.iter_workloads(filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        if kind.listed:
+            items = await self.iter_workloads(
+                filter_by=[f"name=={name}", f"projectId=={project_id}"])
+        else:
+            items = [{"id": b.get("workloadId"), "name": b.get("name")}
+                     for b in await self.iter_collection(kind)
+                     if str(b.get("projectId")) == str(project_id)]
         for item in items:
             if item.get("name") != name or not item.get("id"):
                 continue
@@ -417,7 +429,14 @@ class RunaiClient:
     # --- the one place that talks to the network ------------------------------------
 
     async def _fetch_token(self, body: dict) -> dict:
-        return await self._send("POST", TOKEN_PATH, json=body, auth=False)
+        try:
+            return await self._send("POST", TOKEN_PATH, json=body, auth=False)
+        except errors.ApiError as exc:
+            # Whichever request needed the token ends with this error: it names the token
+            # endpoint, not that request (not sent at all: another request's failure).
+            if not isinstance(exc, errors.NotSent):
+                exc.args = (f"the token endpoint failed: {exc.args[0]}",)
+            raise
 
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
@@ -530,9 +549,11 @@ class RunaiClient:
                 # Once, without -v: an API that fails or does not answer should not mean a
                 # minute of silence. Each retry is logged at INFO (-v).
                 budget.noticed = True
-                log.warning("%s; retrying for up to %s more (--timeout %s)",
-                            _what_failed(failure, path),
-                            _seconds(budget.deadline(started) - now), _seconds(budget.seconds))
+                more = attempts - attempt
+                log.warning("%s; retrying at most %d more time%s, for up to %s more "
+                            "(--timeout %s)", _what_failed(failure, path), more,
+                            "s" if more != 1 else "", _seconds(budget.deadline(started) - now),
+                            _seconds(budget.seconds))
             log.info("%s; retrying in %.1f s (attempt %d of %d)",
                      failure, delay, attempt + 1, attempts)
             await self._sleep(delay)
@@ -544,9 +565,11 @@ class RunaiClient:
         why = str(spent) if spent is not None else "the --timeout ran out"
         if spent is not None and str(spent).startswith(f"{method} {path}: "):
             why = str(spent)[len(f"{method} {path}: "):]
-        return errors.NotSent(f"{method} {path}: not sent, the command gave up on the API: {why}",
-                              method=method, path=path, ambiguous=ambiguous,
-                              attempts=attempts, final=True)
+        error = errors.NotSent(f"{method} {path}: not sent, the command gave up on the API: {why}",
+                               method=method, path=path, ambiguous=ambiguous,
+                               attempts=attempts, final=True)
+        error.gave_up_on = spent  # what a command that ends here says, alone
+        return error
 
     async def _request(self, method: str, path: str, *, json: Any = None,
                        params: Mapping[str, Any] | None = None,
@@ -636,13 +659,9 @@ class RunaiClient:
     def _redact(self, text: str | None, hidden: tuple[str, ...] = ()) -> str:
         """`text` with every credential this client knows, and `hidden`, masked: the token
         and the client secret in use, those of the environment it is not using, a database
-        password, and the secret values of the request's body."""
-        text = text or ""
-        for secret in sorted({*self._auth.secrets, *self._secrets, *hidden}, key=len,
-                             reverse=True):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        password, and the secret values of the request's body; each as it is, JSON-escaped,
+        URL-encoded or in base64 (`masking.encoded_forms`)."""
+        return masking.mask_text(text or "", (*self._auth.secrets, *self._secrets, *hidden))
 
 
 class _NotFinite(ValueError):

@@ -91,7 +91,11 @@ class TransportError(RetryableError):
 
 
 class NotSent(RetryableError):
-    """Not sent at all: the command had already given up on the API (its budget ran out)."""
+    """Not sent at all: the command had already given up on the API (its budget ran out).
+    `gave_up_on` is the failure that spent the budget: what a command ending on this
+    error says (once, not nested in this one's message)."""
+
+    gave_up_on: ApiError | None = None
 
 
 __all__ = [

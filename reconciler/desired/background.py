@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Any
 
-from reconciler.desired import sources
+from reconciler.desired import references, sources
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError, SpecError
@@ -332,7 +332,11 @@ class PendingSpecs:
         if self._error is not None:
             raise self._error
         if self._workloads is None:
-            self._workloads = self._made()
+            try:
+                self._workloads = references.resolve(self._made())
+            except SpecError as exc:
+                self._error = exc
+                raise
             self._loaded = []
         return self._workloads
 

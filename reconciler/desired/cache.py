@@ -31,6 +31,15 @@ as the loader made it. A cache file that is unreadable, of another tool or damag
 not used; a folder that cannot be written leaves the cache unsaved: neither ever fails a
 load. `RUNAI_RECONCILE_SPEC_CACHE=off` turns the cache off.
 
+The cache file is only trusted as a file this tool wrote: it is opened without following
+a link and without blocking, and read only when it is a regular file owned by the user,
+readable by nobody else (mode 0600, as it is written) and no larger than `limit` (a
+bound in proportion to the specs it can hold, `_bound`). Anything else in its place (a
+FIFO, a link to a device, a file of another user or one others may read, a huge file)
+is not read: one warning says why, and the load runs as with the cache off. A regular
+file of the user's that is only too large or too open is replaced at the next save;
+anything else is left as it is and the cache stays off.
+
 A long-lived process (`watch`) keeps its `SpecCache`: the entries stay in memory between
 loads, and only the files whose key changed are loaded again.
 Callers: `background.start_loading` (plan, apply, validate, watch), through
@@ -39,8 +48,10 @@ Callers: `background.start_loading` (plan, apply, validate, watch), through
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
+import logging
 import marshal
 import os
 import stat
@@ -61,6 +72,15 @@ ENV = "RUNAI_RECONCILE_SPEC_CACHE"  # "off" (or 0, false, no): no cache
 _OFF = {"off", "0", "false", "no"}
 _MAGIC = b"runai-reconcile spec cache 3\n"
 _DIGEST = 32
+# A cache file may hold, per spec file, its workloads' bodies (which carry the
+# `_defaults.yaml` above it) twice over (keys and marshalled bodies): the bound on its
+# size is this many times the bytes of each spec file and its defaults, plus a floor.
+_BOUND_FACTOR = 8
+_BOUND_FLOOR = 1024 * 1024
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+log = logging.getLogger("reconciler.desired.cache")
 
 
 def cache_folder() -> Path | None:
@@ -125,6 +145,11 @@ class SpecCache:
         self._used: set[bytes] = set()
         self._dirty = False
         self.parsed = 0
+        # The largest cache file read (`_bound` of the files `keys` was given), None until
+        # then; whether the file was refused (warned once), and whether it is left alone.
+        self.limit: int | None = None
+        self._refused = False
+        self._left_alone = False
 
     @classmethod
     def for_folder(cls, directory: str | os.PathLike) -> SpecCache | None:
@@ -147,12 +172,13 @@ class SpecCache:
 
         def digest(path: Path) -> bytes | None:
             if path not in digests:
-                digests[path] = _content_digest(path)
+                digests[path] = _content_digest(path, sizes)
             return digests[path]
 
         out: dict[str, bytes] = {}
+        sizes: dict[Path, int] = {}
         for path, display, chain in files:
-            content = _content_digest(path)
+            content = _content_digest(path, sizes)
             if content is None:
                 continue
             h = hashlib.blake2b(identity, digest_size=_DIGEST)
@@ -167,6 +193,7 @@ class SpecCache:
                          + b"\0" + lower)
             else:
                 out[display] = h.digest()
+        self.limit = _bound(files, sizes)
         return out
 
     # --- entries ---------------------------------------------------------------------
@@ -223,7 +250,7 @@ class SpecCache:
         """Write the entries the last load used, if they changed; never raises for the
         disk (a read-only or full cache folder leaves the cache unsaved)."""
         self.forget_unused()
-        if not self._dirty or self.path is None:
+        if not self._dirty or self.path is None or self._left_alone:
             return
         self._dirty = False
         try:
@@ -254,11 +281,7 @@ class SpecCache:
         entries: what makes reading them on another core worth it (`background`)."""
         if self.path is None or self._read:
             return False
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(len(_MAGIC) + _DIGEST)
-        except OSError:
-            return False
+        head = self._read_file(len(_MAGIC) + _DIGEST)
         return head == _MAGIC + tool_identity()
 
     def payload(self) -> memoryview | None:
@@ -266,10 +289,8 @@ class SpecCache:
         there is no usable file. What a child process reads for its parent (`adopt`)."""
         if self.path is None:
             return None
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except OSError:
+        data = self._read_file()
+        if data is None:
             return None
         head = len(_MAGIC)
         if (not data.startswith(_MAGIC)
@@ -280,6 +301,47 @@ class SpecCache:
                 data[head + _DIGEST:head + 2 * _DIGEST]:
             return None  # damaged
         return payload
+
+    def _read_file(self, count: int | None = None) -> bytes | None:
+        """The cache file's first `count` bytes (None: all of it), when it is a file this
+        tool could have written (see the module's docstring); None when there is none or
+        it is refused (the first refusal warns and turns the file off for this cache)."""
+        if self._refused or self.path is None:
+            return None
+        try:
+            fd = os.open(self.path, _OPEN_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):  # none yet, or no cache folder
+            return None
+        except OSError as exc:
+            why = ("it is a symbolic link" if exc.errno == errno.ELOOP
+                   else f"it cannot be opened: {exc.strerror}")
+            return self._refuse(why, left_alone=True)
+        try:
+            st = os.fstat(fd)
+            why, ours = _untrusted(st, self.limit)
+            if why:
+                return self._refuse(why, left_alone=not ours)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read(st.st_size + 1 if count is None else count)
+        except OSError as exc:
+            return self._refuse(f"it cannot be read: {exc.strerror}", left_alone=True)
+        finally:
+            os.close(fd)
+        if count is None and len(data) > st.st_size:  # it grew: not the file checked
+            return self._refuse("it changed while it was read", left_alone=False)
+        return data
+
+    def _refuse(self, why: str, *, left_alone: bool) -> None:
+        """Warn (once) that the cache file is not used, and why; the load goes on as with
+        the cache off."""
+        if not self._refused:
+            self._refused = True
+            self._read = True
+            self._left_alone = left_alone
+            log.warning("spec cache %s not used: %s; the specs are loaded without it%s",
+                        self.path, why, " (remove it to use the cache again)"
+                        if left_alone else "")
+        return None
 
     def adopt(self, payload: bytes | memoryview | None) -> None:
         """Take the entries of `payload` (`payload()`, read by another process) as the
@@ -305,10 +367,10 @@ def _entries_of(payload: bytes | memoryview | None) -> dict[bytes, list]:
         return {}
 
 
-def _content_digest(path: Path) -> bytes | None:
+def _content_digest(path: Path, sizes: dict[Path, int] | None = None) -> bytes | None:
     """A digest of the file's bytes; None for what the loader refuses unread (not a
     regular file: a FIFO would block, a device never end; or too large) or cannot read:
-    it is loaded, and the loader says why."""
+    it is loaded, and the loader says why. `sizes` takes the file's size."""
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
@@ -320,7 +382,35 @@ def _content_digest(path: Path) -> bytes | None:
         return None
     if len(data) > MAX_FILE_BYTES:
         return None
+    if sizes is not None:
+        sizes[path] = len(data)
     return hashlib.blake2b(data, digest_size=_DIGEST).digest()
+
+
+def _bound(files: Iterable[tuple[Path, str, tuple]], sizes: Mapping[Path, int]) -> int:
+    """The largest cache file worth reading for `files`: _BOUND_FACTOR times the bytes of
+    each file and of the `_defaults.yaml` files that apply to it, plus _BOUND_FLOOR."""
+    total = 0
+    for path, _, chain in files:
+        total += sizes.get(path, 0)
+        total += sum(sizes.get(lower, 0) for lower, _ in chain if lower != path)
+    return _BOUND_FLOOR + _BOUND_FACTOR * total
+
+
+def _untrusted(st: os.stat_result, limit: int | None) -> tuple[str | None, bool]:
+    """Why a cache file of status `st` is not read (None: it is), and whether it is a
+    regular file of the user's (then a save may replace it)."""
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file", False
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it is owned by user {st.st_uid}, not by this user", False
+    if st.st_mode & 0o077:
+        return (f"its mode is {stat.S_IMODE(st.st_mode):04o}: others may read or change it "
+                "(it is written 0600)"), True
+    if limit is not None and st.st_size > limit:
+        return (f"it holds {st.st_size} bytes, more than the {limit} its specs could "
+                "need"), True
+    return None, True
 
 
 class _quiet:

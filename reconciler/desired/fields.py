@@ -17,10 +17,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StringConstraints,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
-from reconciler import masking
+from reconciler import masking, quantities
+from reconciler.desired import values
 from reconciler.desired.types import DNS_LABEL_MAX, DNS_LABEL_RE
 from reconciler.quantities import parse_quantity
 
@@ -33,9 +35,14 @@ HTTP_PATH_RE = r"^(/[a-zA-Z0-9\-_./]*)?$"
 METRIC_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 HOSTNAME_RE = r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
 
+# Not a regex: the name of the OCI image reference grammar (`values.is_image_reference`)
+# in a failed "pattern" error.
+IMAGE_REFERENCE = "OCI image reference"
+
 # What a failed pattern means, in words a user can act on.
 PATTERN_HINTS = {
-    QUANTITY_RE: "must be a Kubernetes quantity such as 500m, 16Gi or 2",
+    QUANTITY_RE: values.QUANTITY_HINT,
+    IMAGE_REFERENCE: values.IMAGE_HINT,
     DNS_LABEL_RE: "must be a DNS-1123 label: lowercase letters, digits and '-', "
                   "starting and ending with a letter or digit",
     UUID_RE: "must be a UUID such as 71f69d83-ba66-4822-adf5-55ce55efd210",
@@ -52,9 +59,30 @@ PATTERN_HINTS = {
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
+
+
+def _kubernetes_quantity(text: str) -> str:
+    # The API's pattern lets `1.5.5Gi` and `1Gii` by; Kubernetes, which gets the value in
+    # the end, reads neither.
+    if not quantities.is_quantity(text):
+        raise PydanticCustomError("string_pattern_mismatch", "not a quantity",
+                                  {"pattern": QUANTITY_RE})
+    return text
+
+
+def _image_reference(text: str) -> str:
+    if not values.is_image_reference(text):
+        raise PydanticCustomError("string_pattern_mismatch", "not an image reference",
+                                  {"pattern": IMAGE_REFERENCE})
+    return text
+
+
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_RE)]
-NonEmptyQuantity = Annotated[str, StringConstraints(min_length=1, pattern=QUANTITY_RE)]
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_RE),
+                     AfterValidator(_kubernetes_quantity)]
+NonEmptyQuantity = Annotated[str, StringConstraints(min_length=1, pattern=QUANTITY_RE),
+                             AfterValidator(_kubernetes_quantity)]
+Image = Annotated[str, StringConstraints(min_length=1), AfterValidator(_image_reference)]
 DnsLabel = Annotated[str, StringConstraints(min_length=1, pattern=DNS_LABEL_RE)]
 Uuid = Annotated[str, StringConstraints(pattern=UUID_RE)]
 Name63 = Annotated[str, StringConstraints(min_length=1, max_length=63)]
@@ -159,6 +187,16 @@ class ExtendedResource(Strict):
     resource: NonEmpty
     quantity: NonEmptyQuantity | None = None
     exclude: bool | None = None
+
+    @model_validator(mode="after")
+    def _whole(self):
+        # Kubernetes takes an extended resource (a device plugin's) in whole units only.
+        q = quantities.value(self.quantity)
+        if q is not None and q.denominator != 1 and values.is_extended_resource(self.resource):
+            raise rule_error(f"must be a whole number: {self.resource} counts devices (a "
+                             "fraction of a GPU is gpuPortionRequest, not a quantity)",
+                             "quantity")
+        return self
 
 
 class Toleration(Strict):
@@ -286,7 +324,8 @@ class Compute(Strict):
     gpuMemoryLimit: Quantity | None = None
     gpuMemoryRequest: Quantity | None = None
     gpuPortionLimit: NonNegNumber | None = None
-    gpuPortionRequest: NonNegNumber | None = None
+    # "the portion of the GPU to allocate ..., per GPU device, between 0 and 1".
+    gpuPortionRequest: Annotated[float, Field(ge=0, le=1)] | None = None
     gpuRequestType: Literal["portion", "memory"] | None = None
     largeShmRequest: bool | None = None
 
@@ -525,7 +564,7 @@ class Container(Strict):
     compute: Compute | None = None
     createHomeDir: bool | None = None
     environmentVariables: list[EnvironmentVariable] | None = None
-    image: NonEmpty | None = None
+    image: Image | None = None
     imagePullPolicy: ImagePullPolicy | None = None
     imagePullSecrets: list[ImagePullSecret] | None = None
     labels: list[Label] | None = None

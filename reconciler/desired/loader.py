@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from reconciler import kinds, manifests, masking
-from reconciler.desired import defaults, fields, models, parsing, sources
+from reconciler import kinds, masking
+from reconciler.desired import defaults, fields, models, parsing, references, sources, values
 from reconciler.desired.sources import Path_, Problem, RawDocument
 from reconciler.desired.types import DesiredWorkload, Lifecycle, duplicate_addresses
 from reconciler.errors import SpecError
@@ -69,7 +69,7 @@ def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
     problems.extend(cross_file_problems(workload_keys(workloads)))
     if problems:
         raise SpecError(sources.problem_lines(problems), valid=len(workloads))
-    return workloads
+    return references.resolve(workloads)
 
 
 # A share of the files loads on its own (`load_share`) and the checks across files run on
@@ -164,6 +164,12 @@ def _load_document(doc: RawDocument | defaults.Layered,
                     message = message.replace(text, masking.MASK)
             found.append(problem(path, message))
     found.extend(problem(p, m) for p, m in _lifecycle_problems(data.get("lifecycle"), model))
+    carried = model.KIND.manifest(data)
+    if carried is not None:
+        for path, what, value in values.manifest_problems(carried):
+            at = (*model.KIND.hooks.manifest_path, *path)
+            masked = masking.is_masked(_diff_path(data, at), sensitive)
+            found.append(problem(at, f"{what}, got {masking.MASK if masked else _show(value)}"))
     found.extend(problem(p, m) for p, m in _project_problems(data))
     pid = data.get("projectId")
     if type(pid) is int and doc.surprising and ("projectId",) not in failed:
@@ -186,14 +192,10 @@ def _load_document(doc: RawDocument | defaults.Layered,
                 warnings.append(p)
     if validated is None or found:
         return None, found
-    if model.KIND.manifest_body:
-        manifest = data.get("manifest") or {}
-        pair = (manifest.get("apiVersion"), manifest.get("kind"))
-        if pair not in manifests.KNOWN_TYPES:
-            warnings.append(problem(("manifest", "kind"), (
-                f"{pair[1]} ({pair[0]}) is not one of the common workload types this tool "
-                "knows offline: the control plane must have it registered "
-                "(GET /api/v1/workload-types); its GPUs are counted once per pod template")))
+    unknown_type = None if carried is None else model.KIND.hooks.manifest_warning(
+        model.KIND, carried)
+    if unknown_type is not None:
+        warnings.append(problem((*model.KIND.hooks.manifest_path, "kind"), unknown_type))
 
     lc = validated.lifecycle or models.Lifecycle()
     body: dict[str, Any] = {"name": validated.name}

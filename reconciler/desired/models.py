@@ -4,7 +4,8 @@ A document is the API's create body (`TrainingCreationRequest`,
 `WorkspaceCreationRequest`, `InferenceCreationRequest`, `DistributedCreationRequest`,
 `DistributedInferenceCreationRequest`) plus `kind` and the reconciler's controls
 (`desiredPhase`, `lifecycle`). `MODELS` maps a kind's name to its document model; adding
-a kind is one entry in `reconciler.kinds` and one model here. Shared sub-models live in
+a kind is one entry in `reconciler.kinds` and one model here (or `register`ed from
+outside: a test's throwaway kind). Shared sub-models live in
 `reconciler.desired.fields`. Caller: `reconciler.desired.loader`.
 """
 
@@ -18,7 +19,7 @@ from reconciler import kinds
 from reconciler.desired.fields import checked_claim
 from reconciler.desired.fields import (
     DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
-    EnvironmentVariable, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
+    EnvironmentVariable, Image, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
     Toleration, ExposedUrl, InferenceSecurity,
     InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
     PosInt32, Preemptibility, RelatedUrl, Security, Storage, Strict, Uuid, rule_error,
@@ -327,7 +328,7 @@ class NimServiceSpec(Strict):
     category: str | None = None
     compute: NimCompute | None = None
     environmentVariables: list[EnvironmentVariable] | None = None
-    image: NonEmpty
+    image: Image
     imagePullPolicy: ImagePullPolicy | None = None
     imagePullSecrets: list[ImagePullSecret] | None = None
     labels: list[Label] | None = None
@@ -495,3 +496,17 @@ MODELS: dict[str, type[Document]] = {
                              DistributedTrainingDocument, DistributedInferenceDocument,
                              ManifestDocument, NIMServiceDocument)
 }
+
+
+def register(model: type[Document]) -> type[Document]:
+    """Validate documents of `model.KIND` (a kind in the registry, `kinds.register`) with
+    `model` from now on; returns it. ValueError when its kind has a model already."""
+    if model.KIND.name in MODELS:
+        raise ValueError(f"{model.KIND.name} has a document model already")
+    MODELS[model.KIND.name] = model
+    return model
+
+
+def unregister(name: str) -> None:
+    """Stop validating documents of the kind named `name` (a test's throwaway kind)."""
+    del MODELS[name]

@@ -1,7 +1,9 @@
 """Spec files on disk → raw documents, each with a map from field path to line number.
 
 Finds `*.yaml`, `*.yml` and `*.json` under a directory (any depth, sorted, hidden files
-and folders skipped; each with the `_defaults.yaml` files above it), reads them, and
+and folders skipped; each with the `_defaults.yaml` files above it; a symbolic link,
+to a file or a folder, that leads outside the directory is refused, named, unless
+FOLLOW_ENV allows it), reads them, and
 has `parsing` parse them: YAML (several documents per file, empty ones skipped) or JSON
 (one object, or a list of them), keeping for the messages each number's or boolean's
 text as written. `parsing` (and PyYAML with it) is imported when a file is read, so a
@@ -26,6 +28,10 @@ DEFAULTS_NAME = "_defaults.yaml"
 # A spec file larger than this is refused before it is read (docs/specs.md, "Spec files").
 MAX_FILE_BYTES = 10 * 1024 * 1024
 _MB = MAX_FILE_BYTES // (1024 * 1024)
+# Set (1, yes, true, on): a link in the specs folder to a file or folder outside it is
+# followed (docs/specs.md, "Spec files"); else it is refused, named.
+FOLLOW_ENV = "RUNAI_RECONCILE_FOLLOW_LINKS_OUTSIDE"
+_YES = {"1", "yes", "true", "on"}
 
 Path_ = tuple[str | int, ...]
 
@@ -128,8 +134,14 @@ class RawDocument:
 Found = tuple[Path, str, tuple[tuple[Path, str], ...]]
 
 
-def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
-    """Every spec file under `root` (or `root` itself if a file), sorted by path."""
+def find_files(root: str | os.PathLike, *, follow_outside: bool | None = None,
+               ) -> tuple[list[Found], list[Problem]]:
+    """Every spec file under `root` (or `root` itself if a file), sorted by path.
+
+    A symbolic link under `root` (to a file or a folder) that leads outside it is a
+    problem naming the link and where it leads, unless `follow_outside` (None: FOLLOW_ENV
+    set) allows it; then a folder it leads to is walked too. A link to a folder inside
+    `root` is not walked (its files are found where they are)."""
     shown = os.fspath(root)
     base = Path(root)
     if base.is_file():
@@ -138,16 +150,30 @@ def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
         if os.path.lexists(base):  # a FIFO or a device: read_documents refuses it
             return [(base, shown, ())], []
         return [], [Problem(shown, None, "", "no such directory")]
+    if follow_outside is None:
+        follow_outside = os.environ.get(FOLLOW_ENV, "").strip().lower() in _YES
     problems: list[Problem] = []
+    real_root = os.path.join(os.path.realpath(base), "")
+    walked = {os.path.realpath(base)}  # the real folders walked: a loop of links ends
 
     def on_error(exc: OSError) -> None:
         problems.append(Problem(str(Path(shown) / Path(exc.filename).relative_to(base))
                                 if exc.filename else shown, None, "", f"cannot read: {exc.strerror}"))
 
+    def leads_outside(path: str, display: str) -> str | None:
+        """Where the link `path` leads, when that is outside `root`."""
+        target = os.path.realpath(path)
+        if os.path.join(target, "").startswith(real_root):
+            return None
+        if not follow_outside:
+            problems.append(Problem(f"{display} -> {target}", None, "",
+                                    "the link leads outside the specs folder (refused; "
+                                    f"{FOLLOW_ENV}=1 allows it)"))
+        return target
+
     found = []
     chains: dict[Path, tuple[tuple[Path, str], ...]] = {}
-    for dirpath, dirnames, filenames in os.walk(base, onerror=on_error):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    for dirpath, dirnames, filenames in os.walk(base, onerror=on_error, followlinks=follow_outside):
         folder = Path(dirpath)
         chain = chains.get(folder.parent, ())
         # pathlib once a folder; a file's sort key and display name are joined as text
@@ -155,6 +181,18 @@ def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
         key_prefix = f"{rel.as_posix()}/" if rel.parts else ""
         shown_folder = str(Path(shown) / rel)
         shown_prefix = "" if shown_folder == "." else os.path.join(shown_folder, "")
+        kept = []
+        for d in sorted(dirnames):
+            if d.startswith("."):
+                continue
+            sub = os.path.join(dirpath, d)
+            if os.path.islink(sub):
+                target = leads_outside(sub, shown_prefix + d)
+                if target is None or not follow_outside or target in walked:
+                    continue  # inside: walked where it is; outside: refused, or walked once
+                walked.add(target)
+            kept.append(d)
+        dirnames[:] = kept
         here = []
         for name in filenames:
             lower = name.lower()
@@ -162,6 +200,9 @@ def find_files(root: str | os.PathLike) -> tuple[list[Found], list[Problem]]:
                 continue
             path = folder / name
             display = shown_prefix + name
+            if (not follow_outside and os.path.islink(path)
+                    and leads_outside(os.fspath(path), display) is not None):
+                continue
             if lower == DEFAULTS_NAME:
                 chain = chain + ((path, display),)
             elif lower.startswith("_defaults."):

@@ -41,7 +41,9 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, Project
     failed (a 5xx, a timeout, after the retries) or whose answer cannot be read has its
     quota unknown, and says why: the plan is made, and a policy rule that needs the quota
     fails it. The failed reads and odd answers are warned about too. Another refusal (a
-    400) is an error."""
+    400) is an error, and so is a read the command's --timeout ran out on (nothing more
+    can be sent: the command ends, with one error naming this read) or a failure to get a
+    token (named as the token endpoint's)."""
     path = "GET /api/v1/org-unit/projects/"
 
     async def one(project_id: str) -> ProjectRead:
@@ -60,8 +62,18 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, Project
             if isinstance(exc, api_errors.PermanentError) and not (
                     exc.status is not None and 200 <= exc.status < 300):
                 raise
+            if not exc.path.startswith(path.split(" ", 1)[1]):
+                raise  # the token's request failed, not this project's: it says so itself
+            if getattr(exc, "final", False):
+                # The command gave up on the API (its --timeout ran out): nothing more can
+                # be sent, so the plan cannot be made; one error, naming this read.
+                if isinstance(exc, api_errors.NotSent):
+                    raise  # another request spent the budget: the error names that one
+                exc.args = (f"project {project_id}'s GPU quota could not be read: "
+                            f"{exc.args[0]}",)
+                raise
             _unread_quota(project_id, str(exc))
-            return ProjectRead(unknown=f"{path}{project_id} failed: {exc}")
+            return ProjectRead(unknown=str(exc))
         quota, problem = gpus.read_quota(body)
         name = body.get("name") if isinstance(body, dict) else None
         name = name if isinstance(name, str) else None

@@ -1,5 +1,9 @@
 """The one bounded-concurrency reader of live workloads: at most `parallelism` reads (GETs
 and list pages) in flight however many callers share it, a 404 read as "not there" (None).
+A kind whose GET answer holds no phase (`Kind.phase_source`, a NIM service) has its
+`actualPhase` from the workloads API: the list item's phase when the caller has it, else
+`GET /api/v1/workloads/{id}` beside the GET. So health reads the same phase whether a
+workload was vouched for by the list or read by id.
 
 Callers: `reconciler.refresh.read_live` (plan, apply, drift), `operations.importing`
 (`import`, `import --all`) and `operations.exporting` (`export`).
@@ -24,21 +28,43 @@ class Reader:
         self.progress = progress
         self._slots = asyncio.Semaphore(max(1, parallelism))
 
-    async def get(self, kind: kinds.Kind, workload_id: str) -> dict[str, Any] | None:
-        """The workload's GET body, None when the kind's endpoint does not know it."""
+    async def get(self, kind: kinds.Kind, workload_id: str, *,
+                  listed_phase: str | None = None) -> dict[str, Any] | None:
+        """The workload's GET body, None when the kind's endpoint does not know it. For a
+        kind whose answer has no phase, `actualPhase` is `listed_phase` (its list item's)
+        or, without one, the workloads API's."""
         async with self._slots:
             try:
-                body = await self.client.get(kind, workload_id)
+                if kind.phase_source == "workloads" and listed_phase is None:
+                    body, summary = await asyncio.gather(
+                        self.client.get(kind, workload_id), self._summary(workload_id))
+                    listed_phase = summary.get("phase") if summary else None
+                else:
+                    body = await self.client.get(kind, workload_id)
             except api_errors.NotFound:
                 body = None
+        if body is not None and kind.phase_source == "workloads" \
+                and isinstance(listed_phase, str):
+            body["actualPhase"] = listed_phase
         if self.progress is not None:
             self.progress.step()
         return body
+
+    async def _summary(self, workload_id: str) -> dict[str, Any] | None:
+        try:
+            return await self.client.get_workload_summary(workload_id)
+        except api_errors.NotFound:
+            return None
 
     async def list_page(self, filter_by: list[str], offset: int) -> dict[str, Any]:
         """One page (`MAX_PAGE` items) of the workload list, in one of the reader's slots."""
         async with self._slots:
             return await self.client.list_workloads(filter_by=filter_by, offset=offset)
+
+    async def collection(self, kind: kinds.Kind) -> list[dict[str, Any]]:
+        """Every item of `kind`'s own collection (`Kind.listed` false), in one slot."""
+        async with self._slots:
+            return await self.client.iter_collection(kind)
 
     async def get_any(self, workload_id: str, candidates: Iterable[kinds.Kind]
                       ) -> tuple[kinds.Kind, dict[str, Any]] | None:

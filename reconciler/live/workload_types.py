@@ -48,7 +48,7 @@ async def check_manifests(client, desired: Sequence[DesiredWorkload]) -> list[De
     (one read of the list, none without a Manifest). Raises `SpecError` naming each spec
     whose type it does not list; warns, and checks nothing, when the list cannot be read."""
     desired = list(desired)
-    wanted = [d for d in desired if kinds.get(d.kind).manifest_body]
+    wanted = [d for d in desired if kinds.get(d.kind).manifest(d.body) is not None]
     if not wanted:
         return desired
     try:
@@ -63,14 +63,16 @@ async def check_manifests(client, desired: Sequence[DesiredWorkload]) -> list[De
     registered = {(str(t.get("group") or ""), t.get("name")) for t in types}
     problems: list[Problem] = []
     for d in wanted:
-        group, kind = group_and_kind(d.body.get("manifest"))
+        carried = kinds.get(d.kind).manifest(d.body)
+        group, kind = group_and_kind(carried)
         if (group, kind) in registered:
             continue
-        api_version = (d.body.get("manifest") or {}).get("apiVersion")
+        api_version = (carried or {}).get("apiVersion")
         listed = sorted(f"{n} ({g})" if g else str(n) for g, n in registered if n == kind)
         why = (f"this control plane registers {kind} only as " + ", ".join(listed)
                if listed else f"{ENDPOINT} lists {len(registered)} types, not this one")
-        problems.append(Problem(d.source, _line_of_kind(d), "manifest.kind",
+        where = (*kinds.get(d.kind).hooks.manifest_path, "kind")
+        problems.append(Problem(d.source, _line_of_kind(d, where), ".".join(where),
                                 f"{kind!r} (apiVersion {api_version!r}) is not a workload "
                                 f"type the control plane has registered: {why}. Register it "
                                 "(an administrator's task), or correct apiVersion and kind"))
@@ -79,13 +81,14 @@ async def check_manifests(client, desired: Sequence[DesiredWorkload]) -> list[De
     return desired
 
 
-def _line_of_kind(d: DesiredWorkload) -> int | None:
-    """The line of the spec's `manifest.kind` (of `manifest`, or of the document, when the
-    file no longer shows it): the file is read again, as only an error needs the line."""
+def _line_of_kind(d: DesiredWorkload, where: tuple[str, ...]) -> int | None:
+    """The line of the spec's `manifest.kind` (`where`; of the manifest, or of the
+    document, when the file no longer shows it): the file is read again, as only an error
+    needs the line."""
     if not d.source:
         return d.line
     docs, _ = read_documents(Path(d.source), d.source)
     for doc in docs:
         if doc.line == d.line:
-            return doc.line_of(("manifest", "kind"))
+            return doc.line_of(where)
     return d.line

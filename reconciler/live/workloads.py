@@ -5,10 +5,13 @@ adoption of workloads the state does not know (`refresh.read_live`) and `import 
 both find them with it, so they agree on what exists. One list per project (with the
 name in the filter when the project has one wanted name); an item counts when its
 project and name are a wanted spec's (names are unique per project across kinds).
-`list_all` is export's: every workload, and the deleted ones, listed once.
+`list_all` is export's: every workload, and the deleted ones, listed once. A type the
+workloads list does not show (`Kind.listed` false: a resource that is no workload) is
+found in its own collection by each of them (`listed_apart`), as list items.
 `list_scopes` is the list-first refresh's (`--refresh=auto`): the lists of several
 (project, cluster) scopes, every page of every scope in flight at once through the one
-`reads.Reader`; `fingerprint` is what of a list item a change of the workload moves.
+`reads.Reader`. What is decided from the lists (the scopes, the fingerprint of an item,
+the specs matched by name, what to read) is `reconciler.listing`'s, which is pure.
 Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`,
 `operations.applying` (the list sweep that records fingerprints after an apply).
 """
@@ -16,13 +19,13 @@ Callers: `reconciler.refresh`, `operations.importing`, `operations.exporting`,
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from reconciler import kinds
 from reconciler.desired.types import DesiredWorkload
+from reconciler.listing import Scope, match_listed
 
 
 async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, str]:
@@ -36,7 +39,8 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
         where = [f"projectId=={project_id}"]
         if len(names) == 1:
             where.insert(0, f"name=={next(iter(names))}")
-        return match_listed(specs, await client.iter_workloads(filter_by=where))
+        listed = await client.iter_workloads(filter_by=where)
+        return match_listed(specs, listed + await listed_apart(client, where))
 
     found: dict[str, str] = {}
     for part in await asyncio.gather(*(scan(p, s) for p, s in sorted(by_project.items()))):
@@ -44,60 +48,20 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
     return found
 
 
-def match_listed(wanted: Iterable[DesiredWorkload],
-                 items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """address -> workload id, for each of `wanted` whose project and name a list item
-    has (pure)."""
-    by_key = {(d.project_id, d.name): d.address for d in wanted}
-    found: dict[str, str] = {}
-    for item in items:
-        address = by_key.get((_str(item.get("projectId")), item.get("name")))
-        workload_id = item.get("id") or item.get("workloadId")
-        if address is not None and workload_id:
-            found[address] = str(workload_id)
-    return found
-
-
 async def list_all(client) -> tuple[list[dict], list[dict]]:
     """(the workloads listed that have an id and a name, the deleted ones listed), both
     lists read at once."""
-    listed, deleted = await asyncio.gather(client.iter_workloads(),
-                                           client.iter_workloads(deleted=True))
+    listed, deleted, apart = await asyncio.gather(client.iter_workloads(),
+                                                  client.iter_workloads(deleted=True),
+                                                  listed_apart(client))
+    listed = listed + apart
     return ([i for i in listed if isinstance(i, dict) and i.get("id") and i.get("name")],
             [i for i in deleted if isinstance(i, dict)])
-
-
-def _str(v: Any) -> str:
-    """An id as the address spells it (CONTRACT.md §2: projectId may come as a number)."""
-    return "" if v is None else str(v)
 
 
 # --- the list-first refresh -----------------------------------------------------------
 
 PAGE = 500  # the API's largest page (workloads.yml `Limit`)
-
-# List item fields that move without the workload's spec changing: its phase and what the
-# cluster reports of it. A change of one of them alone does not call for a GET (the phase
-# itself is read from the list); every other field of the item is fingerprinted.
-VOLATILE = frozenset({
-    "runningPods", "phase", "phaseUpdatedAt", "k8sPhase", "k8sPhaseUpdatedAt", "conditions",
-    "phaseMessage", "phaseReason", "allocatedResources", "currentNodePools", "idleGpus",
-    "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
-    "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
-})
-
-
-def fingerprint(item: Mapping[str, Any]) -> str:
-    """A stable hash of the list item less its `VOLATILE` fields (pure): equal for two
-    reads of a workload that nothing changed in between (the API moves `updatedAt`, and
-    the images and requested resources an item carries, when its spec changes)."""
-    kept = {k: v for k, v in item.items() if k not in VOLATILE}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
-
 
 async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list[dict]]:
     """Every listed workload of each scope (`filterBy` projectId and clusterId). Each
@@ -121,8 +85,56 @@ async def list_scopes(reader, expected: Mapping[Scope, int]) -> dict[Scope, list
             pages = max(1, pages)
 
     scopes = sorted(expected)
-    answers = await asyncio.gather(*(scope(p, c, expected[(p, c)]) for p, c in scopes))
-    return dict(zip(scopes, answers))
+    apart = _apart()
+    answers, collections = await asyncio.gather(
+        asyncio.gather(*(scope(p, c, expected[(p, c)]) for p, c in scopes)),
+        asyncio.gather(*(reader.collection(k) for k in apart)))
+    out = dict(zip(scopes, answers))
+    for kind, bodies in zip(apart, collections):
+        for body in bodies:
+            item = as_list_item(kind, body)
+            where = kind.list_scope(str(item["projectId"]), item.get("clusterId"))
+            if where in out:
+                out[where].append(item)
+    return out
+
+
+# --- types the workloads list does not show (`Kind.listed` false) --------------------
+
+
+def _str(v: Any) -> str:
+    """An id as the address spells it (CONTRACT.md §2: projectId may come as a number)."""
+    return "" if v is None else str(v)
+
+
+def _apart() -> list[kinds.Kind]:
+    return [k for k in kinds.KINDS.values() if not k.listed]
+
+
+def as_list_item(kind: kinds.Kind, body: Mapping[str, Any]) -> dict:
+    """A flat body of a type's own collection as a workload list item: its id, name,
+    project, cluster, `type` (the kind's first list type) and times (what a change
+    moves, for `fingerprint`)."""
+    item = {"id": body.get("workloadId"), "name": body.get("name"),
+            "projectId": _str(body.get("projectId")), "clusterId": body.get("clusterId"),
+            "type": min(kind.list_types)}
+    for key in ("createdAt", "updatedAt"):
+        if body.get(key) is not None:
+            item[key] = body[key]
+    return item
+
+
+async def listed_apart(client, filter_by: Iterable[str] = ()) -> list[dict]:
+    """The items of every registered type the workloads list does not show, from each
+    type's own collection, as list items matching `filter_by` (`field==value`); none,
+    and no request, while no such type is registered."""
+    apart = _apart()
+    if not apart:
+        return []
+    collections = await asyncio.gather(*(client.iter_collection(k) for k in apart))
+    wanted = [f.split("==", 1) for f in filter_by]
+    items = [as_list_item(k, b) for k, bodies in zip(apart, collections) for b in bodies]
+    return [i for i in items if i["id"] and all(_str(i.get(f)) == v for f, v in wanted)]
 
 
 def _more(page: Mapping[str, Any], offset: int, as_expected: bool = False) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 
 from reconciler import errors
@@ -122,6 +123,8 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
     from reconciler import planfile
 
     saved = planfile.read(path)
+    if saved.secrets is not None:  # its sensitive values, decrypted or read again
+        saved = planfile.reveal(saved, planfile.plan_key(os.environ), _specs_now, path)
     finish(saved.plan, None, ())
     refuse_denied(saved.plan)
     if policy:
@@ -149,6 +152,14 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
                           progress=progress)
         store.write(state, force=True)
     return result
+
+
+def _specs_now(folder: str) -> list[DesiredWorkload]:
+    """The specs of `folder` as they are now, their references resolved (a saved plan's
+    sensitive values, read again)."""
+    from reconciler.desired import load_specs
+
+    return load_specs(folder)
 
 
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,

@@ -71,7 +71,8 @@ def import_workload(store, connect: ClientFactory, address: str,
         if phases.live_gone(live):
             raise errors.ReconcileError(f"workload {workload_id} is being deleted; nothing "
                                         "was written")
-        record = adoption.record(found_kind, live)
+        record = adoption.record(found_kind, live,
+                                 key=lambda: state.secret_key(create=True))
         state.set(record)
         store.write(state)
     return ImportResult(adopted=[(address, workload_id)], serial=state.serial, not_found=[],
@@ -184,7 +185,8 @@ def import_all(specs_dir: str, store, connect: ClientFactory, *,
                 result.skipped.append((d.address, f"workload {body.get('workloadId')} is "
                                        "being deleted"))
             else:
-                state.set(adoption.record(kinds.get(d.kind), body, desired=d))
+                state.set(adoption.record(kinds.get(d.kind), body, desired=d,
+                                          key=lambda: state.secret_key(create=True)))
                 result.adopted.append((d.address, str(body.get("workloadId"))))
         if result.adopted:
             store.write(state)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
 from reconciler import errors, gpus, planner
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations import memory
 from reconciler.operations.judging import finish, load_policy
 from reconciler.operations.reuse import Reuse
 from reconciler.plans import Action, Plan
@@ -76,18 +77,13 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
     the user's spec cache holds are not loaded again (`desired.cache`); it is saved at
     the end.
 
-    The cycle collector is paused meanwhile, until the plan is made (`resume_collector`,
-    which apply calls before it acts: its requests make garbage): an operation's specs,
-    state and live bodies are millions of containers, none of them garbage, and the
-    collector's passes over them cost a third of the CPU of a plan of 10,000
-    (docs/performance.md). When it resumes, what exists is frozen (`gc.freeze`): its next
-    passes (the plan's GPU impact, rendering, apply's actions) need not walk it."""
+    When it starts and when the plan is made (`resume_collector`, which apply calls
+    before it acts) it calls the hooks the program set (`memory.hooks`: the CLI pauses the
+    cycle collector meanwhile and freezes what exists when it resumes)."""
     from reconciler.desired import start_loading
     from reconciler.desired.cache import SpecCache
 
-    global _paused
-    _paused = gc.isenabled()
-    gc.disable()
+    memory.hooks.loading()
     try:
         pending = start_loading(directory, caller_busy=caller_busy,
                                 cache=SpecCache.for_folder(directory))
@@ -100,16 +96,10 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
         resume_collector()
 
 
-_paused = False  # the cycle collector was on when `loading` paused it
-
-
 def resume_collector() -> None:
-    """Turn the cycle collector back on if `loading` paused it, what exists frozen."""
-    global _paused
-    if _paused:
-        _paused = False
-        gc.freeze()
-        gc.enable()
+    """The plan is made (or the operation ends): the program's `memory.hooks.planned`
+    (the CLI resumes the cycle collector it paused)."""
+    memory.hooks.planned()
 
 
 # --- validate and plan --------------------------------------------------------------
@@ -155,9 +145,10 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                                    state_digest=planfile.state_digest(state, pending),
                                    replace=list(options.replace), destroy=options.destroy,
                                    refresh=options.refresh,
-                                   specs_folder=None if options.targets else folder)
+                                   specs_folder=None if options.targets else folder,
+                                   specs_path=os.path.abspath(specs_dir))
         try:
-            planfile.write(out, saved)
+            planfile.write(out, saved, planfile.plan_key(os.environ))
         except OSError as exc:
             raise errors.ReconcileError(f"cannot write the plan to {out}: {exc.strerror}") from None
         result.saved_to = out

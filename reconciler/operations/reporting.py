@@ -13,10 +13,10 @@ import collections
 import time
 from collections.abc import Callable
 
-from reconciler import errors, gpus
+from reconciler import errors
 from reconciler.operations.judging import finish
-from reconciler.plans import Action, Plan
-from reconciler.watch import health, status
+from reconciler.plans import Plan
+from reconciler.watch import status, workload
 
 
 class Report:
@@ -62,71 +62,38 @@ class Report:
         return summary, workloads, projects
 
     def _statuses(self, the_plan: Plan, impact, live, selection, outcomes, now):
-        """Each workload's status (logging each change of its sync or health), the
-        projects', this cycle's actions by `<action>/<result>`, drift found and healed."""
-        held_by = {w.address: w for w in impact.workloads}
+        """Each workload's status (`watch.workload.status_of`), logging each change of
+        its sync or health and each failed action; the projects', this cycle's actions by
+        `<action>/<result>`, drift found and healed."""
+        held_by = {w.address: w.before for w in impact.workloads}
         counts: dict[str, int] = collections.Counter()
         healed = drift = 0
         workloads = []
         for change in the_plan.changes:
             address = change.address
             outcome = outcomes.get(address)
-            acted = outcome is not None and outcome.ok
-            drifting = health.is_healing(change)
-            done = None  # this cycle's action on it, "<action>/<ok|failed|skipped|deferred>"
-            if outcome is not None:
-                key = "ok" if outcome.ok else "failed"
-                if change.action is not Action.NOOP:
-                    done = f"{change.action.value}/{key}"
-                if outcome.ok:
-                    self.failures.pop(address, None)
-                    healed += drifting
-                else:
-                    self.failures[address] = outcome.message or outcome.status
-                    self.log("action_failed", address=address,
-                             action=change.action.value, error=outcome.message)
-            elif change.action is not Action.NOOP and address in selection.blocked:
-                done = (f"{change.action.value}/deferred" if address in selection.deferred
-                        else f"{change.action.value}/skipped")
-            if done is not None:
-                counts[done] += 1
-            drift += drifting
-            sync, why = health.sync_of(change, acted=acted, error=self.failures.get(address))
-            blocked = selection.blocked.get(address) if not acted else None
-            if sync == status.SYNCED:
-                self.failures.pop(address, None)
-                blocked = None
-            elif blocked is not None and sync != status.FAILED:
-                if address in selection.deferred:
-                    why = f"{why}; deferred: over --max-actions this cycle"
-                else:
-                    why = f"{why}; not done: {selection.skipped[address]}"
-            body = live.get(address) if live else None
-            if body is None and live is not None and address not in live \
-                    and change.live_phase:
-                # Vouched for by the workload list (--refresh=auto): not read, but listed
-                # in this phase, which the plan carries.
-                body = {"actualPhase": change.live_phase}
-            state_health, health_why = health.health_of(change.kind, body)
-            if body is None and change.reason == "completed":
-                state_health, health_why = status.HEALTHY, "completed, then removed"
-            if acted and change.action in _MOVES:  # live was read before the action
-                state_health, health_why = _MOVES[change.action]
-            phase = body.get("actualPhase") if body else None
-            held = held_by.get(address)
             previous = self.seen.get(address)
-            since = previous[2] if previous and previous[:2] == (sync, state_health) else now
-            if previous and previous[:2] != (sync, state_health):
-                self.log("workload", address=address, sync=sync, health=state_health,
-                         was_sync=previous[0], was_health=previous[1], reason=why)
-            self.seen[address] = (sync, state_health, since)
-            workloads.append(status.WorkloadStatus(
-                address=address, kind=change.kind, project=change.project_id,
-                name=change.name, sync=sync, health=state_health, phase=phase,
-                gpus=_gpus_text(held.before) if held is not None else None,
-                reason=why or health_why,
-                error=self.failures.get(address) if sync == status.FAILED else None,
-                changed_at=since, acted=done, drift_found=drifting, blocked_by=blocked))
+            worked = workload.status_of(
+                change, outcome=outcome, selection=selection, live=live,
+                held=held_by.get(address), last_error=self.failures.get(address),
+                last_seen=previous, now=now)
+            if outcome is not None and not outcome.ok:
+                self.log("action_failed", address=address, action=change.action.value,
+                         error=outcome.message)
+            if worked.error is None:
+                self.failures.pop(address, None)
+            else:
+                self.failures[address] = worked.error
+            if previous and previous[:2] != worked.seen[:2]:
+                self.log("workload", address=address, sync=worked.seen[0],
+                         health=worked.seen[1], was_sync=previous[0], was_health=previous[1],
+                         reason=worked.status.reason)
+            self.seen[address] = worked.seen
+            if worked.done is not None:
+                counts[worked.done] += 1
+            drift += worked.status.drift_found
+            healed += worked.healed
+            workloads.append(worked.status)
         known = {c.address for c in the_plan.changes}
         for gone in [a for a in self.seen if a not in known]:
             del self.seen[gone]
@@ -138,24 +105,9 @@ class Report:
         return tuple(workloads), projects, dict(counts), drift, healed
 
 
-# The health of a workload an action of this cycle moved (its live body predates it).
-_MOVES = {
-    Action.CREATE: (status.PROGRESSING, "created, awaiting the next cycle"),
-    Action.REPLACE: (status.PROGRESSING, "replaced, awaiting the next cycle"),
-    Action.RESUME: (status.PROGRESSING, "resumed, awaiting the next cycle"),
-    Action.SUSPEND: (status.SUSPENDED, None),
-}
-
-
-def _gpus_text(g: gpus.Gpus) -> str:
-    def num(x: float) -> str:
-        return f"{x:g}"
-    return num(g.low) if not g.is_range else f"{num(g.low)}..{num(g.high)}"
-
-
 def requests_since(client, before: dict[str, int]) -> dict[str, int]:
     """The client's requests by answer since it counted `before` (the cycle's)."""
-    now = getattr(client, "requests_by_status", {})
+    now = client.requests_by_status
     return {k: n - before.get(k, 0) for k, n in sorted(now.items()) if n > before.get(k, 0)}
 
 

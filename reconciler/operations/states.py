@@ -17,9 +17,9 @@ from reconciler.state.model import ResourceState, State
 def state_list(store) -> list[tuple[str, str | None, str | None]]:
     """(address, project name or None, a Manifest's own kind or None) of each workload the
     state tracks, sorted."""
-    from reconciler import manifests
+    from reconciler import kinds
 
-    return [(a, r.project_name, manifests.kind_in(r.applied))
+    return [(a, r.project_name, kinds.label(r.kind, r.applied))
             for a, r in sorted(store.read().resources.items())]
 
 

@@ -32,14 +32,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import gc
 import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from reconciler import errors, planner
-from reconciler.operations import judging, reporting, specfolder
+from reconciler.operations import judging, memory, reporting, specfolder
 from reconciler.operations.planning import ClientFactory, PlanOptions, make_plan
 from reconciler.operations.reuse import Reuse, StateReads
 from reconciler.plans import Plan
@@ -49,6 +49,21 @@ BACKOFF_MAX_S = 300.0  # the longest wait after failed cycles (or the interval, 
 CYCLES_KEPT = 20  # summaries a snapshot carries, the most recent last
 
 Log = Callable[..., None]  # log(event, **fields): one line per event
+
+
+class Client(Protocol):
+    """What the loop asks of its client beyond the reads and writes (`api.RunaiClient`)."""
+
+    @property
+    def request_count(self) -> int:
+        """HTTP requests sent so far (each cycle reports its own)."""
+
+    @property
+    def requests_by_status(self) -> dict[str, int]:
+        """HTTP requests sent so far by answer ("200", "429", "error")."""
+
+    def renew_budget(self) -> None:
+        """A fresh retry budget: each cycle has the whole --timeout to spend on retries."""
 
 
 def _no_log(event: str, **fields) -> None:
@@ -190,10 +205,9 @@ class _Loop:
 
     # --- one cycle -----------------------------------------------------------------
 
-    async def _cycle(self, client, number: int) -> float:
+    async def _cycle(self, client: Client, number: int) -> float:
         started, t0, cpu0 = time.time(), time.monotonic(), time.process_time()
-        requests0 = getattr(client, "request_count", 0)
-        by_status0 = dict(getattr(client, "requests_by_status", {}))
+        requests0, by_status0 = client.request_count, client.requests_by_status
         refresh = "full"
         try:
             if not await asyncio.to_thread(self._elected):
@@ -216,7 +230,7 @@ class _Loop:
             summary = status.CycleSummary(
                 number, started, time.monotonic() - t0, "failed", error=message,
                 refresh=refresh, commit=self.commit,
-                requests=getattr(client, "request_count", 0) - requests0,
+                requests=client.request_count - requests0,
                 requests_by_status=reporting.requests_since(client, by_status0),
                 cpu_s=time.process_time() - cpu0)
             self._publish(summary, workloads=None, backoff=wait)
@@ -226,17 +240,15 @@ class _Loop:
         self.failed_in_row = 0
         self.last_success = time.time()
         summary = replace(summary, duration_s=time.monotonic() - t0,
-                          requests=getattr(client, "request_count", 0) - requests0,
+                          requests=client.request_count - requests0,
                           requests_by_status=reporting.requests_since(client, by_status0),
                           cpu_s=time.process_time() - cpu0)
         self._publish(summary, workloads=workloads, projects=projects)
         if self.parsed:
-            # What the cycles keep for long (the modules, the parsed specs) is frozen out
-            # of the cycle collector's reach: its full collections, which came every few
-            # cycles, walked them all (0.1-0.2 CPU-s at 1,000 specs), to find nothing.
+            # What the cycles keep for long (the modules, the parsed specs) exists now:
+            # the program's hook (the CLI freezes it out of the cycle collector's reach).
             self.parsed = False
-            gc.collect()
-            gc.freeze()
+            memory.hooks.settled()
         self.log("cycle", cycle=number, result=summary.result, refresh=summary.refresh,
                  commit=self.commit, drift=summary.drift_found, healed=summary.healed,
                  actions=summary.actions, deferred=summary.deferred, duration_s=round(summary.duration_s, 3),
@@ -251,10 +263,8 @@ class _Loop:
             self.log("role", role=role, lock=self.lock.where)
         return held
 
-    async def _reconcile(self, client, number: int, started: float, wants: str):
-        renew = getattr(client, "renew_budget", None)
-        if renew is not None:  # each cycle has the whole --timeout to spend on retries
-            renew()
+    async def _reconcile(self, client: Client, number: int, started: float, wants: str):
+        client.renew_budget()  # each cycle has the whole --timeout to spend on retries
         desired, parsed = await asyncio.to_thread(self.specs.get)
         self.parsed = self.parsed or parsed
         if parsed:
@@ -291,47 +301,48 @@ class _Loop:
         return self.report.summarise(number, started, wants, the_plan, live, selection,
                                      outcomes, note, commit=self.commit)
 
-    async def _act(self, client, selection: modes.Selection, desired, planned_state, pending):
+    async def _act(self, client: Client, selection: modes.Selection, desired, planned_state, pending):
         """Perform `selection.take` under the state's write lock, unless a person holds it
         or the state moved since it was read (then the next cycle plans again)."""
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(self.store.lock("watch"))
+            except errors.StateError as exc:  # a person's apply holds it: the next cycle acts
+                self.log("deferred", reason=reporting.one_line(exc))
+                return {}, f"not acted: {reporting.one_line(exc)}"
+            return await self._act_locked(client, selection, desired, planned_state, pending)
+
+    async def _act_locked(self, client: Client, selection: modes.Selection, desired,
+                          planned_state, pending):
         from reconciler import executor
 
+        state, pending_now = await asyncio.to_thread(self.store.read_with_pending)
+        # A state never written has a new lineage at each read: the serial says it.
+        moved = state.serial != planned_state.serial or (
+            state.serial and state.lineage != planned_state.lineage)
+        if moved or len(pending_now) != len(pending):
+            self.state_reads.forget()
+            self.log("deferred", reason="the state changed while the cycle planned")
+            return {}, "not acted: the state changed while planning; planned again next cycle"
+        if pending_now:
+            await executor.recover(client, self.store, state, pending_now,
+                                   on_event=lambda m: self.log("recovery", message=m))
+            return {}, "recovered what a killed run left in flight; planned again next cycle"
+        the_plan = Plan(changes=selection.take, lineage=state.lineage, serial=state.serial)
+        ex = executor.Executor(client, self.store, state, {d.address: d for d in desired},
+                               parallelism=self.options.parallelism,
+                               on_event=lambda m: self.log("action", message=m))
+        self.executor = ex
+        self._acting_task = asyncio.ensure_future(ex.run(the_plan))
         try:
-            lock = self.store.lock("watch")
-            lock.__enter__()
-        except errors.StateError as exc:
-            self.log("deferred", reason=reporting.one_line(exc))
-            return {}, f"not acted: {reporting.one_line(exc)}"
-        try:
-            state, pending_now = await asyncio.to_thread(self.store.read_with_pending)
-            # A state never written has a new lineage at each read: the serial says it.
-            moved = state.serial != planned_state.serial or (
-                state.serial and state.lineage != planned_state.lineage)
-            if moved or len(pending_now) != len(pending):
-                self.state_reads.forget()
-                self.log("deferred", reason="the state changed while the cycle planned")
-                return {}, "not acted: the state changed while planning; planned again next cycle"
-            if pending_now:
-                await executor.recover(client, self.store, state, pending_now,
-                                       on_event=lambda m: self.log("recovery", message=m))
-                return {}, "recovered what a killed run left in flight; planned again next cycle"
-            the_plan = Plan(changes=selection.take, lineage=state.lineage, serial=state.serial)
-            ex = executor.Executor(client, self.store, state, {d.address: d for d in desired},
-                                   parallelism=self.options.parallelism,
-                                   on_event=lambda m: self.log("action", message=m))
-            self.executor = ex
-            self._acting_task = asyncio.ensure_future(ex.run(the_plan))
-            try:
-                result = await self._acting_task
-            except asyncio.CancelledError:
-                if self.signals < 2:
-                    raise
-                result = executor._abandoned(ex, the_plan)
-            finally:
-                self.executor = self._acting_task = None
-            return {o.address: o for o in [*result.outcomes, *result.unknown]}, None
+            result = await self._acting_task
+        except asyncio.CancelledError:
+            if self.signals < 2:
+                raise
+            result = ex.cancelled_result(the_plan)
         finally:
-            lock.__exit__(None, None, None)
+            self.executor = self._acting_task = None
+        return {o.address: o for o in [*result.outcomes, *result.unknown]}, None
 
     # --- what a cycle says -----------------------------------------------------------
 

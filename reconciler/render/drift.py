@@ -15,7 +15,7 @@ from typing import Any
 from reconciler.render import impact, words
 from reconciler.render import json as json_render
 
-FORMAT_VERSION = "1.4"
+FORMAT_VERSION = "1.5"
 NO_DRIFT = "No drift. Live workloads match the state."
 
 _WORDS = {
@@ -38,7 +38,11 @@ def render_text(report) -> str:
             for p in item.paths:
                 state = words.shown(p.path, p.state, item.sensitive)
                 live = words.shown(p.path, p.live, item.sensitive)
-                lines.append(f"      ~ {p.path}: state {state}, live {live}")
+                if p.added:
+                    lines.append(f"      + {p.path}: live {live}  # added outside "
+                                 "runai-reconcile, not in the state")
+                else:
+                    lines.append(f"      ~ {p.path}: state {state}, live {live}")
             if item.reason == "deleted_outside":
                 lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
             if item.gpus_state != item.gpus_live:
@@ -96,7 +100,8 @@ def report_document(report) -> dict[str, Any]:
             "reason": item.reason,
             "paths": [{"path": p.path,
                        "state": words.mask_at(p.path, p.state, item.sensitive),
-                       "live": words.mask_at(p.path, p.live, item.sensitive)}
+                       "live": words.mask_at(p.path, p.live, item.sensitive),
+                       "added": p.added}
                       for p in item.paths],
             "gpus": {"state": impact.gpus_doc(item.gpus_state),
                      "live": impact.gpus_doc(item.gpus_live)},

@@ -2,7 +2,8 @@
 
 Reads a `plans.GpuImpact` (a finished plan's `gpu_impact`) or `plans.Gpus` pairs (a
 drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
-most pods) and, apart, the GPU memory of memory-type requests. A plan shows the block
+most pods) and, apart, the GPU memory of memory-type requests; `unknown` where a value
+could not be read (`8 + unknown`). A plan shows the block
 only when apply moves some workload's GPUs or a project it acts in is over its quota.
 Callers: `render.text`, `render.markdown`, `render.json`, `render.drift`.
 """
@@ -42,12 +43,18 @@ def _bytes(x: float) -> str:
     return f"{_n(x)} B"
 
 
+UNKNOWN = "unknown"
+
+
 def amount(g: Gpus) -> str:
-    """`8`, `2..8`, or `1 (20 GiB GPU memory)` with memory-type requests."""
+    """`8`, `2..8`, or `1 (20 GiB GPU memory)` with memory-type requests; `unknown`, or
+    `8 + unknown`, when some value could not be read (never counted as 0)."""
+    if g.unknown and not g.high and not g.memory_high:
+        return UNKNOWN
     out = _span(g.low, g.high)
     if g.memory_high:
         out += f" ({_span(g.memory_low, g.memory_high, _bytes)} GPU memory)"
-    return out
+    return f"{out} + {UNKNOWN}" if g.unknown else out
 
 
 def _signed(x: float) -> str:
@@ -63,6 +70,8 @@ def ends(low: float, high: float, fmt=_n) -> str:
 def change(before: Gpus, after: Gpus) -> str:
     """The GPUs apply takes (`+16`) or frees (`-8`), `0` for none; at each end when they
     differ: `90..100 -> 106..111` is `min +16, max +11` (as `gpus.difference`)."""
+    if before.unknown or after.unknown:
+        return UNKNOWN
     low, high = tidy(after.low - before.low), tidy(after.high - before.high)
     return ends(low, high, _signed)
 
@@ -110,5 +119,8 @@ def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:
 def gpus_doc(g: Gpus) -> dict[str, Any]:
     """The JSON of an amount (docs/plan-format.md): GPUs and GPU memory in bytes, at the
     fewest and the most pods."""
-    return {"min": number(g.low), "max": number(g.high),
-            "memory_bytes_min": number(g.memory_low), "memory_bytes_max": number(g.memory_high)}
+    out = {"min": number(g.low), "max": number(g.high),
+           "memory_bytes_min": number(g.memory_low), "memory_bytes_max": number(g.memory_high)}
+    if g.unknown:  # some value could not be read: the numbers leave it out
+        out["unknown"] = True
+    return out

@@ -189,7 +189,7 @@ def _resource_change(rc: ResourceChange, bodies: _Bodies) -> dict[str, Any]:
         "changed_paths": [
             {"path": c.path, "before": words.mask_at(c.path, c.before, rc.sensitive),
              "after": words.mask_at(c.path, c.after, rc.sensitive), "drift": c.drift,
-             "forces_replacement": c.forces_replacement}
+             "added": c.added, "forces_replacement": c.forces_replacement}
             for c in changes
         ],
         "patch": words.mask_body(rc.patch, rc.sensitive) if rc.action is Action.UPDATE else None,

@@ -285,7 +285,7 @@ def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
 def _diff_lines(c: FieldChange, sensitive: tuple[str, ...]) -> list[str]:
     notes = []
     if c.drift:
-        notes.append("changed outside runai-reconcile")
+        notes.append(words.drift_note(c))
     if c.forces_replacement:
         notes.append("forces replacement")
     tail = "  # " + ", ".join(notes) if notes else ""

@@ -127,7 +127,9 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
 def _field(c: FieldChange, paint, sensitive: tuple[str, ...]) -> str:
     before = words.shown(c.path, c.before, sensitive)
     after = words.shown(c.path, c.after, sensitive)
-    if c.before is None and c.after is not None:
+    if c.added:  # live alone holds it: apply takes it out
+        sign, text = "-", f"{c.path}: {before}"
+    elif c.before is None and c.after is not None:
         sign, text = "+", f"{c.path}: {after}"
     elif c.after is None and c.before is not None:
         sign, text = "-", f"{c.path}: {before} -> null"
@@ -135,7 +137,7 @@ def _field(c: FieldChange, paint, sensitive: tuple[str, ...]) -> str:
         sign, text = "~", f"{c.path}: {before} -> {after}"
     notes = []
     if c.drift:
-        notes.append("changed outside runai-reconcile")
+        notes.append(words.drift_note(c))
     if c.forces_replacement:
         notes.append(paint(_RED, "forces replacement"))
     line = f"      {paint(_SIGN_COLOR[sign], sign)} {text}"

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler import kinds, manifests, phases, plans
+from reconciler import kinds, phases, plans
 from reconciler.masking import MASK, is_masked, mask_at, mask_body, secret_name  # noqa: F401
 from reconciler.plans import Action, ResourceChange
 
@@ -194,6 +194,12 @@ def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
                              drift=rc.reason == plans.REASON_PHASE_DRIFT)
 
 
+def drift_note(c: plans.FieldChange) -> str:
+    """What a drifted field change's note says: `added outside runai-reconcile` for what
+    live alone holds (apply removes it), else `changed outside runai-reconcile`."""
+    return f"added {_OUTSIDE}" if c.added else f"changed {_OUTSIDE}"
+
+
 def drifted_paths(rc: ResourceChange) -> list[str]:
     """The paths changed outside the reconciler: drifted field changes, phase drift."""
     paths = [c.path for c in rc.changes if c.drift]
@@ -285,7 +291,7 @@ def policy_notes(report) -> list[str]:
 def manifest_kind(rc: ResourceChange) -> str | None:
     """A Manifest change's own kind (`PyTorchJob`: of the spec, else of the workload it
     replaces or deletes), shown beside the address in every format; None for other kinds."""
-    return manifests.kind_in(rc.after, rc.before)
+    return kinds.label(rc.kind, rc.after, rc.before)
 
 
 def manifest_kind_field(manifest_kind: str | None) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The fake Run:ai control plane: an ASGI app (Starlette) speaking the workloads API.
+"""The fake Run:ai control plane: an ASGI app (Starlette) speaking the workloads API and
+the organisation's (projects, departments, node pools, access rules, policies).
 
 Callers: tests (in process through `httpx.ASGITransport`), the CLI's `--sim` mode, and
 `runai-reconcile sim serve` (uvicorn). Clients get a token with POST /api/v1/token
@@ -16,13 +17,17 @@ where the API spec is silent):
     listing     GET /api/v1/workloads (filters, pages) and GET /api/v1/workloads/{id}
     tokens      POST /api/v1/token, and the bearer token check
     projects    the project routes (and POST /_sim/projects)
+    org         departments, projects made through the API, node pools, priorities,
+                ranks: the table of org-unit types (`org.UNITS`)
+    access      roles and access rules
+    policies    the workload policies, one table entry per kind (`policies.POLICY_KINDS`)
     admin       /_sim/: request log, drift, forced phases, fault settings
     faults      the Faults settings, the middleware that injects them and logs requests
     errors      error answers, reading a JSON body
     queries     filterBy, limit/offset, sortBy/sortOrder
     store       records, phases on the clock, the JSON data file
     kinds       the table of kinds, and their cross-field rules
-    schema      each kind's request bodies
+    schema      each kind's request bodies, and the organisation's
     defaults    the server-side defaults filled into a created body
     validator   the body description language, and its validator
     command     `sim serve`

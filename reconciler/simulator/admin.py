@@ -18,6 +18,14 @@ Callers: `app` adds `routes(sim)` (and `projects` its POST /_sim/projects).
                                                   {"types": [...], "status": N}; DELETE puts
                                                   back the start's (so does DELETE
                                                   /_sim/workloads)
+    GET               /_sim/org                   the organisation as stored: units,
+                                                  access rules, policies
+    PATCH|DELETE      /_sim/org/{units}/{id}      a project's or department's stored body
+                                                  ({units}: projects, departments): PATCH,
+                                                  a JSON merge patch (drift: a quota changed
+                                                  behind the client's back); DELETE, gone
+                                                  at once (a project's workloads too)
+    DELETE            /_sim/org/access-rules/{id} an access rule deleted out of band
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from reconciler.simulator import access, org
 from reconciler.simulator.errors import ApiError, read_json
 from reconciler.simulator.store import Record
 from reconciler.simulator.workloads import render
@@ -56,6 +65,9 @@ def routes(sim: Simulator) -> list[Route]:
         Route("/_sim/workloads/{workloadId}/phase", bound(phase), methods=["POST"]),
         Route("/_sim/faults", bound(faults), methods=["GET", "PUT", "DELETE"]),
         Route("/_sim/workload-types", bound(workload_types), methods=["GET", "PUT", "DELETE"]),
+        Route("/_sim/org", bound(organisation), methods=["GET"]),
+        Route("/_sim/org/access-rules/{ruleId}", bound(access_rule), methods=["DELETE"]),
+        Route("/_sim/org/{units}/{unitId}", bound(org_unit), methods=["PATCH", "DELETE"]),
     ]
 
 
@@ -74,8 +86,10 @@ async def requests(sim: Simulator, request: Request) -> Response:
 
 async def workloads(sim: Simulator, request: Request) -> Response:
     if request.method == "DELETE":
-        sim.store.clear()  # the projects' definitions too
+        sim.store.clear()  # the projects' definitions and the organisation too
         sim.projects.defined.clear()
+        sim.org.clear()
+        sim.store.save()
         sim.workload_types.reset()
     sim.store.settle()
     return JSONResponse({
@@ -148,6 +162,42 @@ async def workload_types(sim: Simulator, request: Request) -> Response:
         except ValueError as exc:
             raise ApiError(400, str(exc)) from None
     return JSONResponse(sim.workload_types.to_json())
+
+
+async def organisation(sim: Simulator, request: Request) -> Response:
+    return JSONResponse(sim.store.org)
+
+
+_UNITS = {unit.list_key: unit for unit in org.UNITS}
+
+
+async def org_unit(sim: Simulator, request: Request) -> Response:
+    unit = _UNITS.get(request.path_params["units"])
+    if unit is None:
+        raise ApiError(404, f"no such units: {request.path_params['units']} (one of "
+                            f"{', '.join(_UNITS)})")
+    uid = request.path_params["unitId"]
+    rec = sim.org.unit(unit, uid)
+    if request.method == "DELETE":
+        sim.org.remove_now(unit, uid)
+        return JSONResponse({"code": 200, "message": f"{unit.type.capitalize()} {uid} removed"})
+    patch = await read_json(request)
+    if not isinstance(patch, dict):
+        raise ApiError(400, "A merge patch must be a JSON object")
+    if "id" in patch:
+        raise ApiError(400, "id cannot be changed")
+    rec["body"] = merge_patch(rec["body"], patch)
+    sim.store.save()
+    return JSONResponse(sim.org.render(unit, rec))
+
+
+async def access_rule(sim: Simulator, request: Request) -> Response:
+    rid = request.path_params["ruleId"]
+    found = access.stored(sim).get(rid)
+    if found is None or found.get("deletedAt") is not None:
+        raise ApiError(404, f"Access rule {rid} not found")
+    access.remove(sim, found)
+    return JSONResponse({"code": 200, "message": f"Access rule {rid} removed"})
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -9,6 +9,9 @@ modules take the `Simulator` their handlers act on:
     listing     GET  /api/v1/workloads                 and /api/v1/workloads/{id}
     workloads   each kind's routes under its path      (`kinds.KINDS`)
     projects    GET  /api/v1/org-unit/projects         and .../{id}; POST /_sim/projects
+    org         departments, projects made through the API, node pools, priorities, ranks
+    access      GET  /api/v1/authorization/roles;      access rules (no update)
+    policies    /api/v2/policy/{kind}                  PUT, PATCH (validateOnly), GET, DELETE
     admin       /_sim/requests, /_sim/workloads, /_sim/faults, /_sim/workload-types,
                 forced phases
 
@@ -34,7 +37,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 
-from reconciler.simulator import admin, listing, manifests, projects, tokens, workloads
+from reconciler.simulator import (access, admin, listing, manifests, org, policies, projects,
+                                  tokens, workloads)
 from reconciler.simulator.errors import ApiError, api_error, http_error
 from reconciler.simulator.faults import Faults, FaultMiddleware, SimulatedConnectionDrop
 from reconciler.simulator.kinds import KINDS, Kind
@@ -46,8 +50,8 @@ REQUEST_LOG_SIZE = 200_000
 
 
 class Simulator:
-    """The state of one simulated control plane (`app.state.sim`): its workloads and
-    projects, faults, request log, clock and random sources."""
+    """The state of one simulated control plane (`app.state.sim`): its workloads,
+    projects and organisation, faults, request log, clock and random sources."""
 
     def __init__(self, *, data_path, client_id, client_secret, phase_seconds, faults, clock,
                  seed, sleep, kinds):
@@ -72,6 +76,7 @@ class Simulator:
             except (KeyError, ValueError) as exc:
                 raise SimulatorDataError(f"cannot read simulator data {data_path}: project "
                                          f"{saved.get('id')!r}: {exc}") from None
+        self.org = org.Organisation(self)  # departments, projects made, rules, policies
         self.workload_types = manifests.WorkloadTypes()  # what /api/v1/workload-types lists
         self.requests: collections.deque = collections.deque(maxlen=REQUEST_LOG_SIZE)
         self.api_routes: list = []  # set by create_app; names the log's routes
@@ -114,9 +119,12 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
     project_api, project_admin = projects.routes(sim)
     # Order matters: a kind's path would otherwise be taken for a workload id.
     api_routes = [*tokens.routes(sim), *listed,
-                  *(route for kind in kinds for route in (manifests.routes(sim, kind) if kind.custom
-                                                 else workloads.routes(sim, kind))),
-                  *by_id, *project_api]
+                  *(route for kind in kinds for route in (
+                      kind.custom(sim, kind) if callable(kind.custom)
+                      else manifests.routes(sim, kind) if kind.custom
+                      else workloads.routes(sim, kind))),
+                  *by_id, *project_api, *org.routes(sim), *access.routes(sim),
+                  *policies.routes(sim)]
     app = Starlette(
         routes=api_routes + admin.routes(sim) + project_admin,
         middleware=[Middleware(FaultMiddleware, sim=sim)],

@@ -13,6 +13,7 @@ import socket
 
 import click
 
+from reconciler.simulator import datalock
 from reconciler.simulator.app import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
 from reconciler.simulator.faults import Faults, SimulatedConnectionDrop
 from reconciler.simulator.store import SimulatorDataError
@@ -55,6 +56,11 @@ def sim() -> None:
               help="Random extra latency per API request, uniform in [0, N] ms.")
 @click.option("--error-rate", default=0.0, show_default=True, type=click.FloatRange(0, 1),
               help="Share of API requests answered 503 or 429 (with Retry-After), not performed.")
+@click.option("--error-path", "error_paths", multiple=True, metavar="PREFIX",
+              help="Inject --error-rate only on the API paths starting with PREFIX "
+                   "(repeatable; e.g. /api/v1/org-unit/projects). Default: every path.")
+@click.option("--error-status", type=click.Choice(["429", "500", "502", "503", "504"]),
+              help="The status of every injected error. Default: 503 or 429 at random.")
 @click.option("--commit-fail-rate", default=0.0, show_default=True, type=click.FloatRange(0, 1),
               help="Share of writes that are performed, then answered 500 or with the "
                    "connection dropped.")
@@ -72,8 +78,8 @@ def sim() -> None:
               help="No log line per request (benchmarks: at hundreds of requests a second "
                    "the log costs more CPU than the API).")
 def serve(host, port, client_id, client_secret, data_path, phase_seconds, latency_ms, jitter_ms,
-          error_rate, commit_fail_rate, commit_fail_mode, retry_after, token_ttl,
-          no_token_faults, seed, quiet) -> None:
+          error_rate, error_paths, error_status, commit_fail_rate, commit_fail_mode, retry_after,
+          token_ttl, no_token_faults, seed, quiet) -> None:
     """Serve the simulated control plane over HTTP until interrupted (Ctrl-C).
 
     Logs one line per request. Get a token with
@@ -90,8 +96,11 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
     faults = Faults(latency_ms=latency_ms, jitter_ms=jitter_ms, error_rate=error_rate,
                     commit_fail_rate=commit_fail_rate, commit_fail_mode=commit_fail_mode,
                     retry_after_seconds=retry_after, token_ttl=token_ttl,
-                    token_faults=not no_token_faults)
+                    token_faults=not no_token_faults, error_paths=list(error_paths),
+                    error_status=int(error_status) if error_status else None)
     try:
+        if data_path is not None:
+            datalock.hold(data_path)  # for as long as this process serves it
         app = create_app(data_path, client_id=client_id, client_secret=client_secret,
                          phase_seconds=phase_seconds, faults=faults, seed=seed)
     except SimulatorDataError as exc:

@@ -7,7 +7,8 @@ Callers: `app` puts `FaultMiddleware` in front of the routes and keeps the `Faul
 turns `sim serve`'s flags into a `Faults`.
 
 For a request under /api/ the middleware logs it, adds the latency, answers the share
-`error_rate` with a 503 or 429 (Retry-After) without performing it, moves finished
+`error_rate` with a 503 or 429 (Retry-After; or `error_status` alone) without performing
+it (only on the paths starting with one of `error_paths`, when any are given), moves finished
 deletions out of the store, then hands it to Starlette's router. Faults (latency, error
 rate) also apply to the token route unless `token_faults` is off; they never apply to
 /_sim/, which is not logged either.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -50,11 +51,16 @@ class Faults:
     retry_after_seconds: int = 1  # Retry-After of injected 503/429
     commit_fail_mode: str = "random"  # "random" | "500" | "drop"
     token_faults: bool = True  # latency and error_rate also apply to POST /api/v1/token
+    # The paths error_rate applies to (prefixes, e.g. /api/v1/org-unit/projects); empty: all.
+    error_paths: list = field(default_factory=list)
+    error_status: int | None = None  # the status of an injected error; None: 503 or 429
 
     _JSON = {"latency_ms": "latencyMs", "jitter_ms": "jitterMs", "error_rate": "errorRate",
              "commit_fail_rate": "commitFailRate", "token_ttl": "tokenTtl",
              "retry_after_seconds": "retryAfterSeconds", "commit_fail_mode": "commitFailMode",
-             "token_faults": "tokenFaults"}
+             "token_faults": "tokenFaults", "error_paths": "errorPaths",
+             "error_status": "errorStatus"}
+    _ERROR_STATUSES = (429, 500, 502, 503, 504)
 
     def __post_init__(self) -> None:
         self.check()
@@ -70,6 +76,14 @@ class Faults:
             elif f.name == "token_faults":
                 if not isinstance(v, bool):
                     raise ValueError(f"{name} must be a boolean")
+            elif f.name == "error_paths":
+                if not isinstance(v, list) or not all(
+                        isinstance(p, str) and p.startswith("/api/") for p in v):
+                    raise ValueError(f"{name} must be a list of paths starting with /api/")
+            elif f.name == "error_status":
+                if v is not None and (isinstance(v, bool) or v not in self._ERROR_STATUSES):
+                    raise ValueError(f"{name} must be one of "
+                                     f"{', '.join(map(str, self._ERROR_STATUSES))}, or null")
             elif isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"{name} must be a number")
             elif f.name in ("error_rate", "commit_fail_rate") and not 0 <= v <= 1:
@@ -197,10 +211,12 @@ class FaultMiddleware:
         faultable = f.token_faults or path != "/api/v1/token"
         if faultable and (f.latency_ms or f.jitter_ms):
             await sim.sleep((f.latency_ms + sim.fault_rand.uniform(0, f.jitter_ms)) / 1000)
-        if faultable and f.error_rate > 0 and sim.fault_rand.random() < f.error_rate:
-            status = sim.fault_rand.choice((503, 429))
-            message = ("Please try again in few minutes." if status == 503
-                       else "Too many requests.")
+        if (faultable and f.error_rate > 0
+                and (not f.error_paths or path.startswith(tuple(f.error_paths)))
+                and sim.fault_rand.random() < f.error_rate):
+            status = f.error_status or sim.fault_rand.choice((503, 429))
+            message = {503: "Please try again in few minutes.", 429: "Too many requests."}.get(
+                status, "Something went wrong.")
             response = JSONResponse({"code": status, "message": message}, status_code=status,
                                     headers={"Retry-After": str(int(f.retry_after_seconds))})
             entry.status = status
@@ -209,6 +225,7 @@ class FaultMiddleware:
             return
 
         sim.store.settle()
+        sim.org.settle()
         replayed = False
 
         async def replay():

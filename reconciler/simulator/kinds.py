@@ -130,8 +130,10 @@ class Kind:
     # The dotted paths of the body's containers (each may hold `image` and `compute`):
     # a list item's `images` are theirs, its `podsRequestedResources` the first's compute.
     containers: tuple[str, ...] = ("spec",)
-    # Routes of their own instead of `workloads.routes` ("manifest": `manifests.routes`).
-    custom: str = ""
+    # Routes of their own instead of `workloads.routes`: "manifest" (`manifests.routes`),
+    # or a function (sim, kind) -> routes, for a type `register`ed from outside that is
+    # served apart from the workloads (a test's resource that is no workload).
+    custom: str | Callable[..., list] = ""
     # The v2 NIM shape: the create body's name and projectId in `metadata` (no clusterId:
     # the project's), answers `{metadata, desiredPhase, spec}` (`workloads.render`).
     envelope: bool = False
@@ -252,9 +254,26 @@ NIM_SERVICE = Kind(
     gvk=("apps.nvidia.com", "v1alpha1", "NIMService"),
 )
 
-KINDS: tuple[Kind, ...] = (DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
-                           NIM_SERVICE, MANIFEST)
+# Every kind the simulator serves: `create_app` builds the routes of those listed when it
+# is called. A list, so that `register` can add one (a test's throwaway kind).
+KINDS: list[Kind] = [DISTRIBUTED, DISTRIBUTED_INFERENCE, TRAINING, WORKSPACE, INFERENCE,
+                     NIM_SERVICE, MANIFEST]
 
-__all__ = ["Kind", "KINDS", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
+
+def register(kind: Kind) -> Kind:
+    """Serve `kind` too, in every simulator made from now on (`create_app`, `sim serve`
+    in this process); returns it. ValueError when its `type` or `path` is taken. How a
+    test adds a kind of its own without editing this table (docs/kinds.md)."""
+    if any(k.type == kind.type or k.path == kind.path for k in KINDS):
+        raise ValueError(f"a simulator kind with type {kind.type} or path {kind.path} exists")
+    KINDS.append(kind)
+    return kind
+
+
+def unregister(kind: Kind) -> None:
+    """Stop serving `kind` (added by `register`) in simulators made from now on."""
+    KINDS.remove(kind)
+
+__all__ = ["Kind", "KINDS", "register", "unregister", "DISTRIBUTED", "DISTRIBUTED_INFERENCE", "TRAINING", "WORKSPACE",
            "INFERENCE", "NIM_SERVICE", "MANIFEST", "SUBMISSION_ERROR", "PLAIN_ERROR", "image_rules", "distributed_rules",
            "distributed_inference_rules", "inference_rules", "inference_update_rules"]

@@ -157,7 +157,20 @@ def routes(sim: Simulator) -> tuple[list[Route], list[Route]]:
 
     return ([Route("/api/v1/org-unit/projects", list_, methods=["GET"]),
              Route("/api/v1/org-unit/projects/{projectId}", one, methods=["GET"])],
+            # (the other project routes, and projects made through the API: `org`)
             [Route("/_sim/projects", define, methods=["POST"])])
+
+
+def _field(body: dict, name: str) -> Any:
+    """The value a `filterBy` (or `sortBy`) field reads from a `Project` body (None for
+    the metrics the simulator does not keep)."""
+    if name == "departmentId":
+        name = "parentId"
+    if name == "phase":
+        return body["status"].get("phase")
+    if name == "totalGpuQuota":
+        return body["totalResources"]["gpuQuota"]
+    return body.get(name) if name in ("name", "clusterId", "parentId", "createdAt") else None
 
 
 async def list_projects(sim: Simulator, request: Request) -> Response:
@@ -167,22 +180,27 @@ async def list_projects(sim: Simulator, request: Request) -> Response:
     filters = queries.filters(q, FILTER)
     in_use = [(r.body.get("projectId"), r.body.get("clusterId"))
               for r in sim.store.live.values() if r.body.get("projectId")]
-    found = [p for p in sim.projects.listed(filters, in_use)
-             if all(queries.match(p.field(f), op, v) for f, op, v in filters)]
+    made = sim.org.project_bodies()  # made through the API
+    taken = {b["id"] for b in made}
+    found = [b for b in made if all(queries.match(_field(b, f), op, v) for f, op, v in filters)]
+    found += [p.body() for p in sim.projects.listed(filters, in_use)
+              if p.id not in taken and not sim.org.is_gone("project", p.id)
+              and all(queries.match(p.field(f), op, v) for f, op, v in filters)]
     search = q.get("search")
     if search:
-        found = [p for p in found if search in p.name]
-    out = paging.page(found, "projects", Project.field)
-    out["projects"] = [p.body() for p in out["projects"]]
-    return JSONResponse(out)
+        found = [b for b in found if search in b["name"]]
+    return JSONResponse(paging.page(found, "projects", _field))
 
 
 async def get_project(sim: Simulator, request: Request) -> Response:
     sim.auth(request)
     pid = request.path_params["projectId"]
+    made = sim.org.data["project"].get(pid)
+    if made is not None:
+        return JSONResponse(sim.org.render_project(made))
     cluster = next((r.body.get("clusterId") for r in sim.store.live.values()
                     if r.body.get("projectId") == pid), DEFAULT_CLUSTER_ID)
-    project = sim.projects.by_id(pid, cluster)
+    project = None if sim.org.is_gone("project", pid) else sim.projects.by_id(pid, cluster)
     if project is None:
         raise ApiError(404, f"Project {pid} not found")
     return JSONResponse(project.body())

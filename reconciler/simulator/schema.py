@@ -1,16 +1,18 @@
 """The request bodies of the simulated kinds: each kind's create body, and its PATCH body
-if it has one, written in `validator`'s description language.
+if it has one, written in `validator`'s description language; then the organisation's:
+projects', departments' and quotas' bodies, access rules', and the policies', derived
+from each kind's spec (`policy_request`).
 
-Callers: `kinds` (each kind's entry names its bodies). The shapes are written out by hand
-from NVIDIA's OpenAPI files (the installed package must not need them); the simulator's
-tests walk those files and check that this description has the same fields, types,
-enums, ranges and patterns. The shared parts (compute, storage, environment variables,
+Callers: `kinds` (each kind's entry names its bodies); `org`, `access` and `policies`.
+The shapes are written out by hand from NVIDIA's OpenAPI files (the installed package
+must not need them); the simulator's tests walk those files and check that this
+description has the same fields, types, enums, ranges and patterns. The shared parts (compute, storage, environment variables,
 ...) come first, then each kind's spec and bodies; a new kind's bodies go at the end.
 """
 
 from __future__ import annotations
 
-from reconciler.simulator.validator import ANY, Arr, Obj, Scalar
+from reconciler.simulator.validator import ANY, Arr, Map, Obj, Scalar
 from reconciler.simulator.validator import integer as _i
 from reconciler.simulator.validator import number as _n
 from reconciler.simulator.validator import text as _s
@@ -336,5 +338,175 @@ NIM_CREATE = Obj({
 NIM_UPDATE = Obj({"spec": NIM_SPEC}, required=("spec",), nullable=False)
 
 
-__all__ = ["NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE", "DI_UPDATE", "TRAINING_CREATE",
-           "WORKSPACE_CREATE", "INFERENCE_CREATE", "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]
+# --- the organisation (org-units.yml, access-rules.yml, policies.yml) ------------------
+
+# ResourcesNullable: one node pool's quota in a request (nothing required; ids are strings).
+_RESOURCE = Obj({"deserved": _n(), "limit": _n(), "overQuotaWeight": _n()})
+QUOTA = Obj({
+    "nodePool": Obj({"id": _STR, "name": _STR}, required=("id",)),
+    "gpu": Obj({"deserved": _n(nullable=False), "limit": _n(), "overQuotaWeight": _n()}),
+    "cpu": _RESOURCE,
+    "memory": Obj({**_RESOURCE.properties, "units": _s(enum=("Mib", "MB", "GB"))},
+                  required=("units",)),
+    "priority": _STR,
+}, nullable=False)  # (an entry of the list is never null; its fields may be)
+RESOURCES_UPDATE = Arr(QUOTA, nullable=False)  # ResourcesUpdateRequest
+_UNIT_UPDATABLE = {  # DataUpdatableFields
+    "description": _STR,
+    "schedulingRules": Obj({key: _i(1) for key in (
+        "interactiveJobTimeLimitSeconds", "interactiveJobMaxIdleDurationSeconds",
+        "interactiveJobPreemptIdleDurationSeconds", "trainingJobMaxIdleDurationSeconds",
+        "trainingJobTimeLimitSeconds")}),
+    "defaultNodePools": Arr(_STR),
+    "nodeTypes": Obj({"training": Arr(_STR), "workspace": Arr(_STR), "names": Map(_STR)}),
+}
+_CLUSTER = _s(fmt="uuid", nullable=False)
+PROJECT_CREATE = Obj({
+    **_UNIT_UPDATABLE, "name": _s(nullable=False), "clusterId": _CLUSTER,
+    "requestedNamespace": _STR, "enforceRunaiScheduler": _B, "parentId": _STR,
+    "resources": Arr(QUOTA, nullable=False),
+}, required=("name", "clusterId", "resources"), nullable=False)
+PROJECT_UPDATE = Obj({**_UNIT_UPDATABLE, "enforceRunaiScheduler": _B,
+                      "resources": Arr(QUOTA, nullable=False)},
+                     required=("resources",), nullable=False)
+_RANGE = Obj({"averageGpuAllocation": _n(), "averageGpuUtilization": _n(),
+              "averageGpuMemoryUtilization": _n(), "updatedAt": _STR})
+DEPARTMENT_CREATE = Obj({
+    **_UNIT_UPDATABLE, "name": _s(nullable=False), "clusterId": _CLUSTER,
+    # metrics that leak into the create schema (CONTRACT.md §13): taken, never kept
+    "overtimeData": Obj({"range24hData": _RANGE, "range7dData": _RANGE,
+                         "range30dData": _RANGE}),
+    "resources": Arr(QUOTA, nullable=False),
+}, required=("name", "clusterId", "resources"), nullable=False)
+DEPARTMENT_UPDATE = Obj({**_UNIT_UPDATABLE, "resources": Arr(QUOTA, nullable=False)},
+                        required=("resources",), nullable=False)
+
+SCOPE_TYPES = ("system", "tenant", "cluster", "department", "project")
+ACCESS_RULE_CREATE = Obj({
+    "subjectId": _s(nullable=False),
+    "subjectType": _s(enum=("user", "app", "service-account", "group"), nullable=False),
+    "roleId": _i(nullable=False), "scopeId": _s(nullable=False),
+    "scopeType": _s(enum=SCOPE_TYPES, nullable=False), "clusterId": _s(fmt="uuid"),
+}, required=("subjectId", "subjectType", "roleId", "scopeId", "scopeType"), nullable=False)
+
+POLICY_META = Obj({  # PolicyCreationFields
+    "scope": _s(enum=SCOPE_TYPES, nullable=False), "projectId": _i(),
+    "departmentId": _s(ANY, 1), "clusterId": _s(fmt="uuid", min_length=1),
+    "name": _s(ANY, 1, nullable=False),
+}, required=("name", "scope"))
+_SOURCE_OF_RULE = Obj({**{k: v for k, v in POLICY_META.properties.items() if k != "name"},
+                       "isFallback": _B}, required=("scope",))
+_OPTIONS = Arr(Obj({"value": _s(ANY, nullable=False), "displayed": _s(ANY)},
+                   required=("value",)))
+_COMMON_RULES = {"sourceOfRule": _SOURCE_OF_RULE, "required": _B, "canEdit": _B}
+_DEFAULT_FROM = Obj({"field": _s(ANY), "factor": _n()})
+_ITEM_RULES = Obj({"sourceOfRule": _SOURCE_OF_RULE, "canAdd": _B, "locked": Arr(_STR)})
+ARRAY_RULES = Obj({**_COMMON_RULES, "options": _OPTIONS})
+_SCALAR_RULES = {
+    "boolean": Obj(dict(_COMMON_RULES)),
+    "integer": Obj({**_COMMON_RULES, "min": _i(), "max": _i(), "step": _i(),
+                    "defaultFrom": _DEFAULT_FROM}),
+    "number": Obj({**_COMMON_RULES, "min": _n(), "max": _n(), "step": _n(),
+                   "defaultFrom": _DEFAULT_FROM}),
+    "quantity": Obj({**_COMMON_RULES, "min": _s(QUANTITY), "max": _s(QUANTITY),
+                     "defaultFrom": _DEFAULT_FROM}),
+    "string": Obj({**_COMMON_RULES, "options": _OPTIONS}),
+}
+
+
+_ARBITRARY_RULES = Obj(dict(_COMMON_RULES))  # on an object as a whole (ArbitraryRules)
+# Where policies.yml departs from the pattern the functions below follow, by field name:
+# the arrays of items whose defaults (and rules) hold `instances` only, no `attributes`;
+# the arrays of objects that stay arrays in defaults; the objects whose rules are on the
+# object as a whole; the quantities with QuantityRules (min and max; other quantities
+# take StringRules); the fields whose rules name their value (`startupPolicy` ...); the
+# rules a policy has beside those of the fields.
+_INSTANCES_ONLY_DEFAULTS = frozenset({"annotations", "environmentVariables",
+                                      "imagePullSecrets", "labels"})
+_INSTANCES_ONLY_RULES = frozenset({"annotations", "environmentVariables", "labels"})
+_PLAIN_ARRAYS = frozenset({"nodeSelectorTerms", "addedAttrValues"})
+_ARBITRARY = frozenset({"nodeAffinityRequired"})
+_SELF_VALUED = frozenset({"startupPolicy"})
+_QUANTITY_RULES = frozenset({"cpuMemoryLimit", "cpuMemoryRequest", "gpuMemoryLimit",
+                             "gpuMemoryRequest"})
+_EXTRA_RULES = {"exposedUrls": {"customUrl": _SCALAR_RULES["boolean"]},
+                "imagePullSecrets": {"userCredentials": _SCALAR_RULES["boolean"]},
+                "ports": {"customExternalPort": _SCALAR_RULES["boolean"]},
+                "pvc": {"path": _SCALAR_RULES["string"]}}
+
+
+def policy_defaults(node, name: str = "", items: bool = True):
+    """A workload spec's description as a policy's `defaults`: each array of objects
+    of the spec (not those within an item) becomes `{attributes: <an item's defaults>,
+    instances: [items]}`, as policies.yml has it (its tests compare the two)."""
+    if isinstance(node, Obj):
+        return Obj({k: policy_defaults(v, k, items) for k, v in node.properties.items()})
+    if isinstance(node, Arr) and isinstance(node.items, Obj) and items \
+            and name not in _PLAIN_ARRAYS:
+        item = Obj(dict(node.items.properties), node.items.required)
+        out = {"instances": Arr(item)}
+        if name not in _INSTANCES_ONLY_DEFAULTS:
+            out["attributes"] = Obj({k: policy_defaults(v, k, False)
+                                     for k, v in item.properties.items()})
+        return Obj(out)
+    return node
+
+
+def policy_rules(node, name: str = ""):
+    """The `rules` a policy may set on the fields of a workload spec's description: per
+    scalar its type's rules (IntegerRules, NumberRules, QuantityRules, StringRules with
+    the field's values as options, BooleanRules), per array of objects `{attributes:
+    rules per field of an item, instances: ItemRules}`, per array of scalars ArrayRules,
+    as policies.yml has them (its tests compare the two)."""
+    if name in _ARBITRARY:
+        return _ARBITRARY_RULES
+    if name in _SELF_VALUED:
+        return Obj({**_COMMON_RULES, name: node})
+    if isinstance(node, Obj):
+        return Obj({**{k: policy_rules(v, k) for k, v in node.properties.items()},
+                    **_EXTRA_RULES.get(name, {})})
+    if isinstance(node, Arr):
+        if not isinstance(node.items, Obj):
+            return ARRAY_RULES
+        out = {"instances": _ITEM_RULES}
+        if name not in _INSTANCES_ONLY_RULES:
+            out["attributes"] = Obj({
+                **{k: policy_rules(v, k) for k, v in node.items.properties.items()},
+                **_EXTRA_RULES.get(name, {})})
+        return Obj(out)
+    if isinstance(node, Map):
+        return _ARBITRARY_RULES
+    if node.type == "string" and name in _QUANTITY_RULES:
+        return _SCALAR_RULES["quantity"]
+    if node.type == "string" and node.enum is not None:
+        value = Scalar("string", False, node.enum, min_length=node.min_length)
+        return Obj({**_COMMON_RULES, "options": Arr(Obj({"value": value,
+                                                         "displayed": _s(ANY)},
+                                                        required=("value",)))})
+    return _SCALAR_RULES[node.type]
+
+
+IMPOSED_ASSETS = Arr(_s(fmt="uuid"))  # datasource ids
+
+
+def policy_request(spec: Obj, imposed=IMPOSED_ASSETS, *, change: bool = False) -> Obj:
+    """A policy's PUT body (`<K>PolicyOverwriteRequestV2`: meta and policy) over the
+    workload spec `spec`, its `imposedAssets` described by `imposed` (None: it has none);
+    with `change`, its PATCH body (`<K>PolicyChangeRequestV2`, plus `reset`)."""
+    policy = {"defaults": policy_defaults(spec), "rules": policy_rules(spec),
+              "status": Obj({"validation": Obj({"errorMessage": _s(ANY)})})}
+    if imposed is not None:
+        policy["imposedAssets"] = imposed
+    policy = Obj(policy)
+    body = {"meta": POLICY_META, "policy": policy}
+    if change:
+        body["reset"] = Arr(_s(ANY))
+    return Obj(body, nullable=False)
+
+
+__all__ = ["QUOTA", "RESOURCES_UPDATE", "PROJECT_CREATE", "PROJECT_UPDATE",
+           "DEPARTMENT_CREATE", "DEPARTMENT_UPDATE", "ACCESS_RULE_CREATE", "POLICY_META",
+           "SCOPE_TYPES", "policy_defaults", "policy_rules", "policy_request",
+           "NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE",
+           "DI_UPDATE", "TRAINING_CREATE", "WORKSPACE_CREATE", "INFERENCE_CREATE",
+           "INFERENCE_UPDATE", "INFERENCE_UPDATABLE"]

@@ -173,6 +173,9 @@ class Store:
     # The projects defined with POST /_sim/projects, as posted (plus "created"), by id:
     # kept in the data file so that `sim serve --data` and `--sim` share them.
     projects: dict[str, dict] = field(default_factory=dict)
+    # The organisation made through the API (`org.Organisation` keeps it): JSON, kept in
+    # the data file as it is.
+    org: dict[str, Any] = field(default_factory=dict)
     _ending: set[str] = field(default_factory=set)  # live ids whose phases end in GONE
     # (projectId, name) -> how many live records hold it; rebuilt when `live` changed
     # size behind the store's back, so that a create need not scan every workload.
@@ -234,10 +237,18 @@ class Store:
     # --- phases ---------------------------------------------------------------------
 
     def _index(self, rec: Record, now: float) -> int:
-        last = len(rec.phases) - 1
+        return self._phase_index(rec.phases, rec.since, now)
+
+    def _phase_index(self, phases: list, since: float, now: float) -> int:
+        last = len(phases) - 1
         if self.phase_seconds <= 0:
             return last
-        return max(0, min(last, int((now - rec.since) // self.phase_seconds)))
+        return max(0, min(last, int((now - since) // self.phase_seconds)))
+
+    def phase_of(self, phases: list, since: float) -> str:
+        """The phase now of something moving through `phases` since `since` (an org
+        unit: `org` keeps its phases as a record does)."""
+        return phases[self._phase_index(phases, since, self.clock())]
 
     def phase(self, rec: Record, now: float | None = None) -> str:
         return rec.phases[self._index(rec, self.clock() if now is None else now)]
@@ -349,6 +360,7 @@ class Store:
         self.live.clear()
         self.deleted.clear()
         self.projects.clear()
+        self.org.clear()
         self._ending.clear()
         self._orders = {False: None, True: None}
         self.save()
@@ -381,6 +393,9 @@ class Store:
             live = [Record.from_json(d) for d in data["workloads"]]
             deleted = [Record.from_json(d) for d in data["deleted"]]
             projects = {str(p["id"]): dict(p) for p in data.get("projects", [])}
+            org = data.get("org", {})
+            if not isinstance(org, dict):
+                raise ValueError("org: not a JSON object")
             unknown = sorted({r.kind for r in live + deleted} - set(self.kinds or ()))
             if self.kinds is not None and unknown:
                 raise ValueError(f"unknown workload kind(s) {', '.join(map(repr, unknown))}")
@@ -394,6 +409,7 @@ class Store:
         self.live = {r.id: r for r in live}
         self.deleted = {r.id: r for r in deleted}
         self.projects = projects
+        self.org = org
         self._ending = {r.id for r in live if GONE in r.phases}
         self._orders = {False: None, True: None}
         self._last_ms = last_ms
@@ -404,13 +420,14 @@ class Store:
         path = self.data_path
         path.parent.mkdir(parents=True, exist_ok=True)
         # {"version": 1, "workloads": [Record.to_json()...], "deleted": [...],
-        # "projects": [...]}, one workload a line.
+        # "projects": [...], "org": {...}}, one workload a line.
         text = "".join((f'{{"version": {FORMAT_VERSION},\n"workloads": [\n',
                         ",\n".join(r.saved_text() for r in self.live.values()),
                         '\n],\n"deleted": [\n',
                         ",\n".join(r.saved_text() for r in self.deleted.values()),
                         '\n],\n"projects": ',
                         json.dumps(list(self.projects.values()), sort_keys=True),
+                        ',\n"org": ', json.dumps(self.org, sort_keys=True),
                         "}\n"))
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:

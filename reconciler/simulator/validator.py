@@ -1,9 +1,10 @@
 """The simulator's description of request bodies, and the validator that checks a body
 against one.
 
-Callers: `schema` describes each kind's bodies with `Obj`, `Arr` and `Scalar` (and the
+Callers: `schema` describes each kind's bodies with `Obj`, `Arr`, `Map` and `Scalar` (and the
 `text`, `integer`, `number` shorthands); `workloads` checks create and PATCH bodies with
-`validate`; `kinds` writes its cross-field rules' findings as `Issue`s.
+`validate`, and `org`, `access` and `policies` the organisation's; `kinds` writes its
+cross-field rules' findings as `Issue`s.
 
 `validate(schema, body)` returns `Issue`s: the field path as the API names it
 (`spec.numWorkers`, `spec.environmentVariables[0].name`), a message, and the
@@ -49,6 +50,14 @@ class Obj:
 @dataclass(frozen=True)
 class Arr:
     items: Any
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Map:
+    """An object of any keys, each value described by `values` (OpenAPI's
+    `additionalProperties`)."""
+    values: Any
     nullable: bool = True
 
 
@@ -98,8 +107,8 @@ def integer(minimum=None, maximum=None, nullable=True):
     return Scalar("integer", nullable, minimum=minimum, maximum=maximum)
 
 
-def number(minimum=None, maximum=None):
-    return Scalar("number", minimum=minimum, maximum=maximum)
+def number(minimum=None, maximum=None, nullable=True):
+    return Scalar("number", nullable, minimum=minimum, maximum=maximum)
 
 
 
@@ -144,7 +153,7 @@ def _join(path: str, key: str) -> str:
 def _check(schema, value, path: str, out: list[Issue]) -> None:
     if value is None:
         if not schema.nullable:
-            out.append(Issue(path, "must not be null", "required"))
+            out.append(Issue(path or "body", "must not be null", "required"))
         return
     cls = schema.__class__
     if cls is Scalar:
@@ -168,9 +177,15 @@ def _check(schema, value, path: str, out: list[Issue]) -> None:
                     out.append(Issue(_join(path, key), "must not be null", "required"))
             elif sub.__class__ is not Scalar or not sub.accepts(item):
                 _check(sub, item, _join(path, key), out)
+    elif cls is Map:
+        if not isinstance(value, dict):
+            out.append(Issue(path or "body", "must be an object"))
+            return
+        for key, item in value.items():
+            _check(schema.values, item, _join(path, str(key)), out)
     else:
         if not isinstance(value, list):
-            out.append(Issue(path, "must be an array"))
+            out.append(Issue(path or "body", "must be an array"))
             return
         items = schema.items
         for i, item in enumerate(value):
@@ -206,5 +221,5 @@ def _check_scalar(s: Scalar, v: Any, path: str, out: list[Issue]) -> None:
             out.append(Issue(path, "must be a UUID"))
 
 
-__all__ = ["Scalar", "Obj", "Arr", "ANY", "text", "integer", "number", "at", "Issue",
+__all__ = ["Scalar", "Obj", "Arr", "Map", "ANY", "text", "integer", "number", "at", "Issue",
            "validate"]

@@ -1,7 +1,8 @@
 """The state file's data model (pure; reading, writing and locking live in `store`).
 
-    {"version": 2, "lineage": "<uuid>", "serial": 3,
+    {"version": 3, "lineage": "<uuid>", "serial": 3,
      "specs_folder": {"git": "specs", "state": "../specs", "path": "/abs/specs"},
+     "hmac_key": "<base64 of 32 random bytes>",
      "resources": {"<address>": ResourceState, ...}}
 
 `version` is the file format; `lineage` is fixed when a state is born and tells two
@@ -10,13 +11,20 @@ unrelated states apart; `serial` rises by one on every write that changes conten
 apply of another folder refuse to delete what only that one names. A state without it is
 written as version 1, as before, so that an older runai-reconcile still reads it; one
 with it says to an older one that a newer one wrote it.
+`hmac_key` (version 3) is the key of the keyed hashes (`masking.hash_sensitive`) that
+stand for the sensitive values of the `applied` bodies: made when the state first records
+one, kept for the state's life, so that every machine applying this state hashes a value
+alike. A state with it is written as version 3 (an older runai-reconcile would take the
+hashes for values).
 Callers: `store` (parse and serialise), the planner (the "L" of the three-way diff),
 the executor (records each outcome) and the CLI's `state list|show|rm`.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import secrets
 import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -24,7 +32,7 @@ from typing import Any
 from reconciler import kinds
 from reconciler.errors import StateError
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 SPECS_FOLDER_KEYS = ("git", "state", "path")  # `folders`: how a specs folder is identified
 
 
@@ -45,7 +53,7 @@ class ResourceState:
     sensitive: list[str] = field(default_factory=list)
     project_name: str | None = None  # the project's name when known (older states lack it)
     # The fingerprint of the workload's list entry when it was last seen matching this
-    # record (`live.workloads.fingerprint`): while the list shows the same, `--refresh=auto`
+    # record (`listing.fingerprint`): while the list shows the same, `--refresh=auto`
     # does not GET it. None (older states, or not vouched for): it is read.
     listed: str | None = None
 
@@ -113,6 +121,13 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, bool)
 
 
+def _is_key(v: Any) -> bool:
+    try:
+        return isinstance(v, str) and len(base64.b64decode(v, validate=True)) == 32
+    except ValueError:
+        return False
+
+
 def _is_serial(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -156,16 +171,29 @@ class State:
     # The format as read (not content: a write uses the oldest version that holds it).
     version: int = field(default=STATE_VERSION, compare=False)
     specs_folder: dict[str, str] | None = None  # where it was last applied from (`folders`)
+    hmac_key: str | None = None  # base64 of the keyed hashes' key; None until one is made
+
+    def secret_key(self, *, create: bool = False) -> bytes | None:
+        """The key of this state's keyed hashes; made now when `create` and there is none
+        (None otherwise: nothing hashed yet, and the records hold no hash to compare)."""
+        if self.hmac_key is None:
+            if not create:
+                return None
+            self.hmac_key = base64.b64encode(secrets.token_bytes(32)).decode()
+        return base64.b64decode(self.hmac_key)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "version": 1 if self.specs_folder is None else 2,
+            "version": 3 if self.hmac_key is not None else 1 if self.specs_folder is None
+            else 2,
             "lineage": self.lineage,
             "serial": self.serial,
             "resources": {a: r.to_json() for a, r in sorted(self.resources.items())},
         }
         if self.specs_folder is not None:
             out["specs_folder"] = dict(sorted(self.specs_folder.items()))
+        if self.hmac_key is not None:
+            out["hmac_key"] = self.hmac_key
         return out
 
     @classmethod
@@ -184,7 +212,7 @@ class State:
                 f"state format version {version} was written by a newer runai-reconcile; "
                 f"this one reads up to version {STATE_VERSION}")
         unknown = sorted(set(data) - {"version", "lineage", "serial", "resources",
-                                      "specs_folder"})
+                                      "specs_folder", "hmac_key"})
         if unknown:
             raise StateError(f"unknown top-level field(s) {', '.join(unknown)}")
         folder = data.get("specs_folder")
@@ -197,6 +225,10 @@ class State:
                 + ", ".join(SPECS_FOLDER_KEYS) + f" (state format version 2), got "
                 + (repr(folder) if not isinstance(folder, (dict, list)) else _kind_of(folder)
                    if not isinstance(folder, dict) else "other keys or values"))
+        key = data.get("hmac_key")
+        if key is not None and (version < 3 or not _is_key(key)):
+            raise StateError("hmac_key: expected the base64 of 32 bytes (state format "
+                             "version 3)")
         if not _is_str(data.get("lineage")):
             raise StateError(f"lineage: expected a non-empty string, got {data.get('lineage')!r}")
         if not _is_serial(data.get("serial")):
@@ -215,7 +247,8 @@ class State:
                     f"({rs.address!r})")
             resources[addr] = rs
         return cls(lineage=data["lineage"], serial=data["serial"], resources=resources,
-                   version=version, specs_folder=dict(folder) if folder else None)
+                   version=version, specs_folder=dict(folder) if folder else None,
+                   hmac_key=key)
 
     # --- conveniences for the engine and `state list|show|rm` ----------------------
 

@@ -13,7 +13,9 @@ yields nothing. Which changes count, and the JSON an event becomes, are in docs/
 - heal_failed / apply_failed: it turned Failed (a heal when it was drifting or the mode
   is heal, an apply otherwise);
 - degraded / missing: its health turned Degraded or Missing;
-- recovered: its health left Degraded or Missing;
+- recovered: its health left Degraded or Missing, when that was news (Degraded, or
+  Missing once it existed: a spec not created yet is Missing and OutOfSync, and its
+  creation, by the watch or by anyone, is no recovery);
 - blocked: a policy deny, `preventDestroy` or sync mode without `--prune` skipped its
   action (a new `blocked_by`; the cap, `--max-actions`, only defers it: no event);
 - cycles_failing / cycles_recovered: the last few cycles all failed, and the first
@@ -131,9 +133,21 @@ def between(previous: st.Snapshot | None, current: st.Snapshot) -> list[Event]:
 
 def needs_attention(w: st.WorkloadStatus) -> bool:
     """What a summary counts (a spec not yet created is no alarm in itself)."""
-    return (w.sync in (st.DRIFTED, st.HEALING, st.FAILED) or w.health == st.DEGRADED
-            or (w.health == st.MISSING and w.sync != st.OUT_OF_SYNC)
+    return (w.sync in (st.DRIFTED, st.HEALING, st.FAILED) or _alarming_health(w)
             or w.blocked_by is not None)
+
+
+def is_fine(w: st.WorkloadStatus) -> bool:
+    """Nothing to look at: in sync, not blocked, and Healthy, or Suspended as its spec
+    asks (`desiredPhase: Stopped`: in sync and suspended is what was asked for)."""
+    return (w.sync == st.SYNCED and w.health in (st.HEALTHY, st.SUSPENDED)
+            and w.blocked_by is None)
+
+
+def _alarming_health(w: st.WorkloadStatus) -> bool:
+    """Degraded, or Missing once it existed: a spec not yet created (Missing and
+    OutOfSync, a create pending) is no alarm, and its creation no recovery."""
+    return w.health == st.DEGRADED or (w.health == st.MISSING and w.sync != st.OUT_OF_SYNC)
 
 
 def failing_streak(cycles: tuple[st.CycleSummary, ...]) -> int:
@@ -170,7 +184,7 @@ def _workload_event(p: st.WorkloadStatus | None, c: st.WorkloadStatus,
         words.append(DEGRADED)
     if c.health == st.MISSING and p.health != st.MISSING:
         words.append(MISSING)
-    if seen and p.health in _BAD_HEALTH and c.health not in _BAD_HEALTH:
+    if seen and _alarming_health(p) and c.health not in _BAD_HEALTH:
         words.append(RECOVERED)
     if c.blocked_by is not None and c.blocked_by != p.blocked_by \
             and not c.blocked_by.startswith(DEFERRED_BY):
@@ -284,8 +298,7 @@ _HEALTH_RANK = {h: i for i, h in enumerate((st.MISSING, st.DEGRADED, st.PROGRESS
 
 def urgency(w: st.WorkloadStatus) -> tuple:
     """A sort key: the workload that most needs a person first (the page uses it too)."""
-    fine = w.sync == st.SYNCED and w.health == st.HEALTHY and w.blocked_by is None
-    return (fine, _SYNC_RANK.get(w.sync, 0), _HEALTH_RANK.get(w.health, 0),
+    return (is_fine(w), _SYNC_RANK.get(w.sync, 0), _HEALTH_RANK.get(w.health, 0),
             w.blocked_by is None, -(w.changed_at or 0.0), w.address)
 
 

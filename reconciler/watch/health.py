@@ -96,6 +96,10 @@ def drift_words(change: ResourceChange) -> str:
     if not drifted:
         return f"{change.action.value} ({change.reason})"
     first = drifted[0]
+    if first.added:
+        text = (f"{first.path} added outside: "
+                f"{words.shown(first.path, first.before, change.sensitive)} live")
+        return text + (f" (and {len(drifted) - 1} more)" if len(drifted) > 1 else "")
     # A drift's change goes from live (`before`) to the spec, which is what was applied.
     text = (f"{first.path} changed outside: "
             f"{words.shown(first.path, first.after, change.sensitive)} -> "

@@ -373,7 +373,7 @@ def page_html(board: st.StatusBoard, *, refresh_s: float | None = None,
 
 
 def _fine(w: st.WorkloadStatus) -> bool:
-    return w.sync == st.SYNCED and w.health == st.HEALTHY and w.blocked_by is None
+    return ev.is_fine(w)  # Suspended as its spec asks is fine too
 
 
 def _bar(p: st.ProjectStatus) -> dict[str, Any]:

@@ -112,3 +112,20 @@ async def test_a_back_off_that_wakes_past_the_deadline_still_names_the_failure(m
     assert "the --timeout of 10 s ran out" in str(ei.value)
     assert f"the last answer: GET /api/v1/workloads/distributed/{WID}: 500 Internal Server " \
            "Error: internal error" in str(ei.value)
+
+
+async def test_a_control_plane_that_does_not_answer_is_given_up_at_the_deadline(make_client,
+                                                                               fake_time):
+    """Each attempt waits no longer than what is left of the budget: one attempt, cut at
+    1.5 s, said with the time it took (the fake clock's: exact)."""
+    def silent(request: httpx.Request):
+        fake_time.advance(request.extensions["timeout"]["read"])  # waited, no answer
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    async with make_client(silent, retry_budget_s=1.5, timeout=30) as client:
+        with pytest.raises(errors.TransportError) as ei:
+            await client.get(DT, WID)
+    assert ei.value.final
+    assert str(ei.value).endswith("(gave up after 1 attempt in 1.5 s: the --timeout of 1.5 s "
+                                  "ran out)"), str(ei.value)
+    assert fake_time.now - 1000 == 1.5

@@ -45,14 +45,17 @@ def test_every_stage_starts_from_a_base_pinned_by_tag_and_digest():
         assert image.startswith("python:3.11-slim@"), image
 
 
-def test_the_first_stage_builds_the_wheel_and_the_second_installs_only_it():
+def test_the_first_stage_builds_the_wheel_and_the_second_installs_it_on_the_locked_dependencies():
     build, runtime = _stages(_parser())
     assert _instructions(build, "FROM")[0].endswith(" AS build")
     assert "SETUPTOOLS_SCM_PRETEND_VERSION" in _instructions(build, "ARG")
     assert any("pip wheel --no-deps" in r for r in _instructions(build, "RUN"))
     assert "--from=build /wheels /wheels" in _instructions(runtime, "COPY")
-    [install] = [r for r in _instructions(runtime, "RUN") if "pip install" in r]
-    assert "runai_reconcile-*.whl" in install and "[postgres]" in install
+    locked, wheel = [r for r in _instructions(runtime, "RUN") if "pip install" in r]
+    # every dependency from the lock, checked against its hash; then the wheel alone
+    assert "--require-hashes" in locked and "runtime.txt" in locked
+    assert "--no-deps" in wheel and "runai_reconcile-*.whl" in wheel
+    assert any(i.startswith("requirements/runtime.txt ") for i in _instructions(runtime, "COPY"))
     assert not any(i.startswith(("reconciler", "pyproject")) for i in _instructions(runtime, "COPY"))
 
 

@@ -46,6 +46,9 @@ def test_the_action_installs_from_its_own_checkout_with_the_postgres_extra():
     [install] = [s for s in scripts if "pip install" in s]
     assert '"$GITHUB_ACTION_PATH"' in install or '"$target"' in install
     assert 'target="$GITHUB_ACTION_PATH"' in install  # never a name on a package index
+    # the locked dependencies (hashes checked) before the package
+    locked = install.index('--require-hashes')
+    assert 'requirements/runtime.txt' in install and locked < install.index('"$target"')
     [step] = [s for s in action["runs"]["steps"] if "pip install" in s.get("run", "")]
     assert step["env"]["SETUPTOOLS_SCM_PRETEND_VERSION"] == "${{ inputs.version }}"
 
@@ -57,3 +60,20 @@ def test_the_pull_request_uploads_renderings_not_the_saved_plan():
     assert upload["with"]["path"].split() == ["plan.md", "reviewed-plan.json"]
     script = next(s["run"] for s in steps if "--out plan.json" in s.get("run", ""))
     assert "rm plan.json" in script
+
+
+def test_every_workflow_keeps_the_spec_cache_between_runs_before_it_plans():
+    """A runner starts cold: each workflow restores runai-reconcile's spec cache, keyed by
+    the specs' content, before its first runai-reconcile command that reads the specs."""
+    for path in WORKFLOWS:
+        steps = [s for job in yaml.safe_load(path.read_text())["jobs"].values()
+                 for s in job["steps"]]
+        cache = [i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("actions/cache@")]
+        reads = [i for i, s in enumerate(steps)
+                 if any(f"runai-reconcile{w}" in str(s.get("run", ""))
+                        for w in (" validate", " --no-color plan", " --no-color drift",
+                                  " plan", " drift"))]
+        assert cache and reads and cache[0] < reads[0], path.name
+        spec = steps[cache[0]]["with"]
+        assert spec["path"] == "~/.cache/runai-reconcile", path.name
+        assert "hashFiles('specs/**')" in spec["key"], path.name

@@ -206,3 +206,80 @@ def _reordered(body):
     if isinstance(body, list):
         return [_reordered(x) for x in body]
     return body
+
+
+def _replace_cache_file(cache_home, how, tmp_path):
+    """Put `how` in the place of the folder's cache file (one load wrote it)."""
+    (path,) = cache_home.rglob("*.cache")
+    good = path.read_bytes()
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path, 0o600)
+    elif how == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif how == "link to a good file":  # even a good file is not read through a link
+        (tmp_path / "elsewhere.cache").write_bytes(good)
+        os.chmod(tmp_path / "elsewhere.cache", 0o600)
+        path.symlink_to(tmp_path / "elsewhere.cache")
+    elif how == "huge":  # the right header, then a gigabyte (sparse: no disk is used)
+        with open(path, "wb") as f:
+            f.write(good)
+            f.truncate(1 << 30)
+        os.chmod(path, 0o600)
+    elif how == "mode 0644":
+        path.write_bytes(good)
+        os.chmod(path, 0o644)
+    elif how == "another owner":
+        path.write_bytes(good)
+        os.chmod(path, 0o600)
+        os.chown(path, 4242, 4242)
+    return path
+
+
+UNTRUSTED = {"fifo": "not a regular file", "link to /dev/zero": "symbolic link",
+             "link to a good file": "symbolic link", "huge": "1073741824 bytes",
+             "mode 0644": "mode is 0644", "another owner": "owned by user 4242"}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", list(UNTRUSTED))
+def test_a_cache_file_this_tool_did_not_write_is_not_read(specdir, cache_home, tmp_path,
+                                                          caplog, how):
+    """A FIFO would block the load for ever, /dev/zero or a huge file would be read until
+    memory runs out, a file others may write could feed it anything: none is read; one
+    warning names the file and why, and the specs load as with the cache off."""
+    if how == "another owner" and os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    root = _folder(specdir)
+    expected, _ = _load(root)
+    path = _replace_cache_file(cache_home, how, tmp_path)
+    got, parsed = _load(root)
+    assert parsed == 4 and got == expected
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1, warned
+    assert str(path) in warned[0] and UNTRUSTED[how] in warned[0]
+    assert "loaded without it" in warned[0]
+    if how in ("huge", "mode 0644"):  # a file of the user's: the save replaced it
+        assert path.stat().st_size < 1 << 20 and path.stat().st_mode & 0o777 == 0o600
+        caplog.clear()
+        got, parsed = _load(root)
+        assert parsed == 0 and got == expected and not caplog.records
+    else:  # anything else is left where it is, and the cache stays off
+        assert os.path.islink(path) or not path.is_file() or path.stat().st_uid != os.getuid()
+
+
+def test_the_cli_is_not_held_by_a_fifo_in_the_cache_files_place(specdir, tmp_path):
+    """`validate` (as `plan` loads specs) with a FIFO where its cache file goes ends at
+    once with one warning, instead of waiting for ever for a writer."""
+    root = _folder(specdir)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"), NO_COLOR="1")
+    env.pop(spec_cache.ENV, None)
+    cmd = [sys.executable, "-m", "reconciler.cli", "validate", str(root)]
+    assert subprocess.run(cmd, env=env, capture_output=True, timeout=60).returncode == 0
+    (path,) = (tmp_path / "xdg").rglob("*.cache")
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "not a regular file" in warnings[0]

@@ -112,6 +112,30 @@ def test_another_tools_cache_file_is_not_given_to_an_indexer(folder):
     assert got == load_specs(folder)
 
 
+def test_a_fifo_in_the_cache_files_place_is_not_given_to_an_indexer(folder):
+    """Neither the parent's look at the header nor an indexer waits on a FIFO."""
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    got, parsed, indexed = _load(folder)
+    assert not indexed and parsed == GENERATED
+    assert got == load_specs(folder)
+
+
+def test_a_huge_cache_file_is_not_read_by_the_indexer_and_is_written_again(folder):
+    """The header is this tool's, so the indexer is started; it reads nothing beyond the
+    bound for these specs, loads them all, and the parent's save replaces the file."""
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    with open(path, "r+b") as f:
+        f.truncate(1 << 30)  # sparse: a gigabyte read, none of it on disk
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == GENERATED
+    assert got == load_specs(folder)
+    assert path.stat().st_size < 1 << 20
+    _, parsed, _ = _load(folder)
+    assert parsed == 0
+
+
 def test_a_killed_indexer_is_one_clear_error_and_leaves_nothing(folder, monkeypatch):
     def stuck(self):  # the child is forked with it: it waits for the kill
         time.sleep(60)

@@ -41,7 +41,7 @@ def test_out_of_band_change_is_drift_with_state_and_live_values(ws, sim_server, 
     assert doc["drift"] == [{
         "address": "DistributedInference/7/llama-serve", "kind": "DistributedInference",
         "name": "llama-serve", "project_id": "7", "workload_id": wid, "reason": "drift",
-        "paths": [{"path": "spec.replicas", "state": 2, "live": 5}],
+        "paths": [{"path": "spec.replicas", "state": 2, "live": 5, "added": False}],
         "gpus": {"state": {**amount, "min": 32, "max": 32},
                  "live": {**amount, "min": 80, "max": 80}}}]
     assert (doc["summary"]["gpus_taken"], doc["summary"]["gpus_freed"]) == (48, 0)

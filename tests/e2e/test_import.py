@@ -64,8 +64,9 @@ def test_import_records_the_workload_without_api_writes_and_the_next_plan_is_cle
     assert live["spec"]["imagePullPolicy"] == "IfNotPresent" and live["spec"]["backoffLimit"] == 6
     spec = rec["applied"]["spec"]
     assert "imagePullPolicy" not in spec and "backoffLimit" not in spec
-    # The state keeps a secret's real value, as an apply would (it is 0600).
-    assert {"name": "API_TOKEN", "value": SECRET} in spec["environmentVariables"]
+    # The state keeps a secret's keyed hash, as an apply would, never the value.
+    token = {e["name"]: e["value"] for e in spec["environmentVariables"]}["API_TOKEN"]
+    assert token.startswith("hmac-sha256:") and SECRET not in ws.state_path.read_text()
     res = ws.plan("--detailed-exitcode")
     assert res.exit_code == 0, res.output
     assert "No changes" in res.stdout

@@ -105,6 +105,21 @@ def test_create_then_a_second_plan_is_empty_although_the_server_filled_defaults(
     assert ws.cli("drift", "--detailed-exitcode").exit_code == 0
 
 
+def test_the_next_plan_reads_it_from_the_list_though_its_project_names_another_cluster(
+        ws, sim_server, nim_schema):
+    """The spec's clusterId is not the cluster its project runs in (the API takes none and
+    places the service in its project's): the list after the apply still vouches for it,
+    so the next plan sends no GET of it."""
+    wid = _create(ws, sim_server, nim_schema)
+    [item] = [w for w in sim_server.live() if w["id"] == wid]
+    assert item["clusterId"] != CLUSTER
+    sim_server.clear_requests()
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+    assert [r["path"] for r in sim_server.requests()
+            if r["method"] == "GET" and r["path"].startswith(NIM_PATH)] == []
+
+
 def test_an_in_place_update_is_one_patch_of_the_whole_spec(ws, sim_server, nim_schema):
     wid = _create(ws, sim_server, nim_schema)
     ws.write("nim.yaml", NIM.replace("1.3.3", "1.3.4").replace("maxReplicas: 3", "maxReplicas: 4"))

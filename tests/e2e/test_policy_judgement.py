@@ -82,7 +82,7 @@ def refusing(ws, sim_server, request):
 
 
 QUOTA = "rules:\n  - name: quota\n    withinProjectQuota: true\n"
-WHY = {500: "GET /api/v1/org-unit/projects/7 failed: ",
+WHY = {500: "GET /api/v1/org-unit/projects/7: 500 ",
        403: "GET /api/v1/org-unit/projects/7 answered 403: not readable with these credentials"}
 
 
@@ -123,7 +123,7 @@ def test_on_unknown_warn_lets_an_unread_quota_pass_with_a_note_and_apply_goes_ah
     assert planned.exit_code == 2, planned.output
     assert "Policy passed" in planned.stdout and "1 rule: 1 unchecked" in planned.stdout
     assert re.search(r"note: rule quota: project 7: its GPU quota is unknown \(GET "
-                     r"/api/v1/org-unit/projects/7 failed: .*\); 8 GPUs planned \(now 0\); "
+                     r"/api/v1/org-unit/projects/7: 500 .*\); 8 GPUs planned \(now 0\); "
                      r"not checked", planned.stdout), planned.stdout
     sim_server.clear_requests()
     assert ws.apply("--policy", pol).exit_code == 0
@@ -138,7 +138,7 @@ def test_a_saved_plan_whose_quota_could_not_be_read_is_refused_by_apply(ws, sim_
     out = ws.root / "plan.json"
     assert ws.plan("--policy", pol, "--out", str(out)).exit_code == 1
     doc = json.loads(out.read_text())
-    assert doc["version"] == 2 and doc["quota_unknown"]["7"].startswith(WHY[500])
+    assert doc["version"] == 3 and doc["quota_unknown"]["7"].startswith(WHY[500])
     shown = ws.cli("show", str(out), "--format", "json")
     rule = json.loads(shown.stdout)["policy"]["rules"][0]
     assert rule["status"] == "failed" and rule["violations"][0]["unknown"] is True

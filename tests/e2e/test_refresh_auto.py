@@ -217,3 +217,36 @@ def test_random_changes_outside_are_planned_alike_by_auto_and_full(ws, sim_serve
     _settle(sim_server)
     auto, full = ws.plan_json("--refresh=auto"), ws.plan_json("--refresh=full")
     assert _actions(auto) == _actions(full)
+
+
+NIM_ELSEWHERE = """
+kind: NIMService
+name: chat-nim
+project: project-7
+clusterId: 00000000-0000-4000-8000-0000000000c2
+spec:
+  image: nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3
+  compute:
+    gpuDevicesRequest: 1
+"""
+
+
+def test_a_nim_service_whose_spec_names_another_cluster_is_read_from_the_list(ws, sim_server):
+    """A NIM service runs in its project's cluster whatever its spec's `clusterId` says,
+    and its list is its project's: the sweep after an apply finds it there as the plan's
+    refresh does, so the plans after it read it from the list, not by GET."""
+    ws.write("nim.yaml", NIM_ELSEWHERE)
+    assert ws.apply().exit_code == 0
+    _settle(sim_server)
+    address = "NIMService/7/chat-nim"
+    [item] = [w for w in sim_server.live() if w["name"] == "chat-nim"]
+    assert item["clusterId"] != "00000000-0000-4000-8000-0000000000c2"
+    ws.write("nim.yaml", NIM_ELSEWHERE.replace("gpuDevicesRequest: 1", "gpuDevicesRequest: 2"))
+    res = ws.apply()  # an in-place update: the sweep after it records the list's fingerprint
+    assert res.exit_code == 0 and "1 to update" in res.output, res.output
+    _settle(sim_server)
+    sim_server.clear_requests()
+    for _ in range(2):
+        assert ws.plan("--detailed-exitcode").exit_code == 0
+    assert [r["path"] for r in sim_server.requests() if r["method"] == "GET"
+            and r["path"].startswith("/api/v2/workloads/nim-services/")] == []

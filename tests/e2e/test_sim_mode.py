@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.simserve import sim_serve
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,3 +41,28 @@ def test_sim_apply_then_plan_has_no_changes(tmp_path):
 def test_sim_validate_examples(tmp_path):
     res = run(ROOT, "validate")
     assert res.returncode == 0, res.stderr
+
+
+def test_one_data_file_has_one_owner_and_the_second_is_told_who(tmp_path):
+    """`sim serve --data .runai-sim/data.json` and `--sim` (which uses that file) would
+    each write it whole and undo the other's writes: while the server runs, `--sim` and a
+    second server on the file are refused, naming the server's pid and command (its
+    secret not shown); once it stops, `--sim` runs, and runs one after another share it."""
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    data = ".runai-sim/data.json"
+    with sim_serve(tmp_path, "--data", data, "--client-secret", "hush-hush") as server:
+        pid = server.proc.pid
+        refused = run(tmp_path, "--sim", "apply", "--auto-approve")
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith(f"Error: simulator data {data} is in use by process {pid} (")
+        assert f"sim serve --port {server.port}" in line and f"--data {data}" in line
+        assert "hush-hush" not in line and "--client-secret ***" in line
+        assert not (tmp_path / "state" / "state.json").exists()
+        second = run(tmp_path, "sim", "serve", "--port", "0", "--data", data)
+        assert second.returncode == 1 and f"in use by process {pid}" in second.stderr
+        assert server.proc.poll() is None
+    for _ in range(2):
+        done = run(tmp_path, "--sim", "apply", "--auto-approve")
+        assert done.returncode == 0, done.stderr
+    assert "No changes" in run(tmp_path, "--sim", "plan").stdout

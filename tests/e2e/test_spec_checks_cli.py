@@ -78,9 +78,9 @@ def test_plan_and_apply_with_folder_defaults(tmp_path):
     assert applied.returncode == 0, applied.stderr
     again = run(tmp_path, "--sim", "plan", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr
-    # the state keeps the value the API was sent (as it does for a spec's own)
+    # the state keeps the keyed hash of the value the API was sent (as for a spec's own)
     state = json.loads((tmp_path / "state" / "state.json").read_text())
-    assert SECRET in json.dumps(state)
+    assert SECRET not in json.dumps(state) and "hmac-sha256:" in json.dumps(state)
 
 
 def test_a_bad_default_is_named_with_its_file_line_and_field(tmp_path):

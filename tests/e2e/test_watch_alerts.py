@@ -286,3 +286,64 @@ def test_report_mode_alerts_each_drift_once_and_writes_nothing(ws, sim_server, r
     assert [(r["method"], r["path"]) for r in sim_server.writes()] == [
         ("POST", f"/api/v1/workloads/distributed/{ids['bert-ddp']}/suspend"),
         ("DELETE", f"/api/v1/workloads/distributed-inferences/{ids['qwen-serve']}")]
+
+
+NIM = f"""
+kind: NIMService
+name: llama-nim
+projectId: "7"
+clusterId: {CLUSTER}
+spec:
+  image: nvcr.io/nim/meta/llama-3.1-8b-instruct:1.3.3
+  compute:
+    gpuDevicesRequest: 1
+  servingPort:
+    port: 8000
+"""
+
+
+def test_a_nim_service_is_healthy_in_full_and_auto_cycles_alike(ws, sim_server, receiver):
+    """A NIM service's GET answer has no phase (CONTRACT §12): health reads the workloads
+    API's, so a full refresh (every second cycle here) and a list-first one agree: the
+    NIM service is Healthy in every cycle, no health change is logged, nothing alerted."""
+    ws.write("nim.yaml", NIM)
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    wait_until(lambda: all(w["phase"] == "Running" for w in sim_server.live()), 10, "Running")
+    url, args = listening("--interval", "200ms", "--full-refresh-every", "2",
+                          "--notify", receiver.url)
+    with Watch(ws, *args) as w:
+        w.wait_cycles(2)
+        seen = []
+        for _ in range(4):
+            w.wait_cycles(1)
+            [nim] = status(url)["workloads"]
+            seen.append(nim["health"])
+        cycles = w.cycles()
+        assert w.stop() == 0
+    assert {c["refresh"] for c in cycles} == {"full", "auto"}
+    assert seen == ["Healthy"] * 4, seen
+    assert w.events("workload") == []  # no change of health (or sync) in any cycle
+    assert receiver.delivered == []
+
+
+def test_workloads_the_watch_creates_itself_send_no_recovered(ws, sim_server, receiver):
+    """`watch --mode sync --max-actions 1` creates one new spec a cycle: none of them
+    'recovers' (they were never there to be lost). A spec kept Stopped is suspended as
+    asked: in sync, no alarm, not counted as needing attention."""
+    for name in ("job-a", "job-b", "job-c"):
+        ws.write(f"{name}.yaml", training(name))
+    ws.write("kept.yaml", training("job-kept").replace("spec:", "desiredPhase: Stopped\n    spec:"))
+    url, args = listening("--mode", "sync", "--max-actions", "1", "--interval", "200ms",
+                          "--notify", receiver.url)
+    with Watch(ws, *args) as w:
+        wait_until(lambda: len(sim_server.live()) == 4, 20, "the four created")
+        wait_until(lambda: status(url)["counts"]["sync"]["Synced"] == 4, 20, "all Synced")
+        w.wait_cycles(2)
+        doc = status(url)
+        page = httpx.get(url + "/", timeout=10).text
+        assert w.stop() == 0
+    assert [e for e in words(receiver) if e[0] == "recovered"] == [], words(receiver)
+    by = {x["address"]: x for x in doc["workloads"]}
+    assert by["DistributedTraining/7/job-kept"]["health"] == "Suspended"
+    assert re.search(r"<title>runai-reconcile watch", page), page[:300]  # nothing counted

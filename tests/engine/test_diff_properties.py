@@ -159,23 +159,59 @@ read_only = st.fixed_dictionaries({
         ["Running", "Pending", "Completed", "Stopped"])})
 
 
-@FAST
-@given(bodies, extra_spec_fields, read_only, st.lists(env_item, max_size=2))
-def test_fields_only_in_live_never_cause_changes(kb, extra, ro, injected):
-    kind, body = kb
+def _with_server_values(kind, body, ro):
+    """`body` as the server answers it: its read-only fields, and the defaults it fills in
+    (CONTRACT.md §5: each container's image pull policy by its tag, the workload type's
+    priority class and preemptibility)."""
     live = copy.deepcopy(body)
     live.update(ro)
-    for k, v in extra.items():
-        live["spec"].setdefault(k, v)
-    known = {e["name"] for c in _containers(body) for e in c.get("environmentVariables", [])}
     for c in _containers(live):
-        c.setdefault("imagePullPolicy", "IfNotPresent")
-        c.setdefault("environmentVariables", []).extend(
-            e for e in injected if e["name"] not in known)
+        if "image" in c:
+            c.setdefault("imagePullPolicy", "Always" if kinds.image_tag(c["image"])[0] ==
+                         "latest" else "IfNotPresent")
+    live["spec"].setdefault("priorityClass", "train" if kind is DT else "inference")
+    return live
+
+
+@FAST
+@given(bodies, read_only)
+def test_server_values_only_in_live_never_cause_changes(kb, ro):
+    kind, body = kb
+    live = _with_server_values(kind, body, ro)
     assert diff.diff_workload(kind, body, body, live) == []
     assert diff.diff_workload(kind, body, None, live) == []
     # the quick path takes it (and the full walk agrees)
     assert diff._quiet(kind, body, body, live) and diff._walk(kind, body, body, live, ()) == []
+
+
+@FAST
+@given(bodies, extra_spec_fields, read_only,
+       st.lists(env_item, max_size=2, unique_by=lambda e: e["name"]))
+def test_fields_only_in_live_are_additions_and_removing_them_is_no_change(kb, extra, ro,
+                                                                          injected):
+    """Fields and list items neither the spec nor the state holds, which are not the
+    server's, are drift added outside runai-reconcile: each one reported, its path naming
+    it, and live without them has no drift. Without a state there is nothing to tell
+    them by (first run, lost state): D's paths only."""
+    kind, body = kb
+    live = _with_server_values(kind, body, ro)
+    for k, v in extra.items():
+        live["spec"].setdefault(k, v)
+    known = {e["name"] for c in _containers(body) for e in c.get("environmentVariables", [])}
+    added_env = set()
+    for path, c in zip(("spec", "spec.leader", "spec.worker"), _containers(live)):
+        new = [e for e in injected if e["name"] not in known]
+        c.setdefault("environmentVariables", []).extend(new)
+        added_env |= {f"{path}.environmentVariables[{e['name']}]" for e in new}
+    changes = diff.diff_workload(kind, body, body, live)
+    assert all(c.added and c.drift and c.after is None for c in changes), changes
+    assert added_env <= {c.path for c in changes}
+    assert diff._quiet(kind, body, body, live) is (not changes)
+    assert diff.diff_workload(kind, body, None, live) == []
+    cleaned = copy.deepcopy(live)
+    for c in changes:
+        diff._put(cleaned, diff._segments(c.path), diff._MISSING)
+    assert diff.diff_workload(kind, body, body, cleaned) == []
 
 
 @FAST

@@ -20,6 +20,7 @@ ENV = "spec.environmentVariables"
 OMP = {"name": "OMP_NUM_THREADS", "value": "8"}
 NCCL = {"name": "NCCL_DEBUG", "value": "INFO"}
 TPL = "0d3f4a5b-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+LD_PRELOAD = {"name": "LD_PRELOAD", "value": "/tmp/hook.so"}
 
 
 def _reverse_env(b):
@@ -135,8 +136,24 @@ ROWS = [
     ("env-item-secret-to-value", DT, edit(B, _env_set("WANDB_API_KEY", value="k")), B, LB, (),
      [(f"{ENV}[WANDB_API_KEY].secret", {"name": "wandb", "key": "api-key"}, None, False, True),
       (f"{ENV}[WANDB_API_KEY].value", None, "k", False, True)]),
-    ("env-item-injected-by-policy-ignored", DT, B, B,
-     edit(LB, _env_add({"name": "RUNAI_POLICY", "value": "1"})), (), []),
+    # Neither the spec nor the state holds it, and it is not the server's: added outside
+    # (by hand, or a policy that injects it: `ignoreChanges` accepts those).
+    ("env-item-only-in-live-is-an-addition", DT, B, B, edit(LB, _env_add(LD_PRELOAD)), (),
+     [(f"{ENV}[LD_PRELOAD]", LD_PRELOAD, None, True, True)]),
+    ("env-item-only-in-live-ignored-by-path", DT, B, B, edit(LB, _env_add(LD_PRELOAD)),
+     (ENV,), []),
+    ("env-item-only-in-live-ignored-by-item", DT, B, B,
+     edit(edit(LB, _env_add(LD_PRELOAD)), _env_add(OMP)), (f"{ENV}[LD_PRELOAD]",),
+     [(f"{ENV}[OMP_NUM_THREADS]", OMP, None, True, True)]),
+    ("key-only-in-live-is-an-addition", DT, edit(B, lambda b: b["spec"].pop("command")),
+     edit(B, lambda b: b["spec"].pop("command")), LB, (),
+     [("spec.command", "torchrun", None, True, True)]),
+    ("di-env-only-in-live-is-an-addition", DI, I, I,
+     edit(LI, lambda b: b["spec"]["worker"].setdefault("environmentVariables", []).append(
+         LD_PRELOAD)), (),
+     [("spec.worker.environmentVariables[LD_PRELOAD]", LD_PRELOAD, None, True, True)]),
+    ("template-made-live-extra-item-not-an-addition", DT, {**B, "templateId": TPL},
+     {**B, "templateId": TPL}, edit(LB, _env_add(LD_PRELOAD)), (), []),
     ("labels-item-value-changed", DT,
      set_path(B, "spec.labels", [{"name": "team", "value": "vision"}]), B, LB, (),
      [("spec.labels[team].value", "nlp", "vision", False, True)]),
@@ -180,8 +197,19 @@ ROWS = [
      B, LB, (), []),
     ("null-in-spec-removes-applied-field", DT, edit(B, lambda b: b["spec"].update(command=None)),
      B, LB, (), [("spec.command", "torchrun", None, False, True)]),
-    ("server-default-backofflimit-ignored", DT, B, B, set_path(LB, "spec.backoffLimit", 10),
+    # The pull policy the server chose for the image it was created with stays its own when
+    # the image changes outside: the image is the drift.
+    ("default-filled-for-the-applied-image-not-an-addition", DT, B, B,
+     set_path(LB, "spec.image", "nvcr.io/nvidia/pytorch:latest"), (),
+     [("spec.image", "nvcr.io/nvidia/pytorch:latest", "nvcr.io/nvidia/pytorch:24.05-py3",
+       True, True)]),
+    # A workload type's defaults are the cluster's to set: any value the spec leaves out.
+    ("workload-type-default-of-this-cluster-not-an-addition", DT, B, B,
+     set_path(LB, "spec.priorityClass", "high-priority-train"), (), []),
+    ("server-default-value-in-live-ignored", DT, B, B, set_path(LB, "spec.backoffLimit", 6),
      (), []),
+    ("other-value-at-a-server-default-is-an-addition", DT, B, B,
+     set_path(LB, "spec.backoffLimit", 10), (), [("spec.backoffLimit", 10, None, True, True)]),
     ("user-sets-field-server-defaulted", DT, set_path(B, "spec.backoffLimit", 3), B, LB, (),
      [("spec.backoffLimit", 6, 3, False, True)]),
     ("whole-object-added-one-change", DT,
@@ -247,7 +275,14 @@ def _rows(changes):
 @pytest.mark.parametrize("kind,d,l,r,ignore,expected",
                          [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_diff(kind, d, l, r, ignore, expected):
-    assert _rows(diff.diff_workload(kind, d, l, r, ignore=ignore)) == expected
+    changes = diff.diff_workload(kind, d, l, r, ignore=ignore)
+    assert _rows(changes) == expected
+    # An addition is drift whose value live alone holds: only a row whose spec and state
+    # lack the path has one.
+    assert [c.path for c in changes if c.added] == [
+        path for path, _, after, drift, _ in expected if drift and after is None
+        and diff._get(d, diff._segments(path)) is diff._MISSING
+        and diff._get(l, diff._segments(path)) is diff._MISSING]
 
 
 def test_table_is_large():

@@ -192,10 +192,6 @@ def _create_body(kind, body):
     return {"name": "w", "projectId": "7", "clusterId": CLUSTER, **copy.deepcopy(body)}
 
 
-def test_every_kind_has_a_rule_and_every_rule_a_kind():
-    assert {k.gpu_rule for k in kinds.KINDS.values()} == set(gpus.RULES)
-
-
 def test_every_kind_has_a_worked_example():
     assert {c[1] for c in CASES} == set(kinds.KINDS)
 
@@ -251,9 +247,10 @@ def test_a_plan_s_gpus_before_and_after_per_change_and_per_project():
                      rstate(serve, "Inference"), rstate(done, "Training"),
                      rstate(old, "DistributedInference"))
     live = {addr(ft, "DistributedTraining"): live_of(ft),
-            addr(ws, "Workspace"): live_of(ws),
-            addr(serve, "Inference"): live_of(serve),
-            addr(done, "Training"): live_of(done, actual_phase="Completed"),
+            addr(ws, "Workspace"): live_of(ws, kind="Workspace"),
+            addr(serve, "Inference"): live_of(serve, kind="Inference"),
+            addr(done, "Training"): live_of(done, actual_phase="Completed",
+                                                              kind="Training"),
             addr(old, "DistributedInference"): live_of(old)}
     plan = planner.make_plan(specs, state, live)
 
@@ -278,7 +275,8 @@ def test_a_resumed_workload_takes_its_gpus_again_and_without_refresh_the_state_c
     plan = planner.make_plan([desired(ws, "Workspace")],
                              state_of(rstate(ws, "Workspace", desired_phase="Stopped")),
                              {addr(ws, "Workspace"): live_of(ws, desired_phase="Stopped",
-                                                             actual_phase="Stopped")})
+                                                             actual_phase="Stopped",
+                                                             kind="Workspace")})
     (change,) = plan.changes
     assert change.action is Action.RESUME
     assert gpus.change_gpus(change) == (Gpus(0, 0), Gpus(1, 1))
@@ -301,7 +299,7 @@ def _two_projects_plan():
     specs = [desired(bigger, "DistributedTraining"), desired(lora, "Training"),
              desired(idle, "Training")]
     state = state_of(rstate(grow, "DistributedTraining"), rstate(idle, "Training"))
-    live = {addr(grow, "DistributedTraining"): live_of(grow), addr(idle, "Training"): live_of(idle)}
+    live = {addr(grow, "DistributedTraining"): live_of(grow), addr(idle, "Training"): live_of(idle, kind="Training")}
     return planner.make_plan(specs, state, live)
 
 

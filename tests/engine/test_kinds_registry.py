@@ -16,7 +16,7 @@ import httpx
 import pytest
 import yaml
 
-from reconciler import diff, gpus, kinds, planner
+from reconciler import diff, kinds, planner
 from reconciler.api.client import RunaiClient
 from reconciler.desired import models
 from reconciler.plans import Action
@@ -193,11 +193,8 @@ SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
 
 
 def _problems(kind: kinds.Kind) -> list[str]:
-    """What the entry lacks: its own checks, and a GPU rule `gpus` knows."""
-    out = kinds.missing_facts(kind)
-    if kind.gpu_rule and kind.gpu_rule not in gpus.RULES:
-        out.append(f"gpu_rule ({kind.gpu_rule} is no rule of gpus.RULES)")
-    return out
+    """What the entry lacks (its own checks)."""
+    return kinds.missing_facts(kind)
 
 
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
@@ -223,19 +220,19 @@ def test_the_nim_entry_agrees_with_the_openapi_and_the_simulator(shared_api_dir)
     assert kind.body_keys == sim.body_keys == ("spec",)
     # The create metadata has no clusterId: the client sends none.
     meta = api["components"]["schemas"]["NIMServiceMetadataCreateParams"]["properties"]
-    assert "clusterId" not in meta and kind.envelope == "metadata"
+    assert "clusterId" not in meta and not kind.codec.sends_cluster
 
 
 @pytest.mark.parametrize("fact,value", [
     ("api_path", ""), ("api_path", "workloads"), ("body_keys", ()), ("containers", ()),
     ("containers", ("spec", "leaderSpec")), ("defaults", {}), ("defaults", {"": ()}),
-    ("list_types", frozenset()), ("list_types", frozenset({"Training"})), ("gpu_rule", ""),
-    ("gpu_rule", "no-such-rule"), ("update_method", "POST"), ("delete_path", "workloads"),
-    ("updatable_paths", frozenset({"metadata.priority"})), ("envelope", "v3"),
+    ("list_types", frozenset()), ("list_types", frozenset({"Training"})), ("pods", None),
+    ("update_method", "POST"), ("delete_path", "workloads"),
+    ("updatable_paths", frozenset({"metadata.priority"})),
 ])
 @pytest.mark.parametrize("name", sorted(kinds.KINDS))
 def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):
-    if kinds.get(name).manifest_body and fact in ("containers", "defaults"):
+    if not kinds.get(name).containers and fact in ("containers", "defaults"):
         # A manifest's containers are its pod templates: it has no such paths to lack.
         return
     broken = dataclasses.replace(kinds.get(name), **{fact: value})
@@ -247,12 +244,12 @@ def test_an_entry_that_lacks_a_fact_is_named(name, fact, value):
 NIM = kinds.Kind(
     name="NimService", api_path="/api/v2/workloads/nim-services", body_keys=("spec",),
     containers=("spec",), defaults={"spec": (kinds.fixed("replicas", 1),)},
-    list_types=frozenset({"nimservice"}), gpu_rule="single",
+    list_types=frozenset({"nimservice"}), pods=kinds.pods.single,
     updatable_paths=frozenset({"spec"}), delete_path="/api/v2/workloads")
 MANIFEST = kinds.Kind(
     name="Manifest", api_path="/api/v2/workloads", body_keys=("metadata", "manifest"),
     containers=("manifest",), defaults={"manifest": (kinds.generated("status"),)},
-    list_types=frozenset({"workloadv2"}), gpu_rule="single",
+    list_types=frozenset({"workloadv2"}), pods=kinds.pods.single,
     updatable_paths=frozenset({"metadata.priority", "metadata.category", "manifest"}),
     update_method="PUT")
 

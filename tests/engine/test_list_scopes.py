@@ -65,13 +65,3 @@ def test_a_scope_of_exactly_one_full_page_costs_one_request():
     reader = Pages({("1", "c"): 500})
     got = asyncio.run(workloads.list_scopes(reader, {("1", "c"): 500}))
     assert len(got[("1", "c")]) == 500 and [o for _, o in reader.calls] == [0]
-
-
-def test_the_fingerprint_ignores_the_phase_and_moves_with_updated_at_and_images():
-    item = {"id": "w1", "updatedAt": "2026-01-01T00:00:00.000Z", "images": ["a:1"],
-            "phase": "Creating", "runningPods": 0}
-    fp = workloads.fingerprint(item)
-    assert workloads.fingerprint(dict(item, phase="Running", runningPods=2)) == fp
-    assert workloads.fingerprint(dict(item, updatedAt="2026-01-01T00:00:00.001Z")) != fp
-    assert workloads.fingerprint(dict(item, images=["a:2"])) != fp
-    assert workloads.fingerprint(dict(item, id="w2")) != fp

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import kinds, manifests
+from reconciler import kinds
+from reconciler.kinds import manifests
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}

@@ -9,7 +9,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler import diff, gpus, kinds, manifests
+from reconciler import diff, gpus, kinds
+from reconciler.kinds import manifests
 
 K = kinds.MANIFEST
 CLUSTER = "71f69d83-ba66-4822-adf5-55ce55efd210"

@@ -164,7 +164,7 @@ def test_a_path_is_under_a_prefix_only_at_a_segment_boundary():
 def test_patch_holds_the_full_desired_value_of_each_changed_updatable_field(monkeypatch):
     fake = kinds.Kind(name="FakeInference", api_path="/api/v1/workloads/fake",
                       body_keys=("spec",), containers=("spec",), defaults={},
-                      list_types=frozenset(), gpu_rule="single",
+                      list_types=frozenset(), pods=kinds.pods.single,
                       updatable_paths=frozenset({"spec.environmentVariables", "spec.image"}))
     monkeypatch.setitem(kinds.KINDS, fake.name, fake)
     body = {"name": "svc", "projectId": "7", "clusterId": B["clusterId"],
@@ -175,6 +175,29 @@ def test_patch_holds_the_full_desired_value_of_each_changed_updatable_field(monk
                live=live_of(body, defaults=False))
     assert rc.action is Action.UPDATE
     assert rc.patch == {"spec": {"environmentVariables": new["spec"]["environmentVariables"]}}
+
+
+def test_an_addition_in_a_list_the_spec_does_not_set_is_patched_away_with_an_empty_list():
+    """An Inference whose spec sets no environment variables, and one added outside: the
+    PATCH sends an empty list (null would leave it), in place; an `args` added outside
+    cannot be unset by a PATCH, so it replaces."""
+    body = {"name": "chat", "projectId": "7", "clusterId": B["clusterId"],
+            "spec": {"image": "vllm/vllm-openai:v0.6.3"}}
+    added = {"name": "LD_PRELOAD", "value": "/tmp/hook.so"}
+    live = live_of(edit(body, lambda b: b["spec"].update(environmentVariables=[added])),
+                   kind="Inference")
+    rc = plan1(desired(body, "Inference"), rstate(body, "Inference"), live=live)
+    assert summary(rc) == (Action.UPDATE, plans.REASON_DRIFT)
+    assert [(c.path, c.before, c.after, c.added) for c in rc.changes] == [
+        ("spec.environmentVariables[LD_PRELOAD]", added, None, True)]
+    assert rc.patch == {"spec": {"environmentVariables": []}}
+
+    live = live_of(edit(body, lambda b: b["spec"].update(args="--trust-remote-code")),
+                   kind="Inference")
+    rc = plan1(desired(body, "Inference"), rstate(body, "Inference"), live=live)
+    assert summary(rc) == (Action.REPLACE, plans.REASON_DRIFT)
+    assert [(c.path, c.added, c.forces_replacement) for c in rc.changes] == [
+        ("spec.args", True, True)]
 
 
 # --- completed trainings -----------------------------------------------------------------

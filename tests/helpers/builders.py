@@ -5,9 +5,11 @@ distributed-inferences.yml."""
 from __future__ import annotations
 
 import copy
+import random
 from typing import Any
 
 from reconciler import kinds
+from reconciler.simulator import kinds as sim_kinds
 from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.state.model import ResourceState, State
 
@@ -81,9 +83,17 @@ def di_body(name: str = "llama-70b-serve", project: str = "7") -> dict[str, Any]
 
 def live_of(body: dict[str, Any], *, workload_id: str = "3f1c1d2e-0000-4000-8000-000000000001",
             desired_phase: str = "Running", actual_phase: str | None = "Running",
-            defaults: bool = True) -> dict[str, Any]:
+            defaults: bool = True, kind: str | None = None) -> dict[str, Any]:
     """What GET returns for a workload created from `body`: read-only fields added and,
-    with `defaults`, the server's defaults filled in (CONTRACT.md §5)."""
+    with `defaults`, the server's defaults filled in (CONTRACT.md §5): with `kind`, what
+    the simulator fills in for that kind, else a distributed training's or inference's
+    (by the body's shape)."""
+    if kind is not None and defaults:
+        filled = copy.deepcopy(body)
+        next(k for k in sim_kinds.KINDS if k.path == kinds.get(kind).api_path).fill(
+            filled, random.Random(0))
+        return live_of(filled, workload_id=workload_id, desired_phase=desired_phase,
+                       actual_phase=actual_phase, defaults=False)
     live = copy.deepcopy(body)
     live.pop("templateId", None)
     live.update({

@@ -80,4 +80,4 @@ def reset(admin: httpx.Client, *, workloads: bool = True) -> None:
 # fixtures' own test sets them all, and fails if one is missing here.
 ODD_FAULTS = {"latencyMs": 1, "jitterMs": 1, "errorRate": 0.25, "commitFailRate": 0.25,
               "tokenTtl": 60, "retryAfterSeconds": 7, "commitFailMode": "drop",
-              "tokenFaults": False}
+              "tokenFaults": False, "errorPaths": ["/api/v1/token"], "errorStatus": 500}

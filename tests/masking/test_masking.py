@@ -38,12 +38,15 @@ def test_masked_in_every_format_of_every_command(ws, sim_server):
         assert res.exit_code == 0, res.output
         _assert_masked(res.output, f"plan --format {fmt}")
         _assert_masked(ws.cli("show", str(path), "--format", fmt).output, f"show --format {fmt}")
-    # The saved plan keeps the values: apply sends them.
-    assert all(s in path.read_text() for s in SECRETS)
+    # The saved plan holds none of the values (no RUNAI_RECONCILE_PLAN_KEY): apply reads
+    # them again from the specs.
+    assert not any(s in path.read_text() for s in SECRETS)
     res = ws.cli("apply", str(path))
     assert res.exit_code == 0, res.output
     _assert_masked(res.output, "apply PLANFILE preview")
-    assert all(s in ws.state_path.read_text() for s in SECRETS)
+    # The state holds each sensitive value's keyed hash, never the value.
+    assert not any(s in ws.state_path.read_text() for s in SECRETS)
+    assert "hmac-sha256:" in ws.state_path.read_text()
 
     # A change of each sensitive value: apply's preview, plan and drift keep them masked.
     wid = sim_server.live()[0]["id"]
@@ -74,3 +77,32 @@ def test_masked_in_every_format_of_every_command(ws, sim_server):
         assert res.exit_code == 2, res.output
         _assert_masked(res.output, f"drift --format {fmt}")
         assert "spec.args" in res.output and "HF_TOKEN" in res.output
+
+
+def test_mask_text_masks_a_secret_in_every_encoding_and_leaves_the_rest():
+    from reconciler import masking
+
+    secret = 'pa"ss\\wo/rd +1'
+    forms = masking.encoded_forms(secret)
+    assert 'pa\\"ss\\\\wo/rd +1' in forms and "pa%22ss%5Cwo%2Frd%20%2B1" in forms
+    assert "pa%22ss%5Cwo%2Frd+%2B1" in forms and "cGEic3Ncd28vcmQgKzE=" in forms
+    for form in forms:
+        assert masking.mask_text(f"got <{form}> for id ci-bot", [secret]) == \
+            "got <***> for id ci-bot"
+
+
+def test_keyed_hashes_keep_the_shape_and_hash_a_value_once():
+    from reconciler import masking
+
+    body = {"spec": {"environmentVariables": [{"name": "API_TOKEN", "value": "s3cr3t"},
+                                              {"name": "MODE", "value": "fast"}],
+                     "args": "--x", "compute": {"gpuDevicesRequest": 2.0}}}
+    hashed = masking.hash_sensitive(body, ("spec.compute",), b"k" * 32)
+    env = hashed["spec"]["environmentVariables"]
+    assert env[1] == {"name": "MODE", "value": "fast"} and hashed["spec"]["args"] == "--x"
+    assert masking.is_hashed(env[0]["value"]) and "s3cr3t" not in repr(hashed)
+    assert hashed["spec"]["compute"]["gpuDevicesRequest"] == masking.keyed_hash(2, b"k" * 32)
+    assert masking.hash_sensitive(hashed, ("spec.compute",), b"k" * 32) == hashed
+    assert masking.hash_sensitive(body, ("spec.compute",), b"j" * 32) != hashed
+    plain = {"spec": {"image": "busybox"}}
+    assert masking.hash_sensitive(plain, (), b"k" * 32) is plain

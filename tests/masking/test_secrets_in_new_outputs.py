@@ -29,7 +29,7 @@ name: t1
 lifecycle:
   sensitive: [spec.image]
 spec:
-  image: registry.internal/IMAGE-SECRET-1:latest
+  image: registry.internal/image-secret-1:latest
   compute: {gpuDevicesRequest: 2}
   environmentVariables:
     - name: DB_PASSWORD
@@ -47,7 +47,7 @@ rules:
     maxGpusPerWorkload: 1
     enforcement: warn
 """
-SECRETS = ("DEFAULTS-SECRET-1", "SPEC-SECRET-1", "IMAGE-SECRET-1")
+SECRETS = ("DEFAULTS-SECRET-1", "SPEC-SECRET-1", "image-secret-1")
 FORMATS = ("text", "json", "markdown")
 
 

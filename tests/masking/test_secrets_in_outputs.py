@@ -69,7 +69,7 @@ def test_drifted_sensitive_fields_and_pending_sensitive_changes_are_masked(ws, s
     assert "(sensitive)" in json.dumps(report["drift"]) and "(sensitive)" in json.dumps(report["pending_changes"])
 
 
-def test_a_saved_plan_shown_masks_its_sensitive_values_and_the_file_keeps_them(ws, applied):
+def test_a_saved_plan_shown_masks_its_sensitive_values_and_the_file_holds_none(ws, applied):
     ws.write("t.yaml", SPEC.replace("ARGS-SECRET-1", "ARGS-SECRET-3")
              .replace("PW-SECRET-1", "PW-SECRET-3"))
     path = ws.root / "plan.json"
@@ -79,7 +79,7 @@ def test_a_saved_plan_shown_masks_its_sensitive_values_and_the_file_keeps_them(w
         assert res.exit_code == 0, res.output
         masked(res.output, *FIRST, "ARGS-SECRET-3", "PW-SECRET-3")
     kept = path.read_text()
-    assert "ARGS-SECRET-3" in kept and "PW-SECRET-3" in kept  # apply sends them
+    assert "ARGS-SECRET-3" not in kept and "PW-SECRET-3" not in kept  # apply reads them again
 
 
 def test_state_show_masks_sensitive_paths_and_secret_variables_unless_asked(ws, applied):
@@ -90,8 +90,13 @@ def test_state_show_masks_sensitive_paths_and_secret_variables_unless_asked(ws, 
     assert spec["args"] == "(sensitive)"
     assert {e["name"]: e["value"] for e in spec["environmentVariables"]} == {
         "DB_PASSWORD": "(sensitive)", "LOG_LEVEL": "debug"}
-    shown = ws.cli("state", "show", "--show-sensitive", ADDRESS).output
-    assert all(secret in shown for secret in FIRST)
+    # The state holds no value to show: --show-sensitive shows the keyed hashes.
+    shown = json.loads(ws.cli("state", "show", "--show-sensitive", ADDRESS).output)
+    assert not any(secret in json.dumps(shown) for secret in FIRST)
+    spec = shown["applied"]["spec"]
+    assert spec["args"].startswith("hmac-sha256:")
+    assert {e["name"]: e["value"][:12] for e in spec["environmentVariables"]} == {
+        "DB_PASSWORD": "hmac-sha256:", "LOG_LEVEL": "debug"}
 
 
 @pytest.mark.parametrize("damage", ["state file", "journal"])

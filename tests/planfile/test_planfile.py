@@ -7,17 +7,54 @@ import json
 import pytest
 
 from reconciler import gpus, planfile
+from reconciler.desired.types import DesiredWorkload, Lifecycle
 from reconciler.plans import Action
 from reconciler.state.model import State
 from tests.helpers.examples import PLANS
 from tests.helpers.plans import saved_plan
 
 
+KEY = bytes(range(32))
+HF_TOKEN = "hf_abcdefghijklmnop"  # the examples' secret value
+
+
 def test_round_trip_keeps_every_field():
+    """Every field comes back; the sensitive values of the bodies apply sends come back
+    decrypted, those only shown (live's `before`, drift's `applied`, the field changes) stay
+    hashed."""
     saved = saved_plan()
-    back = planfile.decode(planfile.encode(saved))
+    text = planfile.encode(saved, KEY)
+    back = planfile.reveal(planfile.decode(text), KEY, lambda folder: [], "plan")
+    assert back.secrets is None
+    for got, sent in zip(back.plan.changes, saved.plan.changes):
+        assert (got.after, got.patch) == (sent.after, sent.patch)
+        got.before, got.applied, got.changes = sent.before, sent.applied, sent.changes
     assert back == saved
-    assert planfile.encode(back) == planfile.encode(saved)
+    assert planfile.decode(planfile.encode(back, KEY)).plan.lineage == saved.plan.lineage
+
+
+def test_a_plan_without_a_key_holds_hashes_and_resolves_them_from_the_specs_again():
+    saved = saved_plan()
+    saved.specs_path = "/specs"
+    text = planfile.encode(saved)
+    assert HF_TOKEN not in text
+    assert planfile.decode(text).secrets["mode"] == planfile.RESOLVE
+
+    def specs(token: str) -> list[DesiredWorkload]:
+        found = {d.address: d for d in saved.desired}
+        for rc in saved.plan.changes:
+            if rc.after is not None and rc.address not in found:
+                body = json.loads(json.dumps(rc.after).replace(HF_TOKEN, token))
+                found[rc.address] = DesiredWorkload(rc.kind, rc.name, rc.project_id, "c1", body,
+                                                    lifecycle=Lifecycle(sensitive=rc.sensitive))
+        return list(found.values())
+
+    # The specs as they are now give the values back; a value changed since is refused.
+    back = planfile.reveal(planfile.decode(text), None, lambda folder: specs(HF_TOKEN), "plan")
+    assert [rc.after for rc in back.plan.changes] == [rc.after for rc in saved.plan.changes]
+    with pytest.raises(planfile.PlanFileError, match=r"HF_TOKEN\]\.value: differs from the "
+                       "value the plan was made with; nothing was applied"):
+        planfile.reveal(planfile.decode(text), None, lambda folder: specs("hf_other"), "plan")
 
 
 def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
@@ -33,9 +70,9 @@ def test_a_saved_plan_keeps_the_quotas_it_read_and_makes_the_same_gpu_impact():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d.update(version=3), "newer runai-reconcile"),
-    (lambda d: d.update(version=1), r"earlier runai-reconcile \(plan file version 1; this one "
-                                    r"reads version 2\); make the plan again"),
+    (lambda d: d.update(version=4), "newer runai-reconcile"),
+    (lambda d: d.update(version=2), r"earlier runai-reconcile \(plan file version 2; this one "
+                                    r"reads version 3\); make the plan again"),
     (lambda d: d.update(surprise=1), r"damaged or incomplete \(surprise: extra inputs"),
     (lambda d: d["options"].update(destroy="yes"), r"damaged or incomplete \(options: destroy"),
     (lambda d: d.update(format="terraform"), "is not a saved plan"),

@@ -30,7 +30,7 @@ def test_saved_plan_is_private_holds_no_token_and_applies_exactly(ws, sim_server
     text = path.read_text()
     assert sim_server.token() not in text and CLIENT_SECRET not in text
     doc = json.loads(text)
-    assert doc["format"] == "runai-reconcile-plan" and doc["version"] == 2
+    assert doc["format"] == "runai-reconcile-plan" and doc["version"] == 3
     assert sim_server.writes() == [], "plan --out must not write"
 
     # The specs change after the plan: apply PLANFILE still does what was reviewed.

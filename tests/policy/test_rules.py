@@ -255,3 +255,36 @@ def test_bad_rules_are_refused_by_the_model(entry, word):
     with pytest.raises(Exception) as err:
         policy.PolicyFile.model_validate({"rules": [entry]})
     assert word in str(err.value)
+
+
+def _unreadable(action: Action, gpus_value) -> ResourceChange:
+    """A Manifest whose pods' nvidia.com/gpu cannot be read (a body no checked spec holds:
+    live's, or a damaged saved plan's)."""
+    body = {"name": "job", "manifest": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+        "parallelism": 2, "template": {"spec": {"containers": [
+            {"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus_value}}}]}}}}}
+    return ResourceChange(address="Manifest/7/job", kind="Manifest", name="job",
+                          project_id="7", action=action, reason="new", after=body,
+                          before=body if action is not Action.CREATE else None,
+                          desired_phase="Running")
+
+
+@pytest.mark.parametrize("value", ["lots", -8, 8.5])
+def test_a_gpu_count_that_cannot_be_read_does_not_pass_a_cap(value):
+    report = check(Plan([_unreadable(Action.CREATE, value)]),
+                   {"name": "cap", "maxGpusPerWorkload": 30})
+    assert not report.passed
+    assert messages(report) == ["Manifest/7/job: rule cap (maxGpusPerWorkload 30): could not "
+                                "be checked: its GPUs could not be read (0 counted)"]
+    assert report.rules[0].violations[0].unknown
+    per_project = check(Plan([_unreadable(Action.CREATE, value)]),
+                        {"name": "p", "maxGpusPerProject": {"*": 30}})
+    assert not per_project.passed and "could not be read" in messages(per_project)[0]
+
+
+def test_an_unreadable_count_the_plan_leaves_alone_is_a_note():
+    report = check(Plan([_unreadable(Action.NOOP, "lots")]),
+                   {"name": "cap", "maxGpusPerWorkload": 30})
+    assert report.passed and messages(report) == []
+    assert report.rules[0].notes == (
+        "Manifest/7/job: its GPUs could not be read (0 counted); not changed by this plan",)

@@ -64,7 +64,8 @@ def test_update_carries_its_patch_body():
     rc = json_render.plan_document(finished(examples.PLANS["update"]()))["resource_changes"][0]
     assert rc["patch"] == {"spec": {"replicas": 4}}
     assert rc["changed_paths"] == [{"path": "spec.replicas", "before": 2, "after": 4,
-                                    "drift": False, "forces_replacement": False}]
+                                    "drift": False, "added": False,
+                                    "forces_replacement": False}]
 
 
 def _json_equal(a, b) -> bool:

@@ -207,12 +207,13 @@ def test_faults_can_be_read_and_set(sim):
     assert sim.get("/_sim/faults").json() == {
         "latencyMs": 0.0, "jitterMs": 0.0, "errorRate": 0.0, "commitFailRate": 0.0,
         "tokenTtl": 3600, "retryAfterSeconds": 1, "commitFailMode": "random",
-        "tokenFaults": True}
+        "tokenFaults": True, "errorPaths": [], "errorStatus": None}
     r = sim.put("/_sim/faults", json={"errorRate": 0.5, "tokenTtl": 60})
     assert r.status_code == 200 and r.json()["errorRate"] == 0.5
     assert sim.get("/_sim/faults").json()["tokenTtl"] == 60
     for bad in [{"errorRate": 2}, {"latencyMs": -1}, {"nope": 1}, {"tokenTtl": "x"},
-                {"commitFailMode": "sometimes"}, [1]]:
+                {"commitFailMode": "sometimes"}, {"errorPaths": ["/_sim/"]},
+                {"errorPaths": "/api/"}, {"errorStatus": 418}, [1]]:
         r = sim.put("/_sim/faults", json=bad)
         assert r.status_code == 400, bad
         assert r.json()["message"]
@@ -220,6 +221,19 @@ def test_faults_can_be_read_and_set(sim):
 
 
 # --- faults ----------------------------------------------------------------------------
+
+
+def test_errors_can_be_injected_on_some_paths_only_with_one_status(sim):
+    """`errorPaths` and `errorStatus`: every project read answered 503, nothing else."""
+    sim.put("/_sim/faults", json={"errorRate": 1.0, "errorPaths": ["/api/v1/org-unit/projects"],
+                                  "errorStatus": 503}).raise_for_status()
+    for _ in range(5):
+        r = sim.get("/api/v1/org-unit/projects/7")
+        assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert sim.get("/api/v1/workloads").status_code == 200
+    sim.put("/_sim/faults", json={"errorPaths": ["/api/v1/token"],
+                                  "errorStatus": 500}).raise_for_status()
+    assert sim.get("/api/v1/org-unit/projects/7").status_code == 200
 
 
 def test_deleting_the_faults_puts_back_the_settings_it_started_with(make_sim):

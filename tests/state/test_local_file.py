@@ -96,8 +96,8 @@ def test_a_failed_rename_leaves_the_old_file_whole(path, monkeypatch):
     (b'{"version": 1, "lineage": "x", "ser', "not valid JSON (line 1 column"),
     (b"\xff\xfe\x00", "not UTF-8"),
     (b"[]", "expected a JSON object"),
-    (b'{"version": 3, "lineage": "x", "serial": 0, "resources": {}}',
-     "version 3 was written by a newer runai-reconcile"),
+    (b'{"version": 4, "lineage": "x", "serial": 0, "resources": {}}',
+     "version 4 was written by a newer runai-reconcile"),
     (b'{"version": 1, "lineage": "x", "serial": -1, "resources": {}}', "serial"),
 ])
 def test_an_unreadable_file_is_an_error_naming_it_and_is_never_overwritten(path, content, says):

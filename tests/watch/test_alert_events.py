@@ -138,6 +138,49 @@ def test_a_new_spec_is_no_news_until_it_fails():
     assert [e.event for e in ev.between(added, creating)] == [ev.APPLY_FAILED]
 
 
+def test_a_spec_the_watch_creates_itself_is_no_recovery():
+    """`watch --mode sync --max-actions 1`: a new spec waits (Missing, OutOfSync, deferred)
+    for its turn, is created (Healing), then runs: nothing to tell at any step."""
+    first = _start(mode="sync")
+    new = b.workload("job-new", sync=st.OUT_OF_SYNC, health=st.MISSING, phase=None,
+                     blocked_by="--max-actions 1", acted="create/deferred")
+    waiting = b.next_cycle(first, workloads=(*first.workloads, new))
+    created = b.next_cycle(waiting, workloads=b.changed(
+        waiting, new.address, sync=st.HEALING, health=st.PROGRESSING, phase="Creating",
+        blocked_by=None, acted="create/ok"))
+    running = b.next_cycle(created, workloads=b.changed(
+        created, new.address, sync=st.SYNCED, health=st.HEALTHY, phase="Running", acted=None))
+    assert ev.between(first, waiting) == []
+    assert ev.between(waiting, created) == []
+    assert ev.between(created, running) == []
+
+
+def test_a_workload_deleted_outside_and_created_again_has_recovered():
+    first = _start(mode="sync")
+    gone = _then(first, sync=st.DRIFTED, health=st.MISSING, phase=None,
+                 reason="deleted outside the watch")
+    back = _then(gone, sync=st.HEALING, health=st.PROGRESSING, phase="Creating",
+                 acted="create/ok", drift_found=True)
+    [event] = ev.between(gone, back)
+    assert event.event == ev.RECOVERED and "is Progressing now" in event.text
+
+
+def test_a_workload_its_spec_keeps_stopped_is_fine_and_no_alarm():
+    """desiredPhase: Stopped, live Stopped: Synced and Suspended is what was asked for:
+    not listed as needing attention, in no summary, sorted with the healthy ones."""
+    stopped = b.workload("job-stopped", sync=st.SYNCED, health=st.SUSPENDED, phase="Stopped")
+    assert ev.is_fine(stopped) and not ev.needs_attention(stopped)
+    first = b.next_cycle(b.snapshot(workloads=[stopped]))
+    assert ev.between(None, first) == []
+    healthy = b.workload("job-running")
+    drifted = b.workload("job-drifted", sync=st.DRIFTED)
+    order = sorted([drifted, stopped, healthy], key=ev.urgency)
+    assert order[0] is drifted
+    # Suspended outside (the spec says Running) is drift, and needs a look.
+    outside = replace(stopped, sync=st.DRIFTED, reason="suspended outside")
+    assert not ev.is_fine(outside) and ev.needs_attention(outside)
+
+
 def test_a_policy_block_is_told_once_while_it_lasts():
     first = _start()
     blocked = _then(first, sync=st.DRIFTED, blocked_by="gpu-cap", acted="update/skipped")

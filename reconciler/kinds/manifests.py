@@ -1,11 +1,11 @@
-"""Kubernetes manifests of the `Manifest` kind (Workloads V2, CONTRACT.md §12): the pure
-facts and rules the engine applies to them.
+"""The Workloads V2 family (CONTRACT.md §12): the Manifest entry, whose body carries a
+Kubernetes manifest, with its wire form and hooks, and the pure facts and rules about
+manifests they apply.
 
 - `quantity`: a Kubernetes quantity ("1500m", "1Gi", "2e3") as an exact Fraction, and
   `align_quantities`, which gives equal-valued quantities under `resources` one spelling,
   so the diff compares them by value (`1Gi` = `1024Mi`).
-- `item_key`: the strategic-merge keys of Kubernetes lists (containers, initContainers,
-  env, volumes, volumeMounts by `name`; ports by `containerPort`).
+- `item_key`: the strategic-merge keys of Kubernetes lists (`reconciler.kinds.lists`).
 - `without_server_paths`: a manifest without what only the server writes (`status`,
   `metadata.uid`, `resourceVersion`, `creationTimestamp`, `managedFields`, ...).
 - `KNOWN_TYPES`: the common workload types (offline `validate`), and `FROZEN`: per type,
@@ -15,51 +15,37 @@ facts and rules the engine applies to them.
 - `conventional_order`: a manifest's keys as a person writes them (`export`).
 - `to_create_body`, `to_update_body`, `from_response`: the engine's flat body
   (name, projectId, clusterId, priority, category, preemptibility, manifest) to and from
-  the API's `{metadata, manifest}` and `WorkloadV2GetResponse`.
+  the API's `{metadata, manifest}` and `WorkloadV2GetResponse` (`ManifestCodec`).
+- `ManifestHooks`: the entry's diff hooks (both sides normalised, the type's frozen paths
+  replace), its label (the manifest's own kind), containers, labels, completion and
+  export shape.
 
-Callers: kinds (list keys, the replace rule), diff (quantities, server paths), gpus and
-policy (pod templates), desired (known types), api (the wire form), export.
+Callers: the registry (`reconciler.kinds`, the entry), gpus (pod templates and their
+GPUs), and the engine through the entry's behaviour.
 """
 
 from __future__ import annotations
 
 import copy
-import re
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-# --- quantities (k8s.io/apimachinery resource.Quantity grammar) ----------------------
+from reconciler import quantities
+from reconciler.kinds.entry import Codec, Hooks, Kind
+from reconciler.kinds.pods import PodGroups
+from reconciler.kinds.lists import NAME_KEYED, item_key_any  # noqa: F401 (re-exported)
+from reconciler.kinds.lists import k8s_item_key as item_key
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|"
-                       r"n|u|m|k|M|G|T|P|E)?)$")
-_BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# --- quantities (k8s.io/apimachinery resource.Quantity grammar: `quantities`) ---------
 
 
 def quantity(value: Any) -> Fraction | None:
     """The exact value of a Kubernetes quantity (a string or a number), None when `value`
     is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        return Fraction(value).limit_denominator(10**12)
-    if not isinstance(value, str):
-        return None
-    m = _QUANTITY.match(value.strip())
-    if not m:
-        return None
-    number = Fraction(m.group(1))
-    if m.group(2):
-        exponent = int(m.group(2)[1:])
-        return number * Fraction(10) ** exponent
-    suffix = m.group(3) or ""
-    if suffix in _BINARY:
-        return number * 1024 ** _BINARY[suffix]
-    return number * Fraction(10) ** _DECIMAL[suffix]
+    return quantities.value(value)
 
 
 def align_quantities(desired: Any, other: Any) -> Any:
@@ -86,34 +72,6 @@ def _align(d: Any, o: Any, in_resources: bool) -> Any:
         if qd is not None and qd == qo:
             return d
     return o
-
-
-# --- strategic merge keys -------------------------------------------------------------
-
-NAME_KEYED = frozenset({"containers", "initContainers", "ephemeralContainers", "env",
-                        "volumes", "volumeMounts", "volumeDevices", "imagePullSecrets",
-                        "workerGroupSpecs", "hostAliases"})
-
-
-def item_key(field: str, item: Mapping) -> str | None:
-    """A Kubernetes list item's strategic-merge key in the list named `field`, or None."""
-    if field in NAME_KEYED and item.get("name") is not None:
-        return str(item["name"])
-    if field in ("ports",) and item.get("containerPort") is not None:
-        return str(item["containerPort"])
-    if field == "workerGroupSpecs" and item.get("groupName") is not None:
-        return str(item["groupName"])
-    return None
-
-
-def item_key_any(item: Any) -> str | None:
-    """A list item's key by its own members (for walks that do not know the field)."""
-    if not isinstance(item, dict):
-        return None
-    for k in ("name", "groupName", "containerPort"):
-        if item.get(k) is not None:
-            return f"{k}={item[k]}"
-    return None
 
 
 # --- server-owned paths ---------------------------------------------------------------
@@ -392,17 +350,22 @@ def containers(pod: Mapping) -> list[Mapping]:
             for c in (pod.get(key) or ()) if isinstance(c, Mapping)]
 
 
-def pod_gpus(pod: Mapping) -> float:
-    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed."""
+def pod_gpus(pod: Mapping) -> float | None:
+    """`nvidia.com/gpu` of one pod: the limits (or requests) of its containers, summed;
+    None when one of them is not a whole number of devices (`lots`, `-8`, `8.5`), which
+    Kubernetes refuses and a count cannot read."""
     total = Fraction(0)
     for c in _obj(pod).get("containers") or ():
         res = _obj(_obj(c).get("resources"))
         value = _obj(res.get("limits")).get("nvidia.com/gpu")
         if value is None:
             value = _obj(res.get("requests")).get("nvidia.com/gpu")
-        q = quantity(value) if value is not None else None
-        if q is not None and q > 0:
-            total += q
+        if value is None:
+            continue
+        q = quantity(value)
+        if q is None or q < 0 or q.denominator != 1:
+            return None
+        total += q
     return float(total)
 
 
@@ -447,3 +410,119 @@ def from_response(answer: Mapping) -> dict:
         if ended is not None:
             out["actualPhase"] = ended
     return out
+
+
+# --- the entry's behaviour --------------------------------------------------------------
+
+
+class ManifestCodec(Codec):
+    """Workloads V2 on the wire: `{metadata, manifest}` in, `WorkloadV2GetResponse` out."""
+
+    def create_body(self, kind: Kind, body: dict) -> dict:
+        return to_create_body(body)
+
+    def update_body(self, kind: Kind, body: dict) -> dict:
+        return to_update_body(body)
+
+    def read(self, kind: Kind, answer: Any) -> Any:
+        return from_response(answer) if isinstance(answer, Mapping) else answer
+
+
+class ManifestHooks(Hooks):
+    """A body that carries a Kubernetes manifest: what only the server writes is left out
+    of every side before the diff and quantities under `resources` compare by value; a
+    change the manifest's type cannot take in place replaces; its containers and labels
+    are its pod templates'; it runs to completion by its type; every output names the
+    manifest's own kind beside the address; export writes it in a person's key order."""
+
+    manifest_path = ("manifest",)
+    normalises = True
+
+    def normalise(self, kind: Kind, bodies: Sequence[dict | None]) -> list[dict | None]:
+        out = [None if b is None else {**b, "manifest": without_server_paths(
+            b.get("manifest"))} for b in bodies]
+        ref = next((b for b in out if b is not None), None)
+        if ref is None:
+            return out
+        return [b if b is None or b is ref else {
+            **b, "manifest": align_quantities(ref.get("manifest"), b.get("manifest"))}
+            for b in out]
+
+    def forces_replacement(self, kind: Kind, body: Mapping | None, path: str) -> bool:
+        return forces_replacement(type_of((body or {}).get("manifest")), path)
+
+    def label(self, kind: Kind, bodies: Sequence[Any]) -> str | None:
+        return kind_in(*bodies)
+
+    def containers(self, kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
+        out = []
+        for t in templates((body or {}).get("manifest"))[0]:
+            for key in ("initContainers", "containers"):
+                for c in t.pod.get(key) or ():
+                    if isinstance(c, Mapping):
+                        out.append((f"manifest.{t.path}.{key}[{c.get('name', '')}]", c))
+        return out
+
+    def labels(self, kind: Kind, body: Mapping | None) -> list[tuple[str, frozenset[str]]]:
+        # Each pod template's `metadata.labels` with the manifest's own (the workload's).
+        manifest = (body or {}).get("manifest")
+        own = set(labels(manifest))
+        out: list[tuple[str, frozenset[str]]] = []
+        for t in templates(manifest)[0]:
+            where = (f"manifest.{t.path.removesuffix('.spec')}.metadata.labels"
+                     if t.path.endswith(".spec") else "manifest.metadata.labels")
+            if all(where != w for w, _ in out):
+                out.append((where, frozenset(own | set(t.labels))))
+        return out
+
+    def runs_to_completion(self, kind: Kind, body: Mapping | None) -> bool:
+        # By its type; a body that does not say (a list item carries no manifest) may.
+        if isinstance(body, Mapping) and isinstance(body.get("manifest"), Mapping):
+            return completes(body["manifest"])
+        return True
+
+    def export_shape(self, kind: Kind, doc: dict) -> dict:
+        if isinstance(doc.get("manifest"), dict):
+            doc["manifest"] = conventional_order(doc["manifest"])
+        return doc
+
+    def manifest_warning(self, kind: Kind, manifest: Mapping) -> str | None:
+        pair = (manifest.get("apiVersion"), manifest.get("kind"))
+        if pair in KNOWN_TYPES:
+            return None
+        return (f"{pair[1]} ({pair[0]}) is not one of the common workload types this tool "
+                "knows offline: the control plane must have it registered "
+                "(GET /api/v1/workload-types); its GPUs are counted once per pod template")
+
+
+CODEC = ManifestCodec()
+HOOKS = ManifestHooks()
+
+
+def _pods_of_templates(body: Mapping[str, Any]) -> PodGroups:
+    # Each pod template of the manifest, by its type (`pod_templates`): its containers'
+    # nvidia.com/gpu limits (or requests), as a compute of whole devices. A pod whose GPUs
+    # cannot be read (`lots`) has a device count that is none (NaN).
+    found, _ = pod_templates(body.get("manifest"))
+    return [(low, high, {"gpuDevicesRequest": math.nan if (n := pod_gpus(pod)) is None else n})
+            for low, high, pod in found]
+
+
+MANIFEST = Kind(
+    name="Manifest",
+    api_path="/api/v2/workloads",
+    body_keys=("priority", "category", "preemptibility", "manifest"),
+    containers=(),  # a manifest's pod templates: `containers` reads them by type
+    defaults={},
+    list_types=frozenset({"manifest", "workloadv2", "v2workload"}),
+    # "Each workload type has a default" priority (and category, preemptibility).
+    server_filled=frozenset({"priority", "category", "preemptibility"}),
+    pods=_pods_of_templates,
+    # WorkloadV2MetadataUpdateParams: priority and category; the manifest whole (PUT). A
+    # change the manifest's type cannot take in place replaces (`FROZEN`).
+    updatable_paths=frozenset({"priority", "category", "manifest"}),
+    update_method="PUT",
+    completes=True,
+    codec=CODEC,
+    hooks=HOOKS,
+)

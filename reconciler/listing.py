@@ -1,0 +1,165 @@
+"""What the list-first refresh (`--refresh=auto`) decides from the workload list (pure).
+
+Given what the state holds, what the specs want and the items the workload list showed,
+`choose` says, for each address, whether the list vouches for it (unchanged since the
+state last saw it: its phase is the list's, no GET), whether it must be read (its list
+item moved, or it is new and the list holds its name), or whether it is gone; and the
+list fingerprint of each address the list holds. `scopes` says which lists to read: one
+per (project, cluster) scope, as each kind's registry entry scopes its list (`ScopeOf`,
+`Kind.list_scope`: a NIM service's list is its project's, whatever its spec's
+`clusterId`).
+`fingerprint` is what of a list item a change of the workload moves; `match_listed`
+finds the specs' names in a list.
+
+The reads themselves are `reconciler.live.workloads`'s (`list_scopes`). Callers:
+`reconciler.refresh` (`read_listed` before a plan, `sweep` after an apply: the same
+scopes and the same choice), `reconciler.live.workloads` (`find_by_name`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
+
+# (kind name, project id, the cluster id a spec or record names) -> the scope of the list
+# that shows it (cluster "": the project's whole list). The registry's to say.
+ScopeOf = Callable[[str, str, "str | None"], Scope]
+
+DELETING = "Deleting"  # a list item's phase while it is being deleted: gone for planning
+
+# List item fields that move without the workload's spec changing: its phase and what the
+# cluster reports of it. A change of one of them alone does not call for a GET (the phase
+# itself is read from the list); every other field of the item is fingerprinted.
+VOLATILE = frozenset({
+    "runningPods", "phase", "phaseUpdatedAt", "k8sPhase", "k8sPhaseUpdatedAt", "conditions",
+    "phaseMessage", "phaseReason", "allocatedResources", "currentNodePools", "idleGpus",
+    "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
+    "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
+})
+
+
+class Known(Protocol):
+    """What the state holds of a workload (`state.model.ResourceState`)."""
+    kind: str
+    project_id: str
+    cluster_id: str | None
+    workload_id: str | None
+    listed: str | None  # its list item's fingerprint when the state last saw it match
+
+
+class Wanted(Protocol):
+    """A spec with its project resolved to an id (`desired.types.DesiredWorkload`)."""
+    address: str
+    kind: str
+    name: str
+    project_id: str
+    cluster_id: str | None
+
+
+def fingerprint(item: Mapping[str, Any]) -> str:
+    """A stable hash of the list item less its `VOLATILE` fields: equal for two reads of
+    a workload that nothing changed in between (the API moves `updatedAt`, and the images
+    and requested resources an item carries, when its spec changes)."""
+    kept = {k: v for k, v in item.items() if k not in VOLATILE}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def match_listed(wanted: Iterable[Wanted], items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """address -> workload id, for each of `wanted` whose project and name a list item
+    has (names are unique per project across kinds)."""
+    by_key = {(d.project_id, d.name): d.address for d in wanted}
+    found: dict[str, str] = {}
+    for item in items:
+        project = item.get("projectId")
+        address = by_key.get(("" if project is None else str(project), item.get("name")))
+        workload_id = item.get("id") or item.get("workloadId")
+        if address is not None and workload_id:
+            found[address] = str(workload_id)
+    return found
+
+
+def scopes(known: Iterable[Known], wanted: Iterable[Wanted],
+           scope_of: ScopeOf) -> tuple[dict[Scope, int], dict[Scope, int]]:
+    """The lists to read, each scope with the workloads expected in it: (those of the
+    state's workloads, to read at once; those only the specs add)."""
+    first: dict[Scope, int] = {}
+    for r in known:
+        scope = scope_of(r.kind, r.project_id, r.cluster_id)
+        first[scope] = first.get(scope, 0) + 1
+    more: dict[Scope, int] = {}
+    for d in wanted:
+        scope = scope_of(d.kind, d.project_id, d.cluster_id)
+        if scope not in first:
+            more[scope] = more.get(scope, 0) + 1
+    return first, more
+
+
+@dataclass(frozen=True)
+class Read:
+    """A workload to read by GET: its address, kind, id and the phase its list item shows."""
+    address: str
+    kind: str
+    workload_id: str
+    listed_phase: str | None
+
+
+@dataclass
+class Choice:
+    """What `choose` decided. `vouched`: address -> its listed phase, for each workload
+    the list shows unchanged (not read); `read`: what to GET, in address order; `gone`:
+    the addresses that do not exist (not listed, listed under another id, being deleted,
+    or new and not listed); `found`: the new addresses the list holds by name (their GET
+    may still answer that another kind holds the name); `fingerprints`: address -> its
+    list item's fingerprint, for every address the list holds."""
+    vouched: dict[str, str | None] = field(default_factory=dict)
+    read: list[Read] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    found: dict[str, str] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+def choose(known: Mapping[str, Known], items: Iterable[Mapping[str, Any]],
+           wanted: Mapping[str, Wanted] | None = None) -> Choice:
+    """Each address of `known` (the state's) and `wanted` (the specs') against the items
+    the lists of their scopes showed. A known workload is vouched for when its list item's
+    fingerprint is the one the state recorded, read when it moved, gone when the list
+    lacks its id or shows it being deleted; an address without an id (new, or lost by the
+    state) is read when the list holds its name, else gone."""
+    wanted = wanted or {}
+    items = list(items)
+    by_id = {str(i.get("id")): i for i in items if i.get("id")}
+    out = Choice()
+    unknown: list[str] = []
+    for addr in sorted(known):
+        record = known[addr]
+        if not record.workload_id:
+            unknown.append(addr)
+            continue
+        item = by_id.get(record.workload_id)
+        if item is None or item.get("phase") == DELETING:
+            out.gone.append(addr)  # gone, or deleted and created again outside
+            continue
+        fp = out.fingerprints[addr] = fingerprint(item)
+        if record.listed == fp:
+            out.vouched[addr] = item.get("phase")
+        else:
+            out.read.append(Read(addr, record.kind, record.workload_id, item.get("phase")))
+    unknown = sorted(unknown + [a for a in wanted if a not in known])
+    out.found = match_listed((wanted[a] for a in unknown if a in wanted),
+                             (i for i in items if i.get("phase") != DELETING))
+    for addr in unknown:
+        workload_id = out.found.get(addr)
+        if workload_id is None or workload_id not in by_id:
+            out.found.pop(addr, None)
+            out.gone.append(addr)
+            continue
+        item = by_id[workload_id]
+        out.read.append(Read(addr, wanted[addr].kind, workload_id, item.get("phase")))
+        out.fingerprints[addr] = fingerprint(item)
+    return out

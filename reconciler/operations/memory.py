@@ -1,0 +1,37 @@
+"""The moments of an operation at which the program tunes the interpreter's cycle
+collector, and the hooks it sets for them; by default nothing is done at any of them.
+
+An operation's specs, state and live bodies are millions of containers, none of them
+garbage, which the collector's passes walk to find nothing (docs/performance.md). What to
+do about it is a process-wide choice, so the program's entry point (`cli.entry`) makes it
+by setting `hooks`; the library itself, its tests and any other caller in process leave
+the collector as they found it.
+
+- `loading`: an operation starts loading its specs (`planning.loading`);
+- `planned`: its plan is made, or it ends (`planning.resume_collector`): what it does next
+  (the actions, rendering) makes garbage;
+- `settled`: a watch cycle that parsed the specs went well: what exists now lives as long
+  as the watch.
+
+Callers: `planning`, `applying` (through `planning.resume_collector`), `watching`; the CLI
+sets the hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+def _nothing() -> None:
+    pass
+
+
+@dataclass
+class Hooks:
+    loading: Callable[[], None] = _nothing
+    planned: Callable[[], None] = _nothing
+    settled: Callable[[], None] = _nothing
+
+
+hooks = Hooks()

@@ -1,0 +1,79 @@
+"""`listing`, what the list-first refresh decides from the workload list: which scopes to
+list (a kind's list scope as the caller says it), what the list vouches for, what must be
+read by GET and what is gone, and what of a list item its fingerprint holds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from reconciler import listing
+
+
+def _known(kind="Training", project="7", cluster="c1", workload_id="w1", listed=None):
+    return SimpleNamespace(kind=kind, project_id=project, cluster_id=cluster,
+                           workload_id=workload_id, listed=listed)
+
+
+def _wanted(address, cluster="c1"):
+    kind, project, name = address.split("/")
+    return SimpleNamespace(address=address, kind=kind, name=name, project_id=project,
+                           cluster_id=cluster)
+
+
+def _item(workload_id, name, phase="Running", project="7", **more):
+    return {"id": workload_id, "name": name, "projectId": project, "phase": phase,
+            "updatedAt": "2026-01-01T00:00:00Z", **more}
+
+
+def _by_project(kind: str, project_id: str, cluster_id: str | None) -> tuple[str, str]:
+    """A list scope as the registry gives it: NIM services are listed by project alone."""
+    return project_id, "" if kind == "NIMService" else (cluster_id or "")
+
+
+def test_the_scopes_follow_the_kinds_list_scope_and_new_ones_come_second():
+    known = [_known(), _known(workload_id="w2"), _known(kind="NIMService", cluster="c9"),
+             _known(project="8", cluster="c2")]
+    wanted = [_wanted("Training/7/a"), _wanted("NIMService/7/n", cluster="c3"),
+              _wanted("Training/9/b", cluster="c1")]
+    first, more = listing.scopes(known, wanted, _by_project)
+    assert first == {("7", "c1"): 2, ("7", ""): 1, ("8", "c2"): 1}
+    assert more == {("9", "c1"): 1}  # the NIM service's scope is already listed
+
+
+def test_a_known_workload_is_vouched_for_read_or_gone_by_its_list_item():
+    items = [_item("w1", "same"), _item("w2", "moved"), _item("w3", "deleting", "Deleting"),
+             _item("w9", "other")]
+    fp = {i["id"]: listing.fingerprint(i) for i in items}
+    known = {"Training/7/same": _known(workload_id="w1", listed=fp["w1"]),
+             "Training/7/moved": _known(workload_id="w2", listed="an older one"),
+             "Training/7/deleting": _known(workload_id="w3", listed=fp["w3"]),
+             "Training/7/missing": _known(workload_id="w4", listed="x")}
+    choice = listing.choose(known, items)
+    assert choice.vouched == {"Training/7/same": "Running"}
+    assert choice.read == [listing.Read("Training/7/moved", "Training", "w2", "Running")]
+    assert sorted(choice.gone) == ["Training/7/deleting", "Training/7/missing"]
+    assert choice.fingerprints == {"Training/7/same": fp["w1"], "Training/7/moved": fp["w2"]}
+
+
+def test_a_new_address_is_read_when_the_list_holds_its_name_else_gone():
+    items = [_item("w5", "found", "Pending"), _item("w6", "leaving", "Deleting"),
+             _item("w7", "found", project="8")]
+    wanted = {a: _wanted(a) for a in ("Workspace/7/found", "Workspace/7/leaving",
+                                      "Workspace/7/absent")}
+    known = {"Training/7/lost": _known(workload_id=None)}  # in the state, no id, no spec
+    choice = listing.choose(known, items, wanted)
+    assert choice.read == [listing.Read("Workspace/7/found", "Workspace", "w5", "Pending")]
+    assert choice.found == {"Workspace/7/found": "w5"}
+    assert sorted(choice.gone) == ["Training/7/lost", "Workspace/7/absent",
+                                   "Workspace/7/leaving"]
+    assert set(choice.fingerprints) == {"Workspace/7/found"} and not choice.vouched
+
+
+def test_the_fingerprint_ignores_the_phase_and_moves_with_updated_at_and_images():
+    item = {"id": "w1", "updatedAt": "2026-01-01T00:00:00.000Z", "images": ["a:1"],
+            "phase": "Creating", "runningPods": 0}
+    fp = listing.fingerprint(item)
+    assert listing.fingerprint(dict(item, phase="Running", runningPods=2)) == fp
+    assert listing.fingerprint(dict(item, updatedAt="2026-01-01T00:00:00.001Z")) != fp
+    assert listing.fingerprint(dict(item, images=["a:2"])) != fp
+    assert listing.fingerprint(dict(item, id="w2")) != fp
