@@ -1,5 +1,5 @@
 """The progress line's timing and manners, on a fake terminal in a real event loop (the
-CLI's use of it on a pseudo-terminal: tests/e2e/test_small_things.py)."""
+CLI's use of it on a pseudo-terminal: tests/e2e/test_everyday_messages.py)."""
 
 from __future__ import annotations
 

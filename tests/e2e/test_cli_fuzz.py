@@ -1,6 +1,6 @@
-"""Issue 11 item 2, beyond the known cases: whatever the flags, the environment and the
+"""Beyond the known bad inputs: whatever the flags, the environment and the
 files in the folder, the CLI ends with exit 0, 1 or 2 and prints no traceback. The global
-flags go before the command or, as a Terraform user types them, after it (issue 20)."""
+flags go before the command or, as a Terraform user types them, after it."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def _no_traceback(res, *context) -> None:
     assert res.exit_code in (0, 1, 2), (*context, out)
 
 
-# --- the commands, flags and files that came after issue 11 ---------------------------
+# --- the later commands, flags and files ---------------------------------------------
 # export with its filters, import with garbage addresses and ids, --policy files and
 # _defaults.yaml files holding garbage; against the embedded simulator (--sim), so that
 # the commands get as far as the API and the state.

@@ -1,6 +1,6 @@
-"""Issue 20 item 3 through the CLI against `sim serve`: a spec that spells a server default
+"""Server defaults through the CLI against `sim serve`: a spec that spells a server default
 (CONTRACT.md §5) and then drops it, as `export` writes it, plans no change, for every kind;
-so does a spec that adds a default live lacks. Item 9: an update's `change.patch` holds only
+so does a spec that adds a default live lacks. And an update's `change.patch` holds only
 what apply sends, no `remove` of a server default the spec never set."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13's round trip against `sim serve` over HTTP: workloads of all five kinds created
+"""The export round trip against `sim serve` over HTTP: workloads of all five kinds created
 directly through the API (server defaults sent explicitly, keyed lists out of order,
 suspended ones, a secret variable) -> `export` -> `validate` (after supplying the secret)
 -> `plan` with no state shows only adoptions -> `apply` makes no API write -> `plan

@@ -1,4 +1,4 @@
-"""Issue 20 item 7 against `sim serve`: `export` withholds the values of the paths the
+"""Sensitive paths in `export` against `sim serve`: `export` withholds the values of the paths the
 state marks sensitive (`lifecycle.sensitive`), not only secret-looking variable names. A
 workload applied with `lifecycle.sensitive` naming an innocent variable and `spec.args` is
 exported: the values are in no output and no file, the placeholder is refused by validate

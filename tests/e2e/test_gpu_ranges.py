@@ -1,4 +1,4 @@
-"""Issue 20 item 11: the difference of two GPU ranges (an autoscaled Inference's fewest and
+"""The difference of two GPU ranges (an autoscaled Inference's fewest and
 most pods) is said at each end, `min +16, max +11`, never as a range (`+16..+11` read as
 one going down), the same in text, markdown, drift's text and markdown, and its JSON sums
 each end (docs/plan-format.md). Through the CLI against `sim serve`."""

@@ -1,5 +1,5 @@
-"""Training, Workspace and Inference end to end: the CLI against `sim serve` over HTTP
-(issue 12's "done when"). Every create and PATCH body the reconciler sends is checked
+"""Training, Workspace and Inference end to end: the CLI against `sim serve` over HTTP.
+Every create and PATCH body the reconciler sends is checked
 against NVIDIA's schema for its kind, with no key the schema does not define."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workloads V2 jobs that finish (issue 23): a Job, PyTorchJob or RayJob Manifest that
+"""Workloads V2 jobs that finish: a Job, PyTorchJob or RayJob Manifest that
 completed is left alone, and not created again after the API deleted it, as a Training
 is; a Deployment (which serves until deleted) deleted outside is created again. The CLI
 against `sim serve` over HTTP; the simulator's `/_sim/workloads/{id}/phase` finishes a

@@ -1,4 +1,4 @@
-"""Export of a Manifest writes it as a person would (issue 23): Kubernetes' key order
+"""Export of a Manifest writes it as a person would: Kubernetes' key order
 (apiVersion, kind, metadata, spec; a list item led by its name), nothing the server added
 (`workloadManifest`'s scheduler name, labels, uid, container defaults, `status`), no
 default, a secret-looking `env` value withheld; then import of the exported file into a

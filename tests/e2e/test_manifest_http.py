@@ -1,5 +1,5 @@
-"""The Manifest kind (Workloads V2) end to end: the CLI against `sim serve` over HTTP
-(issue 23's "done when"). Every v2 body the reconciler sends, and every answer, is
+"""The Manifest kind (Workloads V2) end to end: the CLI against `sim serve` over HTTP.
+Every v2 body the reconciler sends, and every answer, is
 checked against workloads-v2.yml, with no key its metadata does not define."""
 
 from __future__ import annotations

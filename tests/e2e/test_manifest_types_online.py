@@ -1,4 +1,4 @@
-"""A Manifest's workload type checked against the control plane (issue 23): plan, apply
+"""A Manifest's workload type checked against the control plane: plan, apply
 and watch read `GET /api/v1/workload-types` once, only when a Manifest spec exists, and
 refuse a manifest whose apiVersion/kind it does not list, naming the spec file, the line
 of `manifest.kind` and the field, exit 1, nothing written; `validate` (offline) only

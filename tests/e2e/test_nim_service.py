@@ -1,4 +1,4 @@
-"""NIM services end to end (issue 23 item 1's "done when"): the CLI against `sim serve`
+"""NIM services end to end: the CLI against `sim serve`
 over HTTP. Create, then a second plan with no change; an in-place update is exactly one
 PATCH whose body is the whole spec; a new project replaces (delete at the generic v2
 path, create); changes made out of band are drift and are put back; export then import

@@ -1,5 +1,6 @@
-"""Issue 11 item 2: known bad inputs give one `Error:` line (or the list of spec
-problems) and exit 1, never a traceback."""
+"""Known bad inputs give one `Error:` line (or the list of spec problems) and exit 1, never
+a traceback. The CLI runs in this process (`invoke`), where an exception it let out would
+fail the test; one case runs as a real process too, whose stderr is read for a traceback."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import invoke
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAD = ("kind: Training\nname: t1\nprojectId: \"1\"\n"
         "clusterId: 71f69d83-ba66-4822-adf5-55ce55efd210\n")
 
 
 def run(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return invoke(cwd, *args, **env)
+
+
+def run_a_process(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
     return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd,
                           env={**base, "NO_COLOR": "1", **env}, capture_output=True,
@@ -48,6 +55,19 @@ def test_an_integer_too_long_for_python_is_a_spec_error(tmp_path, suffix):
     assert "too long" in err and digits not in err
     if suffix == "yaml":
         assert "specs/t.yaml:8: spec.compute.gpuDevicesRequest: an integer of 5000 digits" in err
+
+
+def test_a_real_process_prints_one_error_line_and_no_traceback(tmp_path):
+    """What only a process shows: its own exit code, and stderr as the terminal gets it."""
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "t.yaml").write_text(
+        HEAD + "spec:\n  image: busybox\n  compute:\n    gpuDevicesRequest: " + "9" * 5000 + "\n")
+    err = one_error(run_a_process(tmp_path, "validate", "specs"))
+    assert "specs/t.yaml:8: spec.compute.gpuDevicesRequest: an integer of 5000 digits" in err
+    shutil.copytree(ROOT / "specs", tmp_path / "specs", dirs_exist_ok=True)
+    (tmp_path / "specs" / "t.yaml").unlink()
+    assert "Run:ai URL" in one_error(run_a_process(tmp_path, "--url", "http://[::1", "plan",
+                                                   RUNAI_TOKEN="t"))
 
 
 @pytest.mark.parametrize("url", ["http://h:99999", "http://[::1", "http://", "http://h:port",

@@ -1,7 +1,7 @@
 """`--refresh=auto` against `sim serve`: every change made behind the reconciler's back,
 through the API (PATCH, suspend, resume, delete, delete and create again) or the
 simulator's /_sim drift patch and forced phase, is found by the list-first refresh, and
-its plan is the one `--refresh=full` makes (issue 21)."""
+its plan is the one `--refresh=full` makes."""
 
 from __future__ import annotations
 

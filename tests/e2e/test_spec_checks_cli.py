@@ -1,4 +1,4 @@
-"""Folder defaults and the spec checks of issue 11 item 8, through the CLI as a user runs
+"""Folder defaults and the spec checks, through the CLI as a user runs
 it (`validate`, and `plan`/`apply` on `--sim`): exit codes, messages naming the file the
 bad value came from, warnings on stderr that leave `--format json` alone, secrets never
 shown."""
@@ -8,22 +8,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.cli import invoke
 from tests.helpers.constants import CLUSTER
 
 SECRET = "hunter2-in-defaults"
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
-    env["NO_COLOR"] = "1"
-    return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    """The CLI in this process: stdout and stderr apart, an exception let out fails here."""
+    return invoke(cwd, *args)
 
 
 def write(root: Path, rel: str, text: str) -> None:

@@ -1,4 +1,4 @@
-"""Issue 20 item 11, the spec loader's small findings, through the CLI: a `project:` from a
+"""The spec loader's small findings, through the CLI: a `project:` from a
 `_defaults.yaml` that does not resolve names that file and line; a spec with a duplicate key
 is not counted valid; `projectId: 7` unquoted is the project "7", every other way to write
 a number there is refused with the quoting hint (docs/spec-values.md)."""

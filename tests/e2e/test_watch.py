@@ -1,5 +1,5 @@
 """`runai-reconcile watch` end to end: the CLI as a subprocess against `sim serve` over
-HTTP (issue 22): heal undoes drift and leaves spec changes to apply, report never writes,
+HTTP: heal undoes drift and leaves spec changes to apply, report never writes,
 sync applies and does not prune without --prune, one controller per state, SIGTERM."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.helpers.watchproc import Watch, detail, inference, wait_until
 
 pytestmark = pytest.mark.http
 
-INTERVAL = 0.5  # seconds between cycles in these tests
+INTERVAL = 0.25  # seconds between cycles in these tests
 # A cycle here takes tens of milliseconds; this is what a loaded CI machine may add.
 SLACK_S = 2.0
 
@@ -42,6 +42,14 @@ def applied(ws, sim_server) -> dict[str, dict]:
     res = ws.apply()
     assert res.exit_code == 0, res.output
     return {w["name"]: w for w in sim_server.live()}
+
+
+def phases_moved_on(sim_server) -> None:
+    """Each workload's phase moves on to Running through /_sim, as the simulator's clock
+    would move it a second later: its list entry moves (`updatedAt`), as then."""
+    for w in sim_server.live():
+        assert sim_server.admin.post(f"/_sim/workloads/{w['id']}/phase",
+                                     json={"phase": "Running"}).status_code == 200
 
 
 def by_name(sim_server) -> dict[str, dict]:
@@ -353,7 +361,7 @@ def test_health_of_workloads_the_list_vouches_for_comes_from_their_listed_phase(
     from tests.helpers.simserve import free_port
 
     applied(ws, sim_server)
-    time.sleep(1.0)  # the phases move on (Creating -> Running), moving the list entries
+    phases_moved_on(sim_server)  # Creating -> Running, moving the list entries
     assert ws.apply().exit_code == 0  # nothing to do: records what the list now says
     port = free_port()
     with Watch(ws, "--interval", f"{INTERVAL}s", "--listen", f"127.0.0.1:{port}") as w:
@@ -371,7 +379,7 @@ def test_a_cycle_over_an_unchanged_fleet_sends_only_the_projects_list(ws, sim_se
     entry that moved on its own since the apply recorded it (Creating -> Running) is read
     once, then vouched for by the watch itself (it writes no state for that)."""
     applied(ws, sim_server)
-    time.sleep(1.0)  # the phases move on (Creating -> Running), moving the list entries
+    phases_moved_on(sim_server)  # Creating -> Running, moving the list entries
     with Watch(ws, "--interval", "200ms", "--full-refresh-every", "1000") as w:
         w.wait_cycles(3)
         sim_server.clear_requests()

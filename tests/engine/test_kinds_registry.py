@@ -1,7 +1,7 @@
 """The registry's entries. Training, Workspace and Inference: what they say agrees with
 NVIDIA's OpenAPI and with the simulator's own table, and the planner acts on them
 (offline: specs + state + a live body with the server's defaults -> the action). Every
-kind: its entry holds every fact the engine needs (issue 19 item 4), a test that fails for
+kind: its entry holds every fact the engine needs, a test that fails for
 an entry lacking any of them, and the v2 kinds' shapes (a delete path of its own, an update
 by PUT of the whole document) fit an entry and reach the client and the planner."""
 
@@ -184,7 +184,7 @@ def test_a_patch_keeps_the_prior_value_of_an_ignored_path_inside_the_field_it_se
     assert rc.patch == {"spec": {"autoscaling": {**BODY["spec"]["autoscaling"], "metricThreshold": 32}}}
 
 
-# --- one entry per kind (issue 19 item 4) ------------------------------------------------
+# --- one entry per kind ------------------------------------------------------------------
 
 SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
        "DistributedInference": sim_kinds.DISTRIBUTED_INFERENCE,

@@ -1,4 +1,4 @@
-"""The pure facts about manifests that issue 23's remaining work added: which types run to
+"""The pure facts about manifests: which types run to
 completion and how their end shows (`manifests.outcome`, `Kind.runs_to_completion`), the
 manifest's own kind of a body (`manifests.kind_in`), a person's key order
 (`manifests.conventional_order`), and where a manifest's containers and labels sit

@@ -1,4 +1,4 @@
-"""Issue 20 item 3 through the planner: CONTRACT.md §5's server defaults compare equal to
+"""Server defaults through the planner: CONTRACT.md §5's server defaults compare equal to
 leaving the field out, in both directions, for every kind and every container. The table
 below is this test's own, written from §5 (not read from `kinds`), so it checks the
 registry's entries; a last test fails when an entry holds a default the table lacks."""

@@ -1,9 +1,13 @@
-"""`runai-reconcile` as a subprocess on a workspace: `run` (output captured) and
-`run_on_a_terminal` (stderr on a pseudo-terminal), and `PROGRESS`, the progress line a
-terminal shows. Used by the e2e small-things tests and the secrets-in-output tests."""
+"""`runai-reconcile` as a user runs it: as a subprocess on a workspace, `run` (output
+captured) and `run_on_a_terminal` (stderr on a pseudo-terminal); in this process, `invoke`
+(a folder, the arguments, the environment; the answer shaped as a subprocess's); and
+`PROGRESS`, the progress line a terminal shows. Used by the e2e tests of the everyday
+messages and of bad input, and the secrets-in-output tests."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import pty
 import re
@@ -23,6 +27,33 @@ def run(ws, *args: str, timeout: float = 120, **extra: str) -> subprocess.Comple
                            str(ws.state_path), *args], env=env_of(ws, **extra), cwd=ws.root,
                           capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+
+def invoke(cwd, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    """The CLI in this process (click's runner), in the folder `cwd`, with no `RUNAI_`
+    variable but those of `extra` and NO_COLOR set: its exit code, stdout and stderr apart,
+    as a subprocess's. An exception the CLI lets out fails the test where it happened (a
+    process would print its traceback), so "no traceback" holds when this returns. The root
+    logger is the CLI's for the call, as in a process of its own: its warnings (and any
+    traceback logged) reach the stderr returned, not pytest's log capture."""
+    from click.testing import CliRunner
+
+    from reconciler.cli import main
+
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("RUNAI_")}
+    env.update({"NO_COLOR": "1", **extra})
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers = []
+    try:
+        with contextlib.chdir(cwd):
+            res = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers, root.level = handlers, level
+    return subprocess.CompletedProcess(["runai-reconcile", *args], res.exit_code,
+                                       res.stdout, res.stderr)
 
 
 def run_on_a_terminal(ws, *args: str) -> tuple[int, str, str]:

@@ -1,7 +1,8 @@
 """The test PostgreSQL: the variable naming its URL, `missing`, which skips a test for
 want of it except in CI, where it fails (state, reliability and watch tests), and
-`PgState`, one state name in it with the CLI as a subprocess pointed at it (the CLI tests
-on a PostgreSQL state)."""
+`PgState`, one state name in it with the CLI pointed at it (the CLI tests on a PostgreSQL
+state): `spawn` starts it as a process, for a run beside another or one to kill; `run`
+runs it to its end in this process (`tests.helpers.cli.invoke`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from reconciler.state.postgres import PostgresStore
+from tests.helpers.cli import invoke
 from tests.helpers.reliability import live_names
 
 PG_ENV = "RUNAI_RECONCILE_TEST_PG"  # a PostgreSQL URL the tests may create schemas in
@@ -27,7 +29,7 @@ def missing(what: str) -> None:
 
 
 class PgState:
-    """One state name in the test server, and the CLI as a subprocess pointed at it."""
+    """One state name in the test server, and the CLI pointed at it."""
 
     def __init__(self, ws, url: str, name: str | None = None):
         self.ws, self.url = ws, url
@@ -52,7 +54,13 @@ class PgState:
 
     def run(self, *args: str, state: str | None = None,
             name: str | None = None) -> tuple[int, str, str]:
-        return self.wait(self.spawn(*args, state=state, name=name))
+        """The CLI run to its end in this process, with the environment `spawn` gives."""
+        env = {k: None for k in os.environ if k.startswith("PG")}
+        env.update(self.ws.env)
+        res = invoke(self.ws.root, "--state", state or self.url, "--state-name",
+                     name or self.name, *args, **env)
+        self.outputs += [res.stdout, res.stderr]
+        return res.returncode, res.stdout, res.stderr
 
     def apply(self, *extra: str) -> tuple[int, str, str]:
         return self.run(*extra, "apply", str(self.ws.specs), "--auto-approve")

@@ -46,8 +46,10 @@ def test_a_hundred_workloads_converge_in_one_run_under_errors_and_commit_failure
     fig.seconds = time.monotonic() - start
 
 
-@pytest.mark.parametrize(("ws", "trial"), [*(("file", t) for t in range(4)), *(
-    pytest.param("postgres", t, marks=pytest.mark.postgres) for t in range(2))],
+# Trials 0 and 2 draw a late and an early moment of the apply to kill it at; trials 1 and
+# 3 drew almost the same moments again, so each store is given those two.
+@pytest.mark.parametrize(("ws", "trial"), [*(("file", t) for t in (0, 2)), *(
+    pytest.param("postgres", t, marks=pytest.mark.postgres) for t in (0, 2))],
     indirect=["ws"])
 def test_kill_9_at_a_random_moment_then_plan_and_apply_converge(ws, sim_server, figures, trial):
     rng = random.Random(1000 + trial)
@@ -107,7 +109,8 @@ def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(w
     fig = figures("two concurrent applies", "second apply while the first holds the lock")
     # 20 creates, 2 at a time, 400 ms each: the first apply holds the lock ~4 s, long
     # enough for the second process to start and find it held even on a loaded machine.
-    faults(sim_server, latencyMs=400)
+    # The token comes at once; once the first apply has ended, so does every answer.
+    faults(sim_server, latencyMs=400, tokenFaults=False)
     names = write_fleet(ws, 20)
     start = time.monotonic()
     first = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve")
@@ -116,6 +119,7 @@ def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(w
     waiter = spawn(ws, "--lock-timeout", "60", "apply", str(ws.specs), "--auto-approve")
     out2, err2 = second.communicate(timeout=60)
     out1, err1 = first.communicate(timeout=60)
+    faults(sim_server, latencyMs=0)
     out3, err3 = waiter.communicate(timeout=60)
     assert first.returncode == 0, err1
     assert second.returncode == 1

@@ -39,12 +39,12 @@ def test_a_signal_during_the_refresh_writes_nothing_and_exits_130_or_143(ws, sim
                                                                           signum, code):
     applied_fleet(ws, sim_server, 6)
     before = ws.state_path.read_bytes()
-    faults(sim_server, latencyMs=2000)
+    faults(sim_server, latencyMs=2000, tokenFaults=False)  # 2 s a read; the token at once
     proc = spawn(ws, "apply", str(ws.specs), "--auto-approve")
     wait_until(lambda: any(r["method"] == "GET" for r in sim_server.requests()), proc)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    faults(sim_server, latencyMs=0)
+    faults(sim_server, latencyMs=0, tokenFaults=True)
     assert proc.returncode == code, err
     assert "Interrupted before any action started: nothing was applied." in err
     assert "Aborted!" not in err and "Traceback" not in err
@@ -152,14 +152,14 @@ def test_after_kill_9_mid_replacement_drift_and_plan_say_interrupted_apply_not_d
     write_fleet(ws, 4, image="nvcr.io/nvidia/pytorch:24.10-py3")
     sim_server.clear_requests()
     addresses = {f"DistributedTraining/7/{n}" for n in names}
-    # 1.5 s per request: the kill lands long before the first delete is answered, even on
-    # a loaded machine.
-    faults(sim_server, latencyMs=1500)
+    # 1.5 s per API request (the token at once): the kill lands long before the first
+    # delete is answered, even on a loaded machine.
+    faults(sim_server, latencyMs=1500, tokenFaults=False)
     proc = spawn(ws, *state_args, "--parallelism", "4", "apply", str(ws.specs), "--auto-approve")
     wait_until(lambda: deletes(sim_server) >= 4, proc)
     proc.send_signal(signal.SIGKILL)  # the deletes are sent, their answers not yet read
     proc.communicate(timeout=30)
-    faults(sim_server, latencyMs=0)
+    faults(sim_server, latencyMs=0, tokenFaults=True)
     deadline = time.monotonic() + 10
     while live_names(sim_server) and time.monotonic() < deadline:
         time.sleep(0.05)  # the server performs them, then they finish deleting

@@ -1,5 +1,5 @@
-"""SIGINT and SIGTERM during `export` and `import` (issue 11 item 4's rules on the
-commands of issue 13), through real processes against `sim serve`: exit 130 or 143, no
+"""SIGINT and SIGTERM during `export` and `import` (the rules every command keeps on an
+interrupt), through real processes against `sim serve`: exit 130 or 143, no
 traceback, and nothing half-written: no spec file and no temporary file of one, the state
 file as it was, no journal, no lock left behind. And an export interrupted while it writes
 its files leaves none of them: each is written to a temporary file first, and the files
@@ -27,15 +27,16 @@ def _reads(sim, route: str) -> bool:
 
 
 def _interrupt(ws, sim, signum, code, *args: str) -> None:
-    """Run the CLI at 1.5 s per request, send `signum` once it reads workloads, and check
-    it exits `code` saying so, with no traceback; latency back to 0."""
-    faults(sim, latencyMs=1500)
+    """Run the CLI at 1.5 s per API request (the token at once), send `signum` once it
+    reads workloads, and check it exits `code` saying so, with no traceback; latency back
+    to 0."""
+    faults(sim, latencyMs=1500, tokenFaults=False)
     sim.clear_requests()
     proc = spawn(ws, *args)
     wait_until(lambda: _reads(sim, "/api/v1/workloads"), proc)
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    faults(sim, latencyMs=0)
+    faults(sim, latencyMs=0, tokenFaults=True)
     assert proc.returncode == code, err
     assert "Interrupted." in err and "Traceback" not in err + out
 

@@ -1,4 +1,4 @@
-"""The simulator's list is served from an index (issue 21): a page builds the list items
+"""The simulator's list is served from an index: a page builds the list items
 it returns, not every workload's, whatever the fleet's size; `projectId==X` reads that
 project's workloads only; and the index follows creates, settled deletions and drift
 patches that move a workload to another project."""

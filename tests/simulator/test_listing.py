@@ -1,4 +1,4 @@
-"""The workload list as the engine's list-first refresh relies on it (issue 21): every
+"""The workload list as the engine's list-first refresh relies on it: every
 change of a workload moves its list item's `updatedAt` (strictly, even when the clock
 stands still) and leaves the others' items alone, for each kind the simulator serves and
 each kind of change; list items carry the images, pod requests and node pools the body

@@ -69,9 +69,11 @@ def test_the_state_url_can_come_from_the_environment(pg, sim_server):
 
 
 def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_saying_so(pg, sim_server):
-    # 20 creates, 2 at a time, 500 ms each: the first apply holds the lock for ~5 s.
-    faults(sim_server, latencyMs=500)
-    names = write_fleet(pg.ws, 20)
+    # 12 creates, 2 at a time, 500 ms each (the token at once): the first apply holds the
+    # lock for ~3 s, while the refused run (in this process) and the waiter (a process,
+    # which starts in about a second) find it held.
+    faults(sim_server, latencyMs=500, tokenFaults=False)
+    names = write_fleet(pg.ws, 12)
     first = pg.spawn("--parallelism", "2", "apply", str(pg.ws.specs), "--auto-approve")
     wait_for_posts(sim_server, first, 1)
     refused = pg.run("apply", str(pg.ws.specs), "--auto-approve")
@@ -95,9 +97,9 @@ def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_say
 def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server):
     from tests.helpers.workspace import Workspace
 
-    # 20 creates, 2 at a time, 500 ms each: the first holds its lock for ~5 s, while the
-    # second (1 create) runs from start to end.
-    faults(sim_server, latencyMs=500)
+    # 20 creates, 2 at a time, 500 ms each (the token at once): the first holds its lock
+    # for ~5 s, while the second (1 create) runs from start to end.
+    faults(sim_server, latencyMs=500, tokenFaults=False)
     other = PgState(Workspace(tmp_path / "other", ws.env), pg.url)
     names_a = write_fleet(pg.ws, 20, prefix="team-a")
     names_b = write_fleet(other.ws, 1, prefix="team-b")

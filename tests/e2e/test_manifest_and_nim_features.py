@@ -1,5 +1,5 @@
-"""The rest of the engine for the v2 kinds, a PyTorchJob Manifest and a NIM service (issue
-23), the CLI against `sim serve` over HTTP: policy rules over every container of every pod
+"""The rest of the engine for the v2 kinds, a PyTorchJob Manifest and a NIM service,
+the CLI against `sim serve` over HTTP: policy rules over every container of every pod
 template (and a NIM service's image), `--target` of one of them, `show` of a saved plan
 holding them, `lifecycle` (preventDestroy, ignoreChanges), and sensitive values (a
 secret-looking name, a `lifecycle.sensitive` path) masked in every format and command."""

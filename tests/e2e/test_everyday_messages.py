@@ -1,4 +1,5 @@
-"""Issue 11 item 8, the small things a user hits, through the CLI as a subprocess: the
+"""The small things a user hits, through the CLI (as a subprocess where the process shows
+them: stderr on a terminal, a port, a refused connection's timing): the
 wait for --lock-timeout, -v's request log, a refused connection, `sim serve` on a port
 in use, validate's last line, `state list` without a state, and the progress line on a
 terminal (a pty) and nowhere else."""
@@ -18,7 +19,7 @@ from reconciler.state import LocalFileStore
 from tests.helpers.simserve import free_port
 
 from tests.helpers.constants import CLIENT_SECRET, CLUSTER
-from tests.helpers.cli import PROGRESS, run, run_on_a_terminal
+from tests.helpers.cli import PROGRESS, invoke, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 
@@ -40,11 +41,16 @@ def test_a_wait_for_the_lock_says_once_for_whom_and_then_either_proceeds_or_name
     fleet(ws, 2)
     held = LocalFileStore(ws.state_path).lock("state rm")
     info = held.__enter__()
-    refused = run(ws, "--lock-timeout", "0.5", "apply", str(ws.specs), "--auto-approve")
-    # Let go 3 s from now, while the next apply waits for it.
-    timer = threading.Timer(3.0, lambda: held.__exit__(None, None, None))
+    # In this process (a flock taken on another open file conflicts as another process's
+    # would): the wait starts a few tenths of a second after the call, not a second or two.
+    state = ("--state", str(ws.state_path))
+    refused = invoke(ws.root, *state, "--lock-timeout", "0.5", "apply", str(ws.specs),
+                     "--auto-approve", **ws.env)
+    # Let go 1.5 s from now, while the next apply waits for it.
+    timer = threading.Timer(1.5, lambda: held.__exit__(None, None, None))
     timer.start()
-    waited = run(ws, "--lock-timeout", "30", "apply", str(ws.specs), "--auto-approve")
+    waited = invoke(ws.root, *state, "--lock-timeout", "30", "apply", str(ws.specs),
+                    "--auto-approve", **ws.env)
     timer.join()
     for res, timeout in ((refused, "0.5"), (waited, "30")):
         said = [line for line in res.stderr.splitlines() if "waiting up to" in line]
@@ -186,7 +192,8 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
     assert terminal.endswith("\r\x1b[K")  # erased once the refresh is over
     assert "\x1b" not in out
 
-    # stderr not a terminal: not a trace of it.
-    piped = run(ws, *slow, "plan", str(ws.specs), "--refresh=full")
+    # stderr not a terminal (here, click's runner in this process): not a trace of it.
+    piped = invoke(ws.root, "--state", str(ws.state_path), *slow, "plan", str(ws.specs),
+                   "--refresh=full", **ws.env)
     assert piped.returncode == 0
     assert "Refreshing" not in piped.stderr and "\x1b" not in piped.stderr + piped.stdout

@@ -1,4 +1,4 @@
-"""Issue 23's "done when", the parts the other v2 files do not show, over HTTP against
+"""What the other Manifest tests do not show, over HTTP against
 `sim serve`: the simulator refuses a v2 body holding a key its schema does not define
 (so the bodies the reconciler sends, which it accepts, hold none), and the GPU impact a
 plan shows for a PyTorchJob (a master and 2 workers of 8 GPUs: 24) and a RayJob (a head
