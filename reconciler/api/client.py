@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from reconciler import __version__, manifests, masking
+from reconciler import __version__, manifests, masking, timeline
 from reconciler.api import envelope, errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
@@ -566,6 +566,7 @@ class RunaiClient:
         throttled = False
         try:
             # The whole URL: httpx parses it once (a path would be parsed, then merged).
+            timeline.request_sent()
             try:
                 resp = await self._http.request(method, self.base_url + path, json=json,
                                                 params=params, headers=headers,
@@ -573,6 +574,7 @@ class RunaiClient:
             except httpx.TransportError:
                 self._by_status["error"] += 1
                 raise
+            timeline.answer_received()
             self._by_status[str(resp.status_code)] += 1
             throttled = resp.status_code == 429
             return resp

@@ -30,6 +30,7 @@ import sys
 import threading
 from typing import Any
 
+from reconciler import timeline
 from reconciler.desired import references, sources
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
@@ -338,6 +339,7 @@ class PendingSpecs:
                 self._error = exc
                 raise
             self._loaded = []
+            timeline.mark("specs", "end")
         return self._workloads
 
     def _reap(self) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, gpus, planner
+from reconciler import errors, gpus, planner, timeline
 from reconciler.desired.types import DesiredWorkload
 from reconciler.operations import memory
 from reconciler.operations.judging import finish, load_policy
@@ -85,6 +85,7 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
 
     memory.hooks.loading()
     try:
+        timeline.mark("specs", "start")
         pending = start_loading(directory, caller_busy=caller_busy,
                                 cache=SpecCache.for_folder(directory))
         try:
@@ -122,7 +123,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     is read)."""
     rules = load_policy(options.policy)
     with loading(specs_dir) as specs:
-        state, pending = store.read_with_pending()
+        with timeline.span("state"):
+            state, pending = store.read_with_pending()
         specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
         async def run() -> tuple[Plan, dict, list]:
@@ -258,7 +260,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                                      interrupted=interrupted(pending), listed=listed,
                                      refuse_protected=options.refuse_protected)
         if reuse is None:
-            return new()
+            with timeline.span("plan"):
+                return new()
         return reuse.plan(new, desired, state, live, listed, interrupted(pending))
 
     the_plan = make()
