@@ -56,7 +56,7 @@ def mark(phase: str, edge: str = "") -> None:
     """Write `phase edge` with the time now (nothing when off, or in a forked child)."""
     if ON and os.getpid() == _pid:
         label = f"{phase} {edge}" if edge else phase
-        print(f"timeline: {label} {now():.3f}", file=sys.stderr, flush=True)
+        _write(f"timeline: {label} {now():.3f}\n")
 
 
 @contextlib.contextmanager
@@ -88,4 +88,10 @@ def answer_received() -> None:
 
 def _write_last() -> None:
     if os.getpid() == _pid:
-        print(f"timeline: last answer {_last[0]:.3f}", file=sys.stderr, flush=True)
+        _write(f"timeline: last answer {_last[0]:.3f}\n")
+
+
+def _write(line: str) -> None:
+    """One write per line: the state is read in a thread, whose lines must not cut others."""
+    sys.stderr.write(line)
+    sys.stderr.flush()

@@ -185,6 +185,10 @@ class PendingSpecs:
         """Whether the outcome is known (result() would not block)."""
         return self._ok or self._error is not None
 
+    def failed(self) -> bool:
+        """Whether the outcome is known to be an error (result() would raise now)."""
+        return self._error is not None
+
     def share_bodies(self, bodies: Any) -> None:
         """Before the workloads are asked for: address -> the body the state last
         applied. A workload the cache serves whose body is exactly that one takes that
