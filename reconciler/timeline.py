@@ -10,7 +10,8 @@ first API request sent, the last answer received, written at exit), `plan`, `ren
 `benchmarks/bench.py` reads them (docs/performance.md). Off, each call is one test of a
 module constant.
 
-Callers: `reconciler.cli`, `reconciler.operations.planning`, `reconciler.api.client`.
+Callers: `reconciler.cli`, `reconciler.operations.planning`, `reconciler.api.client`,
+`reconciler.desired.background` (the specs in the parent's hands).
 """
 
 from __future__ import annotations
