@@ -30,6 +30,11 @@ ratio, the API requests the simulator counted (GET /_sim/requests), for the auto
 floor rows the span of those requests (first received to last answered, the simulator's
 log: the refresh alone, without the process's start, specs, state and plan), the CLI's
 peak RSS and the simulator's CPU seconds (to show it is not the bottleneck).
+
+After each N's rows, one more run of the auto plan with the spec cache and one without
+it gives the timeline: each phase's start and end in seconds since the CLI process
+started (import, state, specs, first request, last answer, plan, render), as the CLI
+writes them to stderr under RUNAI_RECONCILE_TIMELINE=1 (`reconciler.timeline`).
 Callers: people, docs/performance.md, tests/perf/ (the smoke run).
 """
 
@@ -66,6 +71,54 @@ FLOOR_STEP = "raw aiohttp GETs (floor), default P"  # N GETs by id, no CLI: the 
 TERRAFORM_PARALLELISM = 10
 CLIENT_ID = "runai-sim"
 CLIENT_SECRET = "runai-sim-secret"
+
+
+PHASES = ("import", "state", "specs", "first request", "last answer", "plan", "render")
+
+
+@dataclass
+class Timeline:
+    """One CLI run's phases (`reconciler.timeline`): phase -> (start, end) seconds since
+    the process started; a one-edge phase (first request, last answer) has start = end."""
+
+    step: str
+    n: int
+    wall_s: float
+    phases: dict[str, tuple[float, float]]
+
+
+def parse_timeline(stderr: str) -> dict[str, tuple[float, float]]:
+    edges: dict[str, dict[str, float]] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("timeline: "):
+            continue
+        words, at = line[len("timeline: "):].rsplit(" ", 1)
+        phase, _, edge = words.rpartition(" ")
+        if edge not in ("start", "end"):
+            phase, edge = words, "at"
+        edges.setdefault(phase, {})[edge] = float(at)
+    edges.setdefault("import", {})["start"] = 0.0
+    return {p: (e.get("start", e.get("at", e.get("end"))), e.get("end", e.get("at", e.get("start"))))
+            for p, e in edges.items()}
+
+
+def timeline_run(label: str, n: int, args: list[str], env: dict, cwd: Path) -> Timeline:
+    err: list[str] = []
+    wall, _, _ = run_cli(args, dict(env, RUNAI_RECONCILE_TIMELINE="1"), cwd, err)
+    return Timeline(label, n, wall, parse_timeline(err[0]))
+
+
+def format_timeline(t: Timeline) -> str:
+    cells = []
+    for phase in PHASES:
+        start, end = t.phases.get(phase, (None, None))
+        cells.append("–" if start is None else f"{start:.2f}" if start == end
+                     else f"{start:.2f}–{end:.2f}")
+    return f"| {t.step} | {t.n:,} | " + " | ".join(cells) + f" | {t.wall_s:.2f} |"
+
+
+TIMELINE_HEADER = ("| step | N | " + " | ".join(PHASES) + " | wall s |\n|---|---:|"
+                   + "---:|" * (len(PHASES) + 1))
 
 
 @dataclass
@@ -147,8 +200,10 @@ class Sim:
         self.log.close()
 
 
-def run_cli(args: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS in MB, exit code) of one CLI run."""
+def run_cli(args: list[str], env: dict, cwd: Path,
+            stderr_out: list[str] | None = None) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS in MB, exit code) of one CLI run; what it wrote to stderr is
+    appended to `stderr_out` when given."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], env=env, cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -157,6 +212,8 @@ def run_cli(args: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
+    if stderr_out is not None:
+        stderr_out.append(stderr.decode(errors="replace"))
     if proc.returncode not in (0, 2):
         tail = stderr.decode(errors="replace").strip().splitlines()[-5:]
         print(f"  ! {' '.join(args[:4])} exited {proc.returncode}: " + " | ".join(tail),
@@ -170,7 +227,8 @@ PG_TARGET = 1.2  # the PostgreSQL state's apply within 1.2 x the state file's
 
 
 def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
-               repeat: int = 1, state_url: str | None = None) -> list[Row]:
+               repeat: int = 1, state_url: str | None = None,
+               timelines: list[Timeline] | None = None) -> list[Row]:
     """The four steps at N = n. The plans write nothing, so each runs `repeat` times and
     its row is the run of median wall time (a shared machine's noise is one-sided)."""
     work = root / f"n{n}"
@@ -223,6 +281,13 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
         rows.append(floor_row(sim, n, default_bound, repeat))
         print(format_row(rows[-1]), file=sys.stderr, flush=True)
+        if timelines is not None:
+            for label in (AUTO_STEP, AUTO_COLD_STEP):
+                cold = label == AUTO_COLD_STEP
+                timelines.append(timeline_run(
+                    label, n, state + ["plan", str(specs), "--refresh=auto"],
+                    dict(env, RUNAI_RECONCILE_SPEC_CACHE="off") if cold else env, work))
+                print(format_timeline(timelines[-1]), file=sys.stderr, flush=True)
         if state_url:
             rows += apply_pairs(n, sim, env, work, specs, state_url, parallelism, repeat,
                                 n * per_request)
@@ -383,6 +448,16 @@ def checks(rows: list[Row]) -> list[str]:
                 out.append(_check(n, f"plan (unchanged), auto: its requests' span ≤ 0.6 × the "
                                   f"floor's ({floor.span_s:.2f} s), the simulator's log",
                                   auto.span_s, 0.6 * floor.span_s))
+        cold = by.get((n, AUTO_COLD_STEP))
+        if cold and floor and n == 1000:
+            out.append(_check(n, f"plan (unchanged), auto, no spec cache, whole process ≤ "
+                              f"0.8 × the raw per-GET floor ({floor.wall_s:.2f} s)",
+                              cold.wall_s, 0.8 * floor.wall_s))
+        if cold and cold.bound_s and n >= 10000:
+            out.append(_check(n, "plan (unchanged), auto, no spec cache ≤ 0.6 × N·L/P",
+                              cold.wall_s, 0.6 * cold.bound_s))
+            out.append(_check(n, "plan (unchanged), auto, no spec cache: peak RSS < 300 MB",
+                              cold.rss_mb, 300.0, unit=" MB"))
         if auto and auto.requests_limit is not None:
             out.append(_check(n, "plan (unchanged), auto: requests ≤ a page per 500 of each "
                               "project + a quota per project + 3", auto.requests,
@@ -464,10 +539,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
           f"CLI start-up (--version): {startup_seconds():.2f} s", file=sys.stderr)
     rows: list[Row] = []
+    timelines: list[Timeline] = []
     try:
         for n in sizes:
             rows += bench_size(n, latency_ms=latency, parallelism=args.parallelism, root=root,
-                               repeat=args.repeat, state_url=args.state_url)
+                               repeat=args.repeat, state_url=args.state_url,
+                               timelines=timelines)
     finally:
         if args.keep:
             print(f"work folder: {root}", file=sys.stderr)
@@ -476,6 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     print(HEADER)
     for r in rows:
         print(format_row(r))
+    print()
+    print(TIMELINE_HEADER)
+    for t in timelines:
+        print(format_timeline(t))
     print()
     print(CHECKS_HEADER)
     for line in checks(rows):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from reconciler import __version__, errors, kinds, operations
+from reconciler import __version__, errors, kinds, operations, timeline
 from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
@@ -250,6 +250,7 @@ def main(ctx: click.Context, **global_values) -> None:
     The options below may also follow the command (`runai-reconcile plan --no-color`);
     given in both places, the one after the command wins.
     """
+    timeline.mark("import", "end")
     ctx.meta[_GIVEN] = global_values
     _configure(ctx)
     try:
@@ -393,7 +394,8 @@ def _show_plan(plan: Plan, fmt: str, cfg: Config) -> None:
         from reconciler.render import words
 
         _say(words.targets_note(plan.targets))
-    _echo_out(_render(plan, fmt, cfg))
+    with timeline.span("render"):
+        _echo_out(_render(plan, fmt, cfg))
 
 
 specs_dir = click.argument("directory", default=DEFAULT_SPECS, required=False,

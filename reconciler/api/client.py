@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import httpx
 
-from reconciler import __version__, masking
+from reconciler import __version__, masking, timeline
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
@@ -610,6 +610,7 @@ class RunaiClient:
         throttled = False
         try:
             # The whole URL: httpx parses it once (a path would be parsed, then merged).
+            timeline.request_sent()
             try:
                 resp = await self._http.request(method, self.base_url + path, json=json,
                                                 params=params, headers=headers,
@@ -617,6 +618,7 @@ class RunaiClient:
             except httpx.TransportError:
                 self._by_status["error"] += 1
                 raise
+            timeline.answer_received()
             self._by_status[str(resp.status_code)] += 1
             throttled = resp.status_code == 429
             return resp

@@ -30,6 +30,7 @@ import sys
 import threading
 from typing import Any
 
+from reconciler import timeline
 from reconciler.desired import references, sources
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
@@ -183,6 +184,10 @@ class PendingSpecs:
     def done(self) -> bool:
         """Whether the outcome is known (result() would not block)."""
         return self._ok or self._error is not None
+
+    def failed(self) -> bool:
+        """Whether the outcome is known to be an error (result() would raise now)."""
+        return self._error is not None
 
     def share_bodies(self, bodies: Any) -> None:
         """Before the workloads are asked for: address -> the body the state last
@@ -338,6 +343,7 @@ class PendingSpecs:
                 self._error = exc
                 raise
             self._loaded = []
+            timeline.mark("specs", "end")
         return self._workloads
 
     def _reap(self) -> None:

@@ -27,6 +27,7 @@ import types
 import typing
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from reconciler import kinds, masking
@@ -141,7 +142,7 @@ def _load_document(doc: RawDocument | defaults.Layered,
     found: list[Problem] = []
     sensitive = _sensitive_paths(data)
     failed: set[tuple] = set()
-    withheld = _placeholders(data)
+    withheld = _placeholders(data) if _may_hold_placeholder(data) else []
     found.extend(problem(loc, "is a sensitive value that export did not write: supply "
                          "the value itself (export --include-secrets)") for loc in withheld)
     try:
@@ -269,6 +270,19 @@ def _value_at(data: Any, path: Path_) -> Any:
     for seg in path:
         data = data[seg]
     return data
+
+
+_PLACEHOLDER_JSON = orjson.dumps(masking.SECRET_PLACEHOLDER)
+
+
+def _may_hold_placeholder(data: Any) -> bool:
+    """Whether `data` may hold `export`'s placeholder (`_placeholders`): its JSON has the
+    placeholder's (orjson's C encoder is many times quicker than the walk, which builds a
+    path per value, and almost no spec has one)."""
+    try:
+        return _PLACEHOLDER_JSON in orjson.dumps(data)
+    except (TypeError, orjson.JSONEncodeError):  # a value JSON cannot hold: walk it
+        return True
 
 
 def _placeholders(data: Any, loc: tuple = ()) -> list[tuple]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, gpus, planner
+from reconciler import errors, gpus, planner, timeline
 from reconciler.desired.types import DesiredWorkload
 from reconciler.operations import memory
 from reconciler.operations.judging import finish, load_policy
@@ -85,6 +85,7 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
 
     memory.hooks.loading()
     try:
+        timeline.mark("specs", "start")
         pending = start_loading(directory, caller_busy=caller_busy,
                                 cache=SpecCache.for_folder(directory))
         try:
@@ -122,16 +123,34 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     is read)."""
     rules = load_policy(options.policy)
     with loading(specs_dir) as specs:
-        state, pending = store.read_with_pending()
-        specs.share_bodies({a: r.applied for a, r in state.resources.items()})
+        state, pending = State(), []
 
+        def read_state() -> None:
+            nonlocal state, pending
+            with timeline.span("state"):
+                state, pending = store.read_with_pending()
+            specs.share_bodies({a: r.applied for a, r in state.resources.items()})
+
+        # The state is not returned through the task: a task's repr (asyncio makes one at
+        # the end) would spell every resource.
         async def run() -> tuple[Plan, dict, list]:
             if not options.refresh:
+                read_state()
                 desired = await resolved_without_refresh(specs, connect)
                 return await make_plan(None, specs, state, options, pending, desired=desired)
             async with connect() as client:
-                return await make_plan(client, specs, state, options, pending,
-                                        progress=progress)
+                # The token is asked for while the state is read (in a thread: the loop
+                # sends and receives meanwhile) and the specs load: a read. Specs known
+                # bad already (loaded here) send nothing.
+                warm = None if specs.failed() else asyncio.ensure_future(client.connect())
+                try:
+                    await asyncio.to_thread(read_state)
+                    return await make_plan(client, specs, state, options, pending,
+                                           progress=progress)
+                finally:  # its failure, if any, the requests have met and said
+                    if warm is not None:
+                        warm.cancel()
+                        await asyncio.gather(warm, return_exceptions=True)
 
         the_plan, live, desired = asyncio.run(run())
     folder = check_specs_folder(specs_dir, store, state, the_plan, options)
@@ -258,7 +277,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                                      interrupted=interrupted(pending), listed=listed,
                                      refuse_protected=options.refuse_protected)
         if reuse is None:
-            return new()
+            with timeline.span("plan"):
+                return new()
         return reuse.plan(new, desired, state, live, listed, interrupted(pending))
 
     the_plan = make()

@@ -42,4 +42,15 @@ def test_smoke_benchmark(tmp_path, capsys):
     # Generous: the bound at N=100, 20 ms, P=32 is 0.06 s; start-up alone is ~0.5 s.
     assert rows["plan (unchanged)"]["wall_s"] < 20
     assert rows["apply (N creates)"]["wall_s"] < 40
-    assert "| plan (unchanged) | 100 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| plan (unchanged) | 100 |" in printed
+    # The timeline of one auto plan with the spec cache and one without: every phase
+    # timed, in seconds since the process started.
+    assert bench.TIMELINE_HEADER in printed
+    timeline = printed.split(bench.TIMELINE_HEADER, 1)[1].split("\n\n", 1)[0]
+    for step in (bench.AUTO_STEP, bench.AUTO_COLD_STEP):
+        row = next(line for line in timeline.splitlines()
+                   if line.startswith(f"| {step} | 100 | "))
+        cells = [c.strip() for c in row.strip("|").split("|")][2:]
+        assert len(cells) == len(bench.PHASES) + 1 and "–" not in cells, row
+        assert cells[0].startswith("0.00–")  # import: from the process's start
