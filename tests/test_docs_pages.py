@@ -60,3 +60,14 @@ def test_the_readme_table_lists_every_docs_page():
 
 def test_performance_is_a_reference_of_at_most_300_lines():
     assert len((ROOT / "docs" / "performance.md").read_text().splitlines()) <= 300
+
+
+def test_no_code_or_test_text_cites_an_issue_number():
+    """Test names, docstrings and comments say what they prove, not which issue asked."""
+    cites = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+    files = [p for folder in ("reconciler", "tests", "benchmarks")
+             for p in sorted((ROOT / folder).rglob("*.py")) if p != Path(__file__).resolve()]
+    found = [f"{p.relative_to(ROOT)}:{n}: {m.group(0)!r}" for p in files
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             for m in cites.finditer(line)]
+    assert found == []

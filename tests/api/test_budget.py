@@ -1,6 +1,6 @@
-"""Issue 20 item 4 at the client: one retry budget (`retry_budget_s`, the CLI's --timeout)
+"""At the client: one retry budget (`retry_budget_s`, the CLI's --timeout)
 shared by every request of a client, and what a spent budget means for a create in
-flight; item 7: a request body's secret values masked in the error quoting them."""
+flight; a request body's secret values masked in the error quoting them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 20 item 11: the global options work after the command too, where a Terraform user
+"""The global options work after the command too, where a Terraform user
 types them (`runai-reconcile plan --no-color`), as they do before it; given in both
 places, the one after the command wins (docs/command-line.md). Through the CLI: click's
 runner in process, a subprocess where the option acts on the process (-v's log, colour on a

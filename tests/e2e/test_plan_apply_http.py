@@ -1,4 +1,4 @@
-"""The engine end to end: the CLI against `sim serve` over real HTTP (issue 3's "done when")."""
+"""The engine end to end: the CLI against `sim serve` over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`watch` as a user runs it, heard from outside: its alerts at a real HTTP receiver
 (counted), its /metrics read with prometheus-client's own parser, its /api/status, while
-`sim serve` plays the control plane and the test drifts it through the API and `/_sim`
-(issue 22): a heal is one alert per workload, a policy deny or preventDestroy one
+`sim serve` plays the control plane and the test drifts it through the API and `/_sim`:
+a heal is one alert per workload, a policy deny or preventDestroy one
 `blocked` alert while it lasts, an API outage one `cycles_failing` alert and a backoff
 that shows in the status and the metrics."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 1: a sensitive value the spec gets wrong is never quoted in an error,
+"""A sensitive value the spec gets wrong is never quoted in an error,
 by validate, plan or apply, in any format."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 item 1's loose ends: a sensitive value in a drifted field, in the pending
+"""A sensitive value in a drifted field, in the pending
 changes drift lists, in a saved plan shown, in `state show`, and in the error about a
 damaged state record, through the CLI against `sim serve`: never shown, in any format."""
 

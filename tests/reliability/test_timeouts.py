@@ -1,4 +1,4 @@
-"""Issue 20 items 4, 6 and 7 through the CLI: one retry budget for the whole command
+"""Through the CLI: one retry budget for the whole command
 (`--timeout`, RUNAI_RECONCILE_TIMEOUT), said when the first retry starts and in the final
 error with the real time waited; a refused token request asked once; credentials never
 echoed (in a URL, or quoted back by the API); no NaN from the API reaches a plan.

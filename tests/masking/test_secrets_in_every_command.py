@@ -1,4 +1,4 @@
-"""Issue 11 item 1 applied to what came after it: a secret variable's value from a spec and
+"""A secret variable's value from a spec and
 one from a `_defaults.yaml`, and a `lifecycle.sensitive` image, are absent from the output
 of plan with --policy (the violations quote images), apply, show, drift, export (its output
 and the files it writes without --include-secrets) and import, in every format and with

@@ -1,4 +1,4 @@
-"""The v2 kinds rendered (issue 23): a Manifest's own kind (`PyTorchJob`, `RayJob`) beside
+"""The v2 kinds rendered: a Manifest's own kind (`PyTorchJob`, `RayJob`) beside
 `Manifest` in the plan's text, markdown and JSON (`manifest_kind`), in the drift report's
 text, markdown and JSON, and a secret-looking variable's value masked inside a manifest's
 `env` and a NIM service's `environmentVariables`. Golden files in golden_v2/ (apart from
