@@ -425,8 +425,8 @@ def _check_addresses(flag: str, addrs: Sequence[str], known: set[str]) -> list[s
 
 def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[DesiredWorkload],
               state: State) -> dict[str, str]:
-    """address -> why, for each change that would delete or replace a workload that
-    `preventDestroy` protects (in its spec, or recorded in the state once its spec is gone)."""
+    """address -> why, for each change that would delete or replace a resource (a workload,
+    a department, a project) that `preventDestroy` protects (in its spec, or recorded in the state once its spec is gone)."""
     by_addr = {d.address: d for d in desired}
     out: dict[str, str] = {}
     for rc in changes:
@@ -445,7 +445,7 @@ def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[Desired
                 out[rc.address] = (
                     "protected by preventDestroy recorded in the state; restore its spec "
                     "with preventDestroy: false and apply, or forget it with "
-                    f"`runai-reconcile state rm {rc.address}` (the workload keeps running)")
+                    f"`runai-reconcile state rm {rc.address}` (it stays in Run:ai, unmanaged)")
     return out
 
 
@@ -456,4 +456,4 @@ def _check_prevent_destroy(changes: list[plans.ResourceChange],
                for rc in changes if rc.address in found]
     if blocked:
         raise errors.PlanError(
-            "the plan would delete or replace protected workloads:\n" + "\n".join(blocked))
+            "the plan would delete or replace protected resources:\n" + "\n".join(blocked))
