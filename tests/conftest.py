@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 
 import pytest
 
 pytest.register_assert_rewrite("tests.helpers")
 
-pytest_plugins = ["tests.fixtures.sim", "tests.fixtures.postgres", "tests.fixtures.tls"]
+from tests.helpers import installed  # noqa: E402 (after the rewrite is registered)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+# Run from a Python without the locked dependencies, the fixture modules below would stop
+# on an ImportError: say what is wrong instead.
+_missing = installed.missing((ROOT / "requirements" / "test.txt").read_text(encoding="utf-8"))
+if _missing:
+    raise pytest.UsageError(
+        f"{sys.executable} has not installed what the tests need ({', '.join(_missing[:5])}"
+        f"{', ...' if len(_missing) > 5 else ''}): run the README's first command, or "
+        "`. .venv/bin/activate` first in a new shell (README.md, docs/development.md)")
+
+pytest_plugins = ["tests.fixtures.sim", "tests.fixtures.postgres", "tests.fixtures.tls"]
+
 SHARED_API = ROOT.parent / "shared" / "runai-api"
 IN_CI = bool(os.environ.get("CI"))
 
