@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler import quantities as quantity_fields
 from reconciler.kinds.lists import item_key
 from reconciler.kinds import pods
 from reconciler.kinds.pods import Rule
@@ -290,9 +291,10 @@ class Kind:
     # Trainings run to completion (live phase Completed) and may be auto-deleted then; a
     # Manifest may, by its type (`runs_to_completion` asks).
     completes: bool = False
-    # Where its quantities sit (`quantities.FIELDS`): holder (a container's dotted path)
-    # -> paths under it (`[]`: every item of a list). The diff compares them by value
-    # (`QUANTITY_FIELDS`); a Manifest's are its manifest's `resources` and `sizeLimit`.
+    # Where its quantities sit: holder (a container's dotted path) -> paths under it (`[]`:
+    # every item of a list). Unset, `quantities.FIELDS` in each of `containers`. The diff
+    # compares them by value (`QUANTITY_FIELDS`); a Manifest's are its manifest's
+    # `resources` and `sizeLimit`.
     quantities: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
                                                       repr=False)
     # Where a live workload's phase (`actualPhase`) comes from: "" its GET answer; or
@@ -355,6 +357,11 @@ class Kind:
 
     def manifest(self, body: Mapping | None) -> Mapping | None:
         return self.hooks.manifest(self, body)
+
+    def __post_init__(self) -> None:
+        if not self.quantities and self.containers:
+            object.__setattr__(self, "quantities",
+                               {c: quantity_fields.FIELDS for c in self.containers})
 
     @functools.cached_property
     def wire_keys(self) -> tuple[str, ...]:

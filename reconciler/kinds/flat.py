@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler import quantities
 from reconciler.kinds.pods import PodGroups, compute, obj, pods, single
 from reconciler.kinds.entry import (
     BODY, TYPE_FILLED, Kind, ServerValue, fixed, generated, image_pull_policy,
@@ -120,7 +119,6 @@ DISTRIBUTED_TRAINING = Kind(
     pods=_master_and_workers,
     can_suspend=True,
     completes=True,
-    quantities={"spec": quantities.FIELDS, "masterSpec": quantities.FIELDS},
 )
 
 DISTRIBUTED_INFERENCE = Kind(
@@ -145,7 +143,6 @@ DISTRIBUTED_INFERENCE = Kind(
     server_filled=TYPE_FILLED,
     pods=_leader_and_workers,
     updatable_paths=frozenset({"spec.replicas"}),
-    quantities={"spec.leader": quantities.FIELDS, "spec.worker": quantities.FIELDS},
 )
 
 TRAINING = Kind(
@@ -160,7 +157,6 @@ TRAINING = Kind(
     pods=single,
     can_suspend=True,
     completes=True,
-    quantities={"spec": quantities.FIELDS},
 )
 
 WORKSPACE = Kind(
@@ -174,7 +170,6 @@ WORKSPACE = Kind(
     server_filled=TYPE_FILLED,
     pods=single,
     can_suspend=True,
-    quantities={"spec": quantities.FIELDS},
 )
 
 INFERENCE = Kind(
@@ -201,7 +196,6 @@ INFERENCE = Kind(
         "image", "imagePullPolicy", "imagePullSecrets", "nodeAffinityRequired", "nodePools",
         "nodeType", "podAffinity", "preemptibility", "priorityClass", "probes", "workingDir",
         "autoscaling", "servingConfiguration")),
-    quantities={"spec": quantities.FIELDS},
 )
 
 
