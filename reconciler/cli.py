@@ -97,7 +97,7 @@ class _Group(click.Group):
                 click.echo(f"{head}; nothing was read from or written to the API.", err=True)
             elif ctx.invoked_subcommand == "validate":  # it never writes: say what it found
                 valid = "" if exc.valid is None else (
-                    f"; {exc.valid} workload spec{'s' if exc.valid != 1 else ''} valid")
+                    f"; {exc.valid} spec{'s' if exc.valid != 1 else ''} valid")
                 click.echo(f"{head}{valid}.", err=True)
             else:
                 click.echo(f"{head}; nothing was written to the API and the state was not "
@@ -445,7 +445,7 @@ def validate(directory: str) -> None:
     """Check the spec files offline (no API, no state)."""
     desired = operations.validate(directory)
     _spec_warnings(desired)
-    click.echo(f"{len(desired)} workload spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
+    click.echo(f"{len(desired)} spec{'s' if len(desired) != 1 else ''} valid in {directory}.")
 
 
 def _spec_warnings(desired) -> None:

@@ -146,6 +146,8 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     read gave none."""
     workloads = []
     for change in sorted(plan.changes, key=lambda c: c.address):
+        if not in_project(change.kind):
+            continue
         before, after = change_gpus(change)
         workloads.append(WorkloadGpus(change.address, change.kind, change.name,
                                       change.project_id, change.project_name, change.action,
@@ -166,12 +168,21 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     return GpuImpact(workloads, projects, quotas_read=quotas is not None)
 
 
+def in_project(kind: str) -> bool:
+    """Whether a resource of `kind` counts toward a project's GPUs and quota (a workload:
+    `Kind.in_project`; an organisation unit's address names its cluster, not a project)."""
+    entry = kinds.KINDS.get(kind)
+    return entry is None or entry.in_project
+
+
 def held_elsewhere(records) -> dict[str, list[float]]:
     """Per project id, what the state's `records` (`ResourceState`s: the workloads a
     targeted plan leaves out) hold as last applied, in the phase last asked for (`Plan.
     gpu_elsewhere`'s form)."""
     out: dict[str, Gpus] = {}
     for r in records:
+        if not in_project(r.kind):
+            continue
         done = phases.COMPLETED if phases.state_completed(r) else None
         out[r.project_id] = out.get(r.project_id, NONE) + held(
             r.kind, r.applied, desired_phase=r.desired_phase, actual_phase=done)

@@ -284,6 +284,8 @@ def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
     with --target, a rule without `match` counts the projects' other workloads too."""
     totals: dict[str, list[float]] = {}
     for rc in chosen:
+        if not gpus.in_project(rc.kind):
+            continue
         before, after = ctx.gpus_of(rc)
         entry = totals.setdefault(rc.project_id, [0.0, 0.0])
         # GPUs are never finer than 1e-9: drop the binary noise of summed portions.

@@ -373,6 +373,13 @@ class Kind:
             + tuple(self.body_keys)
 
     @property
+    def in_project(self) -> bool:
+        """Whether one of this type lives in a project (its address's middle is the
+        project): what a project's GPU totals and quota reads count; an organisation unit
+        does not."""
+        return self.address_scope == "project"
+
+    @property
     def can_update(self) -> bool:
         return bool(self.updatable_paths)
 

@@ -191,14 +191,15 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
 
         early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
-            if (not options.targets or a in options.targets) and r.project_id not in known}))
+            if (not options.targets or a in options.targets) and r.project_id not in known
+            and gpus.in_project(r.kind)}))
     try:
         the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
                                                           pending, desired=desired,
                                                           progress=progress, seen=seen,
                                                           reuse=reuse)
         if early is not None:
-            projects = {c.project_id for c in the_plan.changes}
+            projects = {c.project_id for c in the_plan.changes if gpus.in_project(c.kind)}
             read = await early
             read.update(await read_projects(client, projects - read.keys() - known.keys()))
             if reuse is not None:  # only what was read: a failed read is tried again

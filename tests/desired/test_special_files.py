@@ -86,7 +86,7 @@ def test_a_link_leading_outside_the_specs_folder_is_refused_naming_it(tmp_path):
         (line,) = [x for x in lines if x.startswith(f"{link} -> ")]
         assert line.startswith(f"{link} -> {target}: the link leads outside the specs folder")
         assert f"{sources.FOLLOW_ENV}=1 allows it" in line
-    assert lines[-1].startswith("Error: 3 problems in the specs; 2 workload specs valid")
+    assert lines[-1].startswith("Error: 3 problems in the specs; 2 specs valid")
     assert "linked-file" not in res.stderr and "root:" not in res.stderr  # nothing read
 
 
@@ -96,4 +96,4 @@ def test_links_outside_are_followed_when_allowed_and_links_inside_as_before(tmp_
     specs = _linked_folder(tmp_path)
     res = validate(tmp_path, "specs", **{sources.FOLLOW_ENV: "1"})
     assert res.returncode == 0, res.stderr
-    assert "4 workload" in res.stdout + res.stderr
+    assert "4 specs valid" in res.stdout + res.stderr

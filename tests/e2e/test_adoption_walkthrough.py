@@ -37,7 +37,7 @@ def test_the_adoption_walkthrough_runs_as_written(tmp_path):
     assert res.returncode == 0, out
     assert "Exported 10 workloads to adopted/ (no API write)." in out
     assert "is a secret that export did not write" in out
-    assert "10 workload specs valid in adopted." in out
+    assert "10 specs valid in adopted." in out
     assert "0 to create, 0 to update, 0 to replace, 0 to delete, 0 to suspend, 0 to resume, 10 to adopt." in out
     assert "10 adopted." in out
     assert out.rstrip().endswith("No drift. Live workloads match the state.")

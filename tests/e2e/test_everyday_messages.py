@@ -137,7 +137,7 @@ def test_validate_with_a_bad_spec_says_how_many_are_valid_and_claims_no_write(ws
         "spec:\n  image: busybox\n  imagePullPolcy: Always\n")
     res = run(ws, "validate", str(ws.specs))
     assert res.returncode == 1
-    assert res.stderr.splitlines()[-1] == f"Error: 1 problem in the specs; {good} workload specs valid."
+    assert res.stderr.splitlines()[-1] == f"Error: 1 problem in the specs; {good} specs valid."
     assert "written" not in res.stderr
     planned = run(ws, "--sim", "plan", str(ws.specs))  # plan does guard the API and the state
     assert planned.stderr.splitlines()[-1] == ("Error: 1 problem in the specs; nothing was "

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from reconciler.cli import main
 from reconciler.simulator import schema, validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER  # its node pools
+from tests.helpers.policy import training, write_policy
 from tests.helpers.watchproc import Watch, wait_until
 
 PROJECT = f"""\
@@ -257,3 +258,23 @@ def test_one_plan_creates_a_department_then_its_project_and_deletes_them_in_reve
     assert [p.rsplit("/", 2)[-2] for p in deletes] == ["projects", "departments"]
     assert not [u for u in sim_server.api("GET", f"{UNITS}/departments").json()["departments"]
                 if u["name"] == "research"]
+
+
+def test_units_are_no_project_in_the_gpu_impact_or_a_quota_rule(ws, sim_server):
+    """An organisation unit's address names its cluster, not a project: the GPU impact and
+    a quota rule count a plan's workloads only, and no project is read by the cluster's
+    id (which answers 404 and would be reported as an unknown quota)."""
+    ws.write("research.yaml", DEPARTMENT)
+    ws.write("team-a.yaml", PROJECT)
+    ws.write("llama-ft.yaml", training(gpus=2))
+    rules = write_policy(ws, """
+        rules:
+          - name: quota
+            withinProjectQuota: true
+    """)
+    sim_server.clear_requests()
+    res = ws.plan("--policy", rules)
+    assert res.exit_code == 0, res.output
+    assert CLUSTER not in res.output.split("GPU impact", 1)[1], res.output
+    assert "project 7" in res.output
+    assert not [r for r in sim_server.requests() if r["path"] == f"{UNITS}/projects/{CLUSTER}"]

@@ -48,7 +48,7 @@ def test_a_spec_with_a_duplicate_key_is_not_counted_valid(ws, sim_server):
     assert res.exit_code == 1
     assert f"{ws.specs / 'dup.yaml'}:7: image: duplicate key" in res.stderr
     assert f"{ws.specs / 'dup.json'}:1: name: duplicate key" in res.stderr
-    assert res.stderr.splitlines()[-1] == "Error: 2 problems in the specs; 1 workload spec valid."
+    assert res.stderr.splitlines()[-1] == "Error: 2 problems in the specs; 1 spec valid."
 
 
 @pytest.mark.parametrize("written,read", [("0x7", "7"), ("+7", "7"), ("7_0", "70"),
