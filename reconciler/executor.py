@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds, masking, phases, plans
+from reconciler import diff, errors, kinds, masking, phases, plans
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import REASON_GONE, Action, Plan, ResourceChange
@@ -250,6 +250,8 @@ class Executor:
 
     async def _perform(self, ch: ResourceChange) -> None:
         kind = kinds.get(ch.kind)
+        if ch.known_after:
+            ch = self._known_now(ch)
         if ch.action is Action.NOOP:
             await self._record_noop(ch)
         elif ch.action is Action.CREATE:
@@ -277,6 +279,27 @@ class Executor:
             await self._set(ch.address, None, closes=seq)
         elif ch.action in (Action.SUSPEND, Action.RESUME):
             await self._suspend_resume(kind, ch, ch.workload_id, ch.action is Action.SUSPEND)
+
+    def _known_now(self, ch: ResourceChange) -> ResourceChange:
+        """`ch` with what the plan knew only after apply filled in from the creates this
+        run made (`known_after`: a workload's projectId, the id of the project created
+        before it), at its address now: `Kind/<project id>/<name>`, where the state records
+        it. An error when that create did not happen (it failed, or was not started)."""
+        after = dict(ch.after or {})
+        for path, source in ch.known_after.items():
+            made = self.state.resources.get(source)
+            if made is None or not made.workload_id:
+                raise errors.ReconcileError(
+                    f"not created: its {path} is the id of {source}, which was not created")
+            after[path] = made.workload_id
+        project_id = str(after.get("projectId", ch.project_id))
+        address = kinds.address(ch.kind, project_id, ch.name)
+        d = self.desired.get(ch.address)
+        if d is not None and not d.resolved:
+            self.desired = {**self.desired, address: d.with_project_id(project_id)}
+        self.on_event(f"{ch.address}: its project is {project_id} now: creating it as {address}")
+        return dataclasses.replace(ch, address=address, project_id=project_id, after=after,
+                                   known_after={})
 
     async def _create(self, kind: kinds.Kind, ch: ResourceChange) -> None:
         body = ch.after or {}

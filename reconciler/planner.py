@@ -110,6 +110,8 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
             "plan or apply with --destroy.")
     _order_name_reuse(changes)
     _order_references(changes)
+    _order_ranks(changes)
+    _await_projects(changes, by_addr, targets)
     return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
                       targets=sorted(targets))
 
@@ -404,6 +406,55 @@ def _order_references(changes: list[plans.ResourceChange]) -> None:
                 later = deleted.get((ref.path, ref.name, ref.cluster))
                 if later is not None and later is not rc and rc.address not in later.waits_for:
                     later.waits_for.append(rc.address)
+
+
+_MAKES = (Action.CREATE, Action.UPDATE, Action.REPLACE)
+
+
+def _order_ranks(changes: list[plans.ResourceChange]) -> None:
+    """Creates and updates in the order of their types' ranks (`Kind.rank`: a department,
+    then a project, then the workloads), deletes in reverse: each waits for this plan's
+    changes of the same sort whose types come before it. Nothing to do in a plan whose
+    changes are all of one rank (workloads alone)."""
+    def ranked(actions) -> list[tuple[int, plans.ResourceChange]]:
+        return [(kinds.get(rc.kind).rank, rc) for rc in changes if rc.action in actions]
+
+    for found, before in ((ranked(_MAKES), lambda a, b: a < b),
+                          (ranked((Action.DELETE,)), lambda a, b: a > b)):
+        if len({r for r, _ in found}) < 2:
+            continue
+        for rank, rc in found:
+            first = [other.address for r, other in found if before(r, rank)]
+            rc.waits_for.extend(a for a in first if a not in rc.waits_for)
+
+
+def _await_projects(changes: list[plans.ResourceChange], by_addr: Mapping[str, DesiredWorkload],
+                    targets: Sequence[str]) -> None:
+    """A workload whose `project:` names a resource this plan creates (unresolved: no
+    project of that name exists yet) gets its `projectId` known after apply, from that
+    create, and waits for it. PlanError when the plan does not create it (--target left
+    it out)."""
+    waiting = [rc for rc in changes if rc.action is Action.CREATE
+               and (dw := by_addr.get(rc.address)) is not None and not dw.resolved]
+    if not waiting:
+        return
+    makers = {(dw.name, dw.cluster_id): addr for addr, dw in by_addr.items()
+              if kinds.get(dw.kind).holds_workloads}
+    created = {rc.address for rc in changes if rc.action is Action.CREATE}
+    problems = []
+    for rc in waiting:
+        dw = by_addr[rc.address]
+        maker = makers.get((dw.project_name, dw.cluster_id))
+        if maker is None or maker not in created:
+            also = f"; add --target {maker}" if maker is not None and targets else ""
+            problems.append(f"{rc.address}: its project {dw.project_name!r} does not exist yet "
+                            f"and this plan does not create it{also}")
+            continue
+        rc.known_after = {"projectId": maker}
+        if maker not in rc.waits_for:
+            rc.waits_for.append(maker)
+    if problems:
+        raise errors.PlanError("\n".join(problems))
 
 
 # --- checks -------------------------------------------------------------------------

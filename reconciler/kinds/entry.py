@@ -210,6 +210,16 @@ class Hooks:
         """What every output shows beside the address (None: nothing)."""
         return None
 
+    def shown(self, kind: Kind, body: dict) -> dict:
+        """The body as a plan lists a create's fields: what the engine keeps only for itself
+        (an organisation unit's `projectId`, its cluster) left out."""
+        return body
+
+    def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
+        """What deleting the resource whose live body is `live` deletes besides it, beyond
+        the workloads in it (which the caller lists): e.g. a project's namespace."""
+        return []
+
     def containers(self, kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
         """(path, container) of every container `body` holds, in `kind.containers`' order."""
         out = []
@@ -320,6 +330,15 @@ class Kind:
     # What the middle of its address names, as outputs say it ("project 7"; an
     # organisation unit's is its cluster).
     address_scope: str = "project"
+    # Where its creates and updates come in one plan: a change waits for those of the
+    # plan's changes with a lower rank, and a delete for the deletes of a higher rank
+    # (deletes in reverse). A department before its projects, a project before the
+    # workloads in it (40, every workload's).
+    rank: int = 40
+    # Its resources are what a workload's `project:` names: a workload naming one that
+    # the same plan creates is planned with its project id unknown (known after apply),
+    # and created once that resource is.
+    holds_workloads: bool = False
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)
@@ -354,6 +373,12 @@ class Kind:
 
     def export_shape(self, doc: dict) -> dict:
         return self.hooks.export_shape(self, doc)
+
+    def shown(self, body: dict) -> dict:
+        return self.hooks.shown(self, body)
+
+    def takes_with(self, live: Mapping | None) -> list[str]:
+        return self.hooks.takes_with(self, live)
 
     def manifest(self, body: Mapping | None) -> Mapping | None:
         return self.hooks.manifest(self, body)

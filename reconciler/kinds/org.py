@@ -121,6 +121,10 @@ class OrgCodec(Codec):
                 for q in quotas if isinstance(q, Mapping)}
         status = answer.get("status")
         phase = status.get("phase") if isinstance(status, Mapping) else None
+        # Read-only, never diffed (not a body key): what a deletion takes with it.
+        namespace = status.get("namespace") if isinstance(status, Mapping) else None
+        if namespace:
+            out["namespace"] = namespace
         if phase:
             out["actualPhase"] = phase
             if phase == "Deleting":
@@ -129,10 +133,19 @@ class OrgCodec(Codec):
 
 
 class OrgHooks(Hooks):
-    """What `export` writes of a unit: no `projectId` (its address holds the cluster)."""
+    """What `export` writes of a unit, and what a plan lists of its create: no `projectId`
+    (the engine's own: its address holds the cluster). A project's deletion takes its
+    namespace with it."""
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
+
+    def shown(self, kind: Kind, body: dict) -> dict:
+        return {k: v for k, v in body.items() if k != "projectId"}
+
+    def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
+        namespace = live.get("namespace") if isinstance(live, Mapping) else None
+        return [f"namespace {namespace}"] if namespace else []
 
 
 ORG = OrgCodec()
@@ -152,6 +165,7 @@ DEPARTMENT = Kind(
     listed=False,
     prevent_destroy=True,
     address_scope="cluster",
+    rank=10,
     codec=ORG,
     hooks=ORG_HOOKS,
 )
@@ -173,6 +187,8 @@ PROJECT = Kind(
     ready_phase="Ready",
     prevent_destroy=True,
     address_scope="cluster",
+    rank=20,
+    holds_workloads=True,
     codec=ORG,
     hooks=ORG_HOOKS,
 )

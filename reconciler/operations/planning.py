@@ -197,8 +197,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                                           pending, desired=desired,
                                                           progress=progress, seen=seen,
                                                           reuse=reuse)
-        if early is not None:
-            projects = {c.project_id for c in the_plan.changes}
+        if early is not None:  # (a project this plan creates has no id to read yet)
+            projects = {c.project_id for c in the_plan.changes if "projectId" not in c.known_after}
             read = await early
             read.update(await read_projects(client, projects - read.keys() - known.keys()))
             if reuse is not None:  # only what was read: a failed read is tried again
@@ -246,7 +246,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
             resolved = await projects.resolve_projects(client, await specs.wait())
             # A Manifest's type must be one the control plane registers (one read).
             desired = await workload_types.check_manifests(client, resolved)
-            return desired
+            # A workload whose project this plan creates is not live yet: nothing to read.
+            return [d for d in desired if d.resolved]
 
         # While the specs load on the other core: the token and the transport's set-up.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
@@ -270,6 +271,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                 await asyncio.gather(warm, return_exceptions=True)
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
+    if client is not None:
+        live.update((d.address, None) for d in desired if not d.resolved)
     def make() -> Plan:
         def new() -> Plan:
             return planner.make_plan(desired, state, live, targets=options.targets,
