@@ -46,6 +46,9 @@ from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
 
 
+# How often a wait for a created resource to be ready says it still waits (seconds).
+PROGRESS_EVERY_S = 10.0
+
 # What became of a change (`Outcome.status`).
 DONE = "done"
 FAILED = "failed"
@@ -286,11 +289,13 @@ class Executor:
         before it), at its address now: `Kind/<project id>/<name>`, where the state records
         it. An error when that create did not happen (it failed, or was not started)."""
         after = dict(ch.after or {})
+        done = {o.address for o in self.result.outcomes if o.ok}
         for path, source in ch.known_after.items():
             made = self.state.resources.get(source)
-            if made is None or not made.workload_id:
+            if source not in done or made is None or not made.workload_id:
                 raise errors.ReconcileError(
-                    f"not created: its {path} is the id of {source}, which was not created")
+                    f"not created: its {path} is the id of {source}, whose create did "
+                    "not finish")
             after[path] = made.workload_id
         project_id = str(after.get("projectId", ch.project_id))
         address = kinds.address(ch.kind, project_id, ch.name)
@@ -403,22 +408,31 @@ class Executor:
     async def _wait_ready(self, kind: kinds.Kind, ch: ResourceChange, workload_id: str,
                           live: dict) -> dict:
         """Poll a created resource until it is in its kind's `ready_phase` (a project's
-        Ready: its namespace made), saying each phase it passes; TimeoutError after the
-        wait timeout. Returns its last GET."""
-        deadline = self.clock() + self.wait_timeout_s
+        Ready: its namespace made), saying each phase it passes, and every
+        `PROGRESS_EVERY_S` that it still waits; TimeoutError after the wait timeout
+        (--timeout). Returns its last GET."""
+        start = self.clock()
+        deadline = start + self.wait_timeout_s
         delay = self.poll_interval_s
-        said = None
+        said, said_at = None, start
         while live.get("actualPhase") != kind.ready_phase:
             phase = live.get("actualPhase")
+            now = self.clock()
             if phase != said:
                 self.on_event(f"{ch.address}: {phase or 'no phase yet'}, waiting for "
-                              f"{kind.ready_phase}")
-                said = phase
-            if self.clock() >= deadline:
-                raise TimeoutError(f"{kind.name} {workload_id} is still {phase} "
-                                   f"{self.wait_timeout_s:.0f}s after its creation "
-                                   f"(waiting for {kind.ready_phase})")
-            await asyncio.sleep(delay)
+                              f"{kind.ready_phase} (at most {self.wait_timeout_s:g}s)")
+                said, said_at = phase, now
+            elif now - said_at >= PROGRESS_EVERY_S:
+                self.on_event(f"{ch.address}: still {phase or 'no phase yet'} after "
+                              f"{now - start:.0f}s, waiting for {kind.ready_phase}")
+                said_at = now
+            if now >= deadline:
+                raise TimeoutError(f"{kind.name} {workload_id} is still "
+                                   f"{phase or 'without a phase'} "
+                                   f"{self.wait_timeout_s:g}s after its creation "
+                                   f"(waiting for {kind.ready_phase}; --timeout sets how "
+                                   "long apply waits)")
+            await asyncio.sleep(max(0.0, min(delay, deadline - now)))
             delay = min(delay * 2, 5.0)
             live = await self.client.get(kind, workload_id)
         return live

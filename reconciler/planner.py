@@ -44,11 +44,12 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
               targets: Sequence[str] = (), replace: Sequence[str] = (),
               destroy: bool = False, interrupted: Collection[str] = (),
               listed: Mapping[str, str | None] | None = None,
-              refuse_protected: bool = True) -> plans.Plan:
+              refuse_protected: bool = True, judge: bool = True) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
     (a protected workload would be deleted or replaced, an unknown --target or --replace).
     `refuse_protected=False` makes the plan anyway: the caller skips what `protected`
-    names (watch does, workload by workload).
+    names (watch does, workload by workload). `judge=False` leaves both refusals
+    (`refuse`) to the caller, which calls it once it knows what deletions take with them.
 
     `interrupted`: the addresses a killed apply was deleting or creating (from the
     journal's open intents, `operations`); one gone from live is finished, not called deleted
@@ -99,15 +100,9 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
                            interrupted=addr in interrupted_, key=key)
         changes.append(rc)
 
-    if refuse_protected:
-        _check_prevent_destroy(changes, by_addr, state)
-    deletes = [c for c in changes if c.action is Action.DELETE]
-    if not by_addr and deletes and not destroy and not targets:
-        # An empty or mistyped specs folder must not read as "delete everything".
-        raise errors.PlanError(
-            f"no workload specs were found, so this plan would delete all {len(deletes)} "
-            "workloads in the state. Check the specs folder; to delete them deliberately, "
-            "plan or apply with --destroy.")
+    if judge:
+        refuse(changes, desired, state, refuse_protected=refuse_protected, destroy=destroy,
+               targets=targets)
     _order_name_reuse(changes)
     _order_references(changes)
     _order_ranks(changes)
@@ -500,10 +495,31 @@ def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[Desired
     return out
 
 
-def _check_prevent_destroy(changes: list[plans.ResourceChange],
-                           by_addr: dict[str, DesiredWorkload], state: State) -> None:
-    found = protected(changes, list(by_addr.values()), state)
+def refuse(changes: Sequence[plans.ResourceChange], desired: Sequence[DesiredWorkload],
+           state: State, *, refuse_protected: bool = True, destroy: bool = False,
+           targets: Sequence[str] = ()) -> None:
+    """`errors.PlanError` for a plan that must not be made: one that deletes or replaces a
+    protected resource (with `refuse_protected`: `_refuse_protected`), then one that
+    deletes everything because no spec was found (unless --destroy or --target)."""
+    if refuse_protected:
+        _refuse_protected(changes, desired, state)
+    deletes = [c for c in changes if c.action is Action.DELETE]
+    if not desired and deletes and not destroy and not targets:
+        # An empty or mistyped specs folder must not read as "delete everything".
+        raise errors.PlanError(
+            f"no workload specs were found, so this plan would delete all {len(deletes)} "
+            "workloads in the state. Check the specs folder; to delete them deliberately, "
+            "plan or apply with --destroy.")
+
+
+def _refuse_protected(changes: Sequence[plans.ResourceChange],
+                      desired: Sequence[DesiredWorkload], state: State) -> None:
+    """`errors.PlanError` naming each change that would delete or replace a protected
+    resource (`protected`), and what it would take with it (`takes_with`), if any."""
+    found = protected(changes, desired, state)
     blocked = [f"  {rc.address} ({rc.action.value}): {found[rc.address]}"
+               + (f"\n    it would take with it: {', '.join(rc.takes_with)}"
+                  if rc.takes_with else "")
                for rc in changes if rc.address in found]
     if blocked:
         raise errors.PlanError(

@@ -275,10 +275,11 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         live.update((d.address, None) for d in desired if not d.resolved)
     def make() -> Plan:
         def new() -> Plan:
+            # Protection is judged below, once what a deletion takes with it is known.
             return planner.make_plan(desired, state, live, targets=options.targets,
                                      replace=options.replace, destroy=options.destroy,
                                      interrupted=interrupted(pending), listed=listed,
-                                     refuse_protected=options.refuse_protected)
+                                     judge=False)
         if reuse is None:
             with timeline.span("plan"):
                 return new()
@@ -295,7 +296,38 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         for addr in acted:
             del listed[addr]
         the_plan = make()
+    if client is not None:
+        await _taken_with(client, the_plan, live, state)
+    planner.refuse(the_plan.changes, desired, state, refuse_protected=options.refuse_protected,
+                   destroy=options.destroy, targets=options.targets)
     return the_plan, live, desired
+
+
+async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
+                      state: State) -> None:
+    """For each delete or replace of a resource that holds workloads (a project:
+    `Kind.holds_workloads`), what goes with it (`ResourceChange.takes_with`): what its
+    type names from its live body (a namespace: `Kind.takes_with`), then every live
+    workload in it, by address (one list read per such project)."""
+    from reconciler import kinds
+    from reconciler.live import workloads
+
+    going = [rc for rc in the_plan.changes if rc.action in (Action.DELETE, Action.REPLACE)
+             and rc.workload_id and kinds.get(rc.kind).holds_workloads]
+    if not going:
+        return
+    held = await workloads.in_projects(client, [str(rc.workload_id) for rc in going])
+    for rc in going:
+        out = list(kinds.get(rc.kind).takes_with(live.get(rc.address)))
+        for item in sorted(held[str(rc.workload_id)], key=lambda i: str(i.get("name"))):
+            kind = kinds.of_list_type(item.get("type"))
+            if kind is None:
+                out.append(f"workload {item.get('name')} ({item.get('type')})")
+                continue
+            address = kinds.address(kind.name, str(rc.workload_id), str(item["name"]))
+            out.append(f"workload {address}"
+                       + ("" if address in state.resources else " (not managed here)"))
+        rc.takes_with = out
 
 
 async def resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:
