@@ -294,8 +294,8 @@ class Executor:
             made = self.state.resources.get(source)
             if source not in done or made is None or not made.workload_id:
                 raise errors.ReconcileError(
-                    f"not created: its {path} is the id of {source}, whose create did "
-                    "not finish")
+                    f"not sent: its {path} is the id of {source}, whose create did not "
+                    "finish")
             after[path] = made.workload_id
         project_id = str(after.get("projectId", ch.project_id))
         address = kinds.address(ch.kind, project_id, ch.name)
