@@ -123,12 +123,17 @@ class Reference:
     """A name in a body that the API takes as an id: looked up (by the API client, the
     one that reads) in the collection at `path`, whose answer lists the items under `key`,
     matched by `name` (and by `clusterId` when `cluster` is given); `what` names the thing
-    in an error ("node pool", "department")."""
+    in an error ("node pool", "department"), `field` where the spec writes it
+    (`resources.a100`). `or_path` and `or_key`: the collection asked instead when `path`
+    is not served (404: a 3.0 control plane serves ranks, not priorities)."""
     what: str
     path: str
     key: str
     name: str
     cluster: str = ""
+    field: str = ""
+    or_path: str = ""
+    or_key: str = ""
 
 
 class Codec:
@@ -160,6 +165,12 @@ class Codec:
         """The names in `body` the API takes as ids (none for a workload: its project is
         resolved by the planner); the client looks each up before it sends `body`."""
         return ()
+
+    def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
+        """The names in `body` that must name something on the control plane, checked
+        when a plan is made (`reconciler.live.names`): its `references`, and the names the
+        API takes as they are (an organisation unit's quota `priority`)."""
+        return self.references(kind, body)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         """`body` with the names of `references` replaced by their `ids`, ready for

@@ -34,6 +34,9 @@ from reconciler.kinds.entry import Codec, Hooks, Kind, Reference, fixed
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
 PROJECTS_PATH = "/api/v1/org-unit/projects"
+# A quota's `priority` names one of these (2.x), or of the ranks (a 3.0 control plane).
+PRIORITIES_PATH = "/api/v1/org-unit/priorities"
+RANKS_PATH = "/api/v1/org-unit/ranks"
 
 # The keys of one node pool's quota besides the pool (`Resources` in org-units.yml).
 QUOTA_KEYS = ("gpu", "cpu", "memory", "priority")
@@ -57,12 +60,23 @@ class OrgCodec(Codec):
 
     def references(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         cluster = str(body.get("clusterId") or "")
-        out = [Reference("node pool", NODE_POOLS_PATH, "nodepools", pool, cluster)
+        out = [Reference("node pool", NODE_POOLS_PATH, "nodepools", pool, cluster,
+                         field=f"resources.{pool}")
                for pool in body.get("resources") or {}]
         if body.get("department"):
             out.append(Reference("department", DEPARTMENTS_PATH, "departments",
-                                 str(body["department"]), cluster))
+                                 str(body["department"]), cluster, field="department"))
         return tuple(out)
+
+    def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
+        quotas = body.get("resources")
+        priorities = [
+            Reference("priority", PRIORITIES_PATH, "priorities", str(quota["priority"]),
+                      field=f"resources.{pool}.priority", or_path=RANKS_PATH,
+                      or_key="ranks")
+            for pool, quota in (quotas.items() if isinstance(quotas, Mapping) else ())
+            if isinstance(quota, Mapping) and quota.get("priority") is not None]
+        return (*self.references(kind, body), *priorities)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         by_name = {(ref.what, ref.name): found for ref, found in ids.items()}

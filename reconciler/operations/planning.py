@@ -239,11 +239,24 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     listed: dict[str, str | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
-        from reconciler.live import projects, workload_types
+        from reconciler.live import names, projects, workload_types
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            resolved = await projects.resolve_projects(client, await specs.wait())
+            loaded = await specs.wait()
+            # The specs' project names resolved, and the names they give of node pools,
+            # departments and priorities checked (`live.names`), at once: every problem
+            # of either is reported together.
+            got = await asyncio.gather(projects.resolve_projects(client, loaded),
+                                       names.check_names(client, loaded),
+                                       return_exceptions=True)
+            failed = [g for g in got if isinstance(g, BaseException)]
+            if failed:
+                spec_errors = [g for g in failed if isinstance(g, errors.SpecError)]
+                if len(spec_errors) != len(failed):
+                    raise next(g for g in failed if not isinstance(g, errors.SpecError))
+                raise errors.SpecError([p for g in spec_errors for p in g.problems])
+            resolved = got[0]
             # A Manifest's type must be one the control plane registers (one read).
             desired = await workload_types.check_manifests(client, resolved)
             # A workload whose project this plan creates is not live yet: nothing to read.
