@@ -209,6 +209,12 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                       if read[p].unknown is not None}
             the_plan.project_names = {p: read[p].name for p in sorted(projects)
                                       if read[p].name is not None}
+            for c in the_plan.changes:  # a project this plan creates: nothing to read yet
+                if "projectId" in c.known_after:
+                    the_plan.gpu_quotas[c.project_id] = None
+                    the_plan.quota_unknown[c.project_id] = (
+                        f"{c.known_after['projectId']} is created by this plan: its quota "
+                        "is read once it exists")
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
