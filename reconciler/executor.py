@@ -3,9 +3,14 @@ what a dead run left in flight.
 
 Called by `operations.apply` and `operations.apply_saved` (`recover` first, then
 `run_interruptible`, which runs `Executor.run`). Actions run
-concurrently up to `parallelism`; a change waits for the deletions named in its
-`waits_for` (they free its name). A replace deletes, waits until the workload is gone,
-then creates.
+concurrently up to `parallelism`; a change waits for the changes named in its
+`waits_for` (deletions that free its name, the creates of what it names, the changes of
+the types ranked before it). A replace deletes, waits until the workload is gone, then
+creates. A create whose body holds what was known only after apply (`known_after`: a
+workload's projectId, its project created by the same run) takes it from the state's
+record of that create, and is recorded at its real address; it fails, without a
+request, when that create did not finish. Waits for a resource to be ready or gone are
+bounded by `wait_timeout_s` (apply's --timeout).
 
 Durability: before each API write an *intent* is appended to the store's journal, and
 after it the address's new record (or a *close* when it failed): one short line each,

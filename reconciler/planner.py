@@ -13,7 +13,10 @@ unchanged since the state last saw them match it) with their listed phase: plann
 the state as well, with that phase as the live one.
 
 One `ResourceChange` per address in the specs or the state (no-ops included), sorted
-by address. The per-field comparison is `diff.diff_workload`; what to do with its
+by address; the order apply runs them in is each change's `waits_for` (names freed by
+deletions, references, the types' ranks: creates and updates department, project,
+workloads, deletes in reverse), and a workload whose project the plan creates has its
+projectId `known_after` apply. The per-field comparison is `diff.diff_workload`; what to do with its
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
 
