@@ -149,7 +149,8 @@ _global("--lock-timeout", default=0.0, show_default=True, type=click.FloatRange(
 _global("--timeout", "timeout", envvar="RUNAI_RECONCILE_TIMEOUT", metavar="SECONDS",
         type=click.FloatRange(0, 86400, min_open=True), callback=_finite,
         help="Seconds the command keeps retrying an API that fails or does not answer, "
-             "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60).")
+             "in all (default: $RUNAI_RECONCILE_TIMEOUT, else 60); given, it also bounds "
+             "each wait of apply for a resource to be ready or gone (else 900).")
 
 
 def _global_options(f):
@@ -543,7 +544,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
                     "be given with a saved plan: they were fixed when the plan was made")
             result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
                                             parallelism=cfg.parallelism, approve=approve,
-                                            on_event=say, progress=progress, policy=policy)
+                                            on_event=say, progress=progress, policy=policy,
+                                            wait_timeout_s=cfg.timeout)
         else:
             options = operations.PlanOptions(
                 targets=_check_addresses(targets, "--target"),
@@ -551,7 +553,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
                 refresh_mode=refresh, parallelism=cfg.parallelism, policy=policy,
                 specs_moved=specs_moved, prune_others=prune_others)
             result = operations.apply(directory, _store(cfg), _connect(cfg), options,
-                                      approve=approve, on_event=say, progress=progress)
+                                      approve=approve, on_event=say, progress=progress,
+                                      wait_timeout_s=cfg.timeout)
     except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
         _show_plan(exc.plan, fmt, cfg)
         raise

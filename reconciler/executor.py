@@ -3,9 +3,14 @@ what a dead run left in flight.
 
 Called by `operations.apply` and `operations.apply_saved` (`recover` first, then
 `run_interruptible`, which runs `Executor.run`). Actions run
-concurrently up to `parallelism`; a change waits for the deletions named in its
-`waits_for` (they free its name). A replace deletes, waits until the workload is gone,
-then creates.
+concurrently up to `parallelism`; a change waits for the changes named in its
+`waits_for` (deletions that free its name, the creates of what it names, the changes of
+the types ranked before it). A replace deletes, waits until the workload is gone, then
+creates. A create whose body holds what was known only after apply (`known_after`: a
+workload's projectId, its project created by the same run) takes it from the state's
+record of that create, and is recorded at its real address; it fails, without a
+request, when that create did not finish. Waits for a resource to be ready or gone are
+bounded by `wait_timeout_s` (apply's --timeout).
 
 Durability: before each API write an *intent* is appended to the store's journal, and
 after it the address's new record (or a *close* when it failed): one short line each,
@@ -38,13 +43,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler import diff, kinds, masking, phases, plans
+from reconciler import diff, errors, kinds, masking, phases, plans
 from reconciler.api import errors as api_errors
 from reconciler.desired.types import DesiredWorkload
 from reconciler.plans import REASON_GONE, Action, Plan, ResourceChange
 from reconciler.state import journal
 from reconciler.state.model import ResourceState, State
 
+
+# How often a wait for a created resource to be ready says it still waits (seconds).
+PROGRESS_EVERY_S = 10.0
 
 # What became of a change (`Outcome.status`).
 DONE = "done"
@@ -250,6 +258,8 @@ class Executor:
 
     async def _perform(self, ch: ResourceChange) -> None:
         kind = kinds.get(ch.kind)
+        if ch.known_after:
+            ch = self._known_now(ch)
         if ch.action is Action.NOOP:
             await self._record_noop(ch)
         elif ch.action is Action.CREATE:
@@ -277,6 +287,29 @@ class Executor:
             await self._set(ch.address, None, closes=seq)
         elif ch.action in (Action.SUSPEND, Action.RESUME):
             await self._suspend_resume(kind, ch, ch.workload_id, ch.action is Action.SUSPEND)
+
+    def _known_now(self, ch: ResourceChange) -> ResourceChange:
+        """`ch` with what the plan knew only after apply filled in from the creates this
+        run made (`known_after`: a workload's projectId, the id of the project created
+        before it), at its address now: `Kind/<project id>/<name>`, where the state records
+        it. An error when that create did not happen (it failed, or was not started)."""
+        after = dict(ch.after or {})
+        done = {o.address for o in self.result.outcomes if o.ok}
+        for path, source in ch.known_after.items():
+            made = self.state.resources.get(source)
+            if source not in done or made is None or not made.workload_id:
+                raise errors.ReconcileError(
+                    f"not sent: its {path} is the id of {source}, whose create did not "
+                    "finish")
+            after[path] = made.workload_id
+        project_id = str(after.get("projectId", ch.project_id))
+        address = kinds.address(ch.kind, project_id, ch.name)
+        d = self.desired.get(ch.address)
+        if d is not None and not d.resolved:
+            self.desired = {**self.desired, address: d.with_project_id(project_id)}
+        self.on_event(f"{ch.address}: its project is {project_id} now: creating it as {address}")
+        return dataclasses.replace(ch, address=address, project_id=project_id, after=after,
+                                   known_after={})
 
     async def _create(self, kind: kinds.Kind, ch: ResourceChange) -> None:
         body = ch.after or {}
@@ -380,22 +413,31 @@ class Executor:
     async def _wait_ready(self, kind: kinds.Kind, ch: ResourceChange, workload_id: str,
                           live: dict) -> dict:
         """Poll a created resource until it is in its kind's `ready_phase` (a project's
-        Ready: its namespace made), saying each phase it passes; TimeoutError after the
-        wait timeout. Returns its last GET."""
-        deadline = self.clock() + self.wait_timeout_s
+        Ready: its namespace made), saying each phase it passes, and every
+        `PROGRESS_EVERY_S` that it still waits; TimeoutError after the wait timeout
+        (--timeout). Returns its last GET."""
+        start = self.clock()
+        deadline = start + self.wait_timeout_s
         delay = self.poll_interval_s
-        said = None
+        said, said_at = None, start
         while live.get("actualPhase") != kind.ready_phase:
             phase = live.get("actualPhase")
+            now = self.clock()
             if phase != said:
                 self.on_event(f"{ch.address}: {phase or 'no phase yet'}, waiting for "
-                              f"{kind.ready_phase}")
-                said = phase
-            if self.clock() >= deadline:
-                raise TimeoutError(f"{kind.name} {workload_id} is still {phase} "
-                                   f"{self.wait_timeout_s:.0f}s after its creation "
-                                   f"(waiting for {kind.ready_phase})")
-            await asyncio.sleep(delay)
+                              f"{kind.ready_phase} (at most {self.wait_timeout_s:g}s)")
+                said, said_at = phase, now
+            elif now - said_at >= PROGRESS_EVERY_S:
+                self.on_event(f"{ch.address}: still {phase or 'no phase yet'} after "
+                              f"{now - start:.0f}s, waiting for {kind.ready_phase}")
+                said_at = now
+            if now >= deadline:
+                raise TimeoutError(f"{kind.name} {workload_id} is still "
+                                   f"{phase or 'without a phase'} "
+                                   f"{self.wait_timeout_s:g}s after its creation "
+                                   f"(waiting for {kind.ready_phase}; --timeout sets how "
+                                   "long apply waits)")
+            await asyncio.sleep(max(0.0, min(delay, deadline - now)))
             delay = min(delay * 2, 5.0)
             live = await self.client.get(kind, workload_id)
         return live

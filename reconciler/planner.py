@@ -13,7 +13,10 @@ unchanged since the state last saw them match it) with their listed phase: plann
 the state as well, with that phase as the live one.
 
 One `ResourceChange` per address in the specs or the state (no-ops included), sorted
-by address. The per-field comparison is `diff.diff_workload`; what to do with its
+by address; the order apply runs them in is each change's `waits_for` (names freed by
+deletions, references, the types' ranks: creates and updates department, project,
+workloads, deletes in reverse), and a workload whose project the plan creates has its
+projectId `known_after` apply. The per-field comparison is `diff.diff_workload`; what to do with its
 result (create, update, replace, delete, suspend, resume, no-op) is decided here from
 the kind's capabilities in `kinds`.
 
@@ -44,11 +47,12 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
               targets: Sequence[str] = (), replace: Sequence[str] = (),
               destroy: bool = False, interrupted: Collection[str] = (),
               listed: Mapping[str, str | None] | None = None,
-              refuse_protected: bool = True) -> plans.Plan:
+              refuse_protected: bool = True, judge: bool = True) -> plans.Plan:
     """The plan that takes live to `desired`; raises `errors.PlanError` when none can be made
     (a protected workload would be deleted or replaced, an unknown --target or --replace).
     `refuse_protected=False` makes the plan anyway: the caller skips what `protected`
-    names (watch does, workload by workload).
+    names (watch does, workload by workload). `judge=False` leaves both refusals
+    (`refuse`) to the caller, which calls it once it knows what deletions take with them.
 
     `interrupted`: the addresses a killed apply was deleting or creating (from the
     journal's open intents, `operations`); one gone from live is finished, not called deleted
@@ -99,17 +103,13 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
                            interrupted=addr in interrupted_, key=key)
         changes.append(rc)
 
-    if refuse_protected:
-        _check_prevent_destroy(changes, by_addr, state)
-    deletes = [c for c in changes if c.action is Action.DELETE]
-    if not by_addr and deletes and not destroy and not targets:
-        # An empty or mistyped specs folder must not read as "delete everything".
-        raise errors.PlanError(
-            f"no workload specs were found, so this plan would delete all {len(deletes)} "
-            "workloads in the state. Check the specs folder; to delete them deliberately, "
-            "plan or apply with --destroy.")
+    if judge:
+        refuse(changes, desired, state, refuse_protected=refuse_protected, destroy=destroy,
+               targets=targets)
     _order_name_reuse(changes)
     _order_references(changes)
+    _order_ranks(changes)
+    _await_projects(changes, by_addr, targets)
     return plans.Plan(changes=changes, lineage=state.lineage, serial=state.serial,
                       targets=sorted(targets))
 
@@ -406,6 +406,55 @@ def _order_references(changes: list[plans.ResourceChange]) -> None:
                     later.waits_for.append(rc.address)
 
 
+_MAKES = (Action.CREATE, Action.UPDATE, Action.REPLACE)
+
+
+def _order_ranks(changes: list[plans.ResourceChange]) -> None:
+    """Creates and updates in the order of their types' ranks (`Kind.rank`: a department,
+    then a project, then the workloads), deletes in reverse: each waits for this plan's
+    changes of the same sort whose types come before it. Nothing to do in a plan whose
+    changes are all of one rank (workloads alone)."""
+    def ranked(actions) -> list[tuple[int, plans.ResourceChange]]:
+        return [(kinds.get(rc.kind).rank, rc) for rc in changes if rc.action in actions]
+
+    for found, before in ((ranked(_MAKES), lambda a, b: a < b),
+                          (ranked((Action.DELETE,)), lambda a, b: a > b)):
+        if len({r for r, _ in found}) < 2:
+            continue
+        for rank, rc in found:
+            first = [other.address for r, other in found if before(r, rank)]
+            rc.waits_for.extend(a for a in first if a not in rc.waits_for)
+
+
+def _await_projects(changes: list[plans.ResourceChange], by_addr: Mapping[str, DesiredWorkload],
+                    targets: Sequence[str]) -> None:
+    """A workload whose `project:` names a resource this plan creates (unresolved: no
+    project of that name exists yet) gets its `projectId` known after apply, from that
+    create, and waits for it. PlanError when the plan does not create it (--target left
+    it out)."""
+    waiting = [rc for rc in changes if rc.action is Action.CREATE
+               and (dw := by_addr.get(rc.address)) is not None and not dw.resolved]
+    if not waiting:
+        return
+    makers = {(dw.name, dw.cluster_id): addr for addr, dw in by_addr.items()
+              if kinds.get(dw.kind).holds_workloads}
+    created = {rc.address for rc in changes if rc.action is Action.CREATE}
+    problems = []
+    for rc in waiting:
+        dw = by_addr[rc.address]
+        maker = makers.get((dw.project_name, dw.cluster_id))
+        if maker is None or maker not in created:
+            also = f"; add --target {maker}" if maker is not None and targets else ""
+            problems.append(f"{rc.address}: its project {dw.project_name!r} does not exist yet "
+                            f"and this plan does not create it{also}")
+            continue
+        rc.known_after = {"projectId": maker}
+        if maker not in rc.waits_for:
+            rc.waits_for.append(maker)
+    if problems:
+        raise errors.PlanError("\n".join(problems))
+
+
 # --- checks -------------------------------------------------------------------------
 
 def _check_addresses(flag: str, addrs: Sequence[str], known: set[str]) -> list[str]:
@@ -449,10 +498,31 @@ def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[Desired
     return out
 
 
-def _check_prevent_destroy(changes: list[plans.ResourceChange],
-                           by_addr: dict[str, DesiredWorkload], state: State) -> None:
-    found = protected(changes, list(by_addr.values()), state)
+def refuse(changes: Sequence[plans.ResourceChange], desired: Sequence[DesiredWorkload],
+           state: State, *, refuse_protected: bool = True, destroy: bool = False,
+           targets: Sequence[str] = ()) -> None:
+    """`errors.PlanError` for a plan that must not be made: one that deletes or replaces a
+    protected resource (with `refuse_protected`: `_refuse_protected`), then one that
+    deletes everything because no spec was found (unless --destroy or --target)."""
+    if refuse_protected:
+        _refuse_protected(changes, desired, state)
+    deletes = [c for c in changes if c.action is Action.DELETE]
+    if not desired and deletes and not destroy and not targets:
+        # An empty or mistyped specs folder must not read as "delete everything".
+        raise errors.PlanError(
+            f"no workload specs were found, so this plan would delete all {len(deletes)} "
+            "workloads in the state. Check the specs folder; to delete them deliberately, "
+            "plan or apply with --destroy.")
+
+
+def _refuse_protected(changes: Sequence[plans.ResourceChange],
+                      desired: Sequence[DesiredWorkload], state: State) -> None:
+    """`errors.PlanError` naming each change that would delete or replace a protected
+    resource (`protected`), and what it would take with it (`takes_with`), if any."""
+    found = protected(changes, desired, state)
     blocked = [f"  {rc.address} ({rc.action.value}): {found[rc.address]}"
+               + (f"\n    it would take with it: {', '.join(rc.takes_with)}"
+                  if rc.takes_with else "")
                for rc in changes if rc.address in found]
     if blocked:
         raise errors.PlanError(

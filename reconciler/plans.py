@@ -87,6 +87,13 @@ class ResourceChange:
     # For a workload changed outside the reconciler (drift, a phase or a deletion outside):
     # the body as last applied (the state's), what it was before the change outside.
     applied: dict[str, Any] | None = None
+    # What is known only after apply: body path -> the address of this plan's create
+    # whose id it is (a workload's `projectId`, when the same plan creates its project).
+    # Until then its address names the project by name (`Kind/project=<name>/<name>`).
+    known_after: dict[str, str] = field(default_factory=dict)
+    # For a delete or replace: what goes with it (a project's namespace, the live
+    # workloads in it), as outputs list it.
+    takes_with: list[str] = field(default_factory=list)
 
     @property
     def changes_state(self) -> bool:

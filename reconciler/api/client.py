@@ -398,6 +398,24 @@ class RunaiClient:
                 return found
             offset += len(items)
 
+    async def names_in(self, path: str, key: str, cluster: str = "") -> list[dict]:
+        """Every item of the collection at `path` (its answer's list under `key`, page
+        after page), of `cluster` when given (`filterBy=clusterId==...`): the node pools,
+        departments or priorities a plan checks a spec's names against."""
+        found: list[dict] = []
+        offset = 0
+        while True:
+            params: dict[str, Any] = {"limit": MAX_PAGE, "offset": offset}
+            if cluster:
+                params["filterBy"] = f"clusterId=={cluster}"
+            page = await self._send("GET", path, params=params)
+            items = page.get(key) if isinstance(page, dict) else None
+            items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+            found.extend(items)
+            if len(items) < MAX_PAGE:
+                return found
+            offset += len(items)
+
     async def get_workload_summary(self, workload_id: str) -> dict:
         """`GET /api/v1/workloads/{id}`: the kind-neutral view (phase, conditions, ...)."""
         return await self._send("GET", f"{WORKLOADS_PATH}/{workload_id}")

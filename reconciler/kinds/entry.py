@@ -123,12 +123,17 @@ class Reference:
     """A name in a body that the API takes as an id: looked up (by the API client, the
     one that reads) in the collection at `path`, whose answer lists the items under `key`,
     matched by `name` (and by `clusterId` when `cluster` is given); `what` names the thing
-    in an error ("node pool", "department")."""
+    in an error ("node pool", "department"), `field` where the spec writes it
+    (`resources.a100`). `or_path` and `or_key`: the collection asked instead when `path`
+    is not served (404: a 3.0 control plane serves ranks, not priorities)."""
     what: str
     path: str
     key: str
     name: str
     cluster: str = ""
+    field: str = ""
+    or_path: str = ""
+    or_key: str = ""
 
 
 class Codec:
@@ -160,6 +165,12 @@ class Codec:
         """The names in `body` the API takes as ids (none for a workload: its project is
         resolved by the planner); the client looks each up before it sends `body`."""
         return ()
+
+    def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
+        """The names in `body` that must name something on the control plane, checked
+        when a plan is made (`reconciler.live.names`): its `references`, and the names the
+        API takes as they are (an organisation unit's quota `priority`)."""
+        return self.references(kind, body)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         """`body` with the names of `references` replaced by their `ids`, ready for
@@ -209,6 +220,16 @@ class Hooks:
     def label(self, kind: Kind, bodies: Sequence[Any]) -> str | None:
         """What every output shows beside the address (None: nothing)."""
         return None
+
+    def shown(self, kind: Kind, body: dict) -> dict:
+        """The body as a plan lists a create's fields: what the engine keeps only for itself
+        (an organisation unit's `projectId`, its cluster) left out."""
+        return body
+
+    def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
+        """What deleting the resource whose live body is `live` deletes besides it, beyond
+        the workloads in it (which the caller lists): e.g. a project's namespace."""
+        return []
 
     def containers(self, kind: Kind, body: Mapping | None) -> list[tuple[str, Mapping]]:
         """(path, container) of every container `body` holds, in `kind.containers`' order."""
@@ -320,6 +341,15 @@ class Kind:
     # What the middle of its address names, as outputs say it ("project 7"; an
     # organisation unit's is its cluster).
     address_scope: str = "project"
+    # Where its creates and updates come in one plan: a change waits for those of the
+    # plan's changes with a lower rank, and a delete for the deletes of a higher rank
+    # (deletes in reverse). A department before its projects, a project before the
+    # workloads in it (40, every workload's).
+    rank: int = 40
+    # Its resources are what a workload's `project:` names: a workload naming one that
+    # the same plan creates is planned with its project id unknown (known after apply),
+    # and created once that resource is.
+    holds_workloads: bool = False
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)
@@ -354,6 +384,12 @@ class Kind:
 
     def export_shape(self, doc: dict) -> dict:
         return self.hooks.export_shape(self, doc)
+
+    def shown(self, body: dict) -> dict:
+        return self.hooks.shown(self, body)
+
+    def takes_with(self, live: Mapping | None) -> list[str]:
+        return self.hooks.takes_with(self, live)
 
     def manifest(self, body: Mapping | None) -> Mapping | None:
         return self.hooks.manifest(self, body)

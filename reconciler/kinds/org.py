@@ -34,6 +34,9 @@ from reconciler.kinds.entry import Codec, Hooks, Kind, Reference, fixed
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
 PROJECTS_PATH = "/api/v1/org-unit/projects"
+# A quota's `priority` names one of these (2.x), or of the ranks (a 3.0 control plane).
+PRIORITIES_PATH = "/api/v1/org-unit/priorities"
+RANKS_PATH = "/api/v1/org-unit/ranks"
 
 # The keys of one node pool's quota besides the pool (`Resources` in org-units.yml).
 QUOTA_KEYS = ("gpu", "cpu", "memory", "priority")
@@ -57,12 +60,23 @@ class OrgCodec(Codec):
 
     def references(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         cluster = str(body.get("clusterId") or "")
-        out = [Reference("node pool", NODE_POOLS_PATH, "nodepools", pool, cluster)
+        out = [Reference("node pool", NODE_POOLS_PATH, "nodepools", pool, cluster,
+                         field=f"resources.{pool}")
                for pool in body.get("resources") or {}]
         if body.get("department"):
             out.append(Reference("department", DEPARTMENTS_PATH, "departments",
-                                 str(body["department"]), cluster))
+                                 str(body["department"]), cluster, field="department"))
         return tuple(out)
+
+    def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
+        quotas = body.get("resources")
+        priorities = [
+            Reference("priority", PRIORITIES_PATH, "priorities", str(quota["priority"]),
+                      field=f"resources.{pool}.priority", or_path=RANKS_PATH,
+                      or_key="ranks")
+            for pool, quota in (quotas.items() if isinstance(quotas, Mapping) else ())
+            if isinstance(quota, Mapping) and quota.get("priority") is not None]
+        return (*self.references(kind, body), *priorities)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         by_name = {(ref.what, ref.name): found for ref, found in ids.items()}
@@ -121,6 +135,10 @@ class OrgCodec(Codec):
                 for q in quotas if isinstance(q, Mapping)}
         status = answer.get("status")
         phase = status.get("phase") if isinstance(status, Mapping) else None
+        # Read-only, never diffed (not a body key): what a deletion takes with it.
+        namespace = status.get("namespace") if isinstance(status, Mapping) else None
+        if namespace:
+            out["namespace"] = namespace
         if phase:
             out["actualPhase"] = phase
             if phase == "Deleting":
@@ -129,10 +147,19 @@ class OrgCodec(Codec):
 
 
 class OrgHooks(Hooks):
-    """What `export` writes of a unit: no `projectId` (its address holds the cluster)."""
+    """What `export` writes of a unit, and what a plan lists of its create: no `projectId`
+    (the engine's own: its address holds the cluster). A project's deletion takes its
+    namespace with it."""
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
+
+    def shown(self, kind: Kind, body: dict) -> dict:
+        return {k: v for k, v in body.items() if k != "projectId"}
+
+    def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
+        namespace = live.get("namespace") if isinstance(live, Mapping) else None
+        return [f"namespace {namespace}"] if namespace else []
 
 
 ORG = OrgCodec()
@@ -152,6 +179,7 @@ DEPARTMENT = Kind(
     listed=False,
     prevent_destroy=True,
     address_scope="cluster",
+    rank=10,
     codec=ORG,
     hooks=ORG_HOOKS,
 )
@@ -173,6 +201,8 @@ PROJECT = Kind(
     ready_phase="Ready",
     prevent_destroy=True,
     address_scope="cluster",
+    rank=20,
+    holds_workloads=True,
     codec=ORG,
     hooks=ORG_HOOKS,
 )

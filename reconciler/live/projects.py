@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler import errors, gpus
+from reconciler import errors, gpus, kinds
 from reconciler.api import errors as api_errors
 from reconciler.desired.sources import Problem, problem_lines
 from reconciler.desired.types import DesiredWorkload, duplicate_addresses, is_dns_label
@@ -99,11 +99,16 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
     """`desired` with each `project:` name replaced by its project's id (the address
     always holds the id), looking each distinct (name, cluster) up once.
 
+    A name that matches no project but one that `desired` creates (a spec of a type whose
+    resources hold workloads: `Kind.holds_workloads`) stays unresolved: the plan knows its
+    id only after apply.
+
     Raises SpecError naming the spec file (or the `_defaults.yaml` that gave the name,
     once, with the specs it is a default for) and the project for every name that does not
     match exactly one project in its cluster, and for two specs that turn out to have
     one address (`project: team-a` and `projectId` of team-a)."""
     desired = list(desired)
+    planned = {(d.name, d.cluster_id) for d in desired if kinds.get(d.kind).holds_workloads}
     wanted = sorted({(d.project_name, d.cluster_id) for d in desired if not d.resolved})
     if not wanted:
         return desired
@@ -118,6 +123,9 @@ async def resolve_projects(client, desired: Iterable[DesiredWorkload]) -> list[D
         found = matches[(d.project_name, d.cluster_id)]
         if len(found) == 1 and found[0].get("id"):
             out.append(d.with_project_id(str(found[0]["id"])))
+            continue
+        if not found and (d.project_name, d.cluster_id) in planned:
+            out.append(d)  # its project is created by this plan
             continue
         why = ("no project of that name" if not found else
                f"{len(found)} projects of that name (ids "

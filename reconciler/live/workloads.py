@@ -49,6 +49,16 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
     return found
 
 
+async def in_projects(client, project_ids: Iterable[str]) -> dict[str, list[dict]]:
+    """project id -> the live workloads listed in it (`GET /api/v1/workloads` filtered by
+    the project: what deleting the project deletes with it), each project's read at once."""
+    ids = sorted(set(project_ids))
+    found = await asyncio.gather(*(client.iter_workloads(filter_by=[f"projectId=={p}"])
+                                   for p in ids))
+    return {p: [i for i in items if isinstance(i, dict) and i.get("name")]
+            for p, items in zip(ids, found)}
+
+
 async def list_all(client, kinds_in_use: Iterable[str] | None = None
                    ) -> tuple[list[dict], list[dict]]:
     """(the workloads listed that have an id and a name, the deleted ones listed), both

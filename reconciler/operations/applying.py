@@ -33,9 +33,12 @@ log = logging.getLogger("reconciler.operations")
 
 
 def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
-          approve: Approve, on_event: OnEvent = quiet, progress=None):
+          approve: Approve, on_event: OnEvent = quiet, progress=None,
+          wait_timeout_s: float | None = None):
     """Recover what a killed run left in flight, plan, `approve(plan)`, then perform the
     plan and record each outcome; Ctrl-C or SIGTERM lets the actions in flight finish.
+    `wait_timeout_s` (--timeout) bounds each wait for a resource to finish: a created
+    project to be Ready, a deleted one to be gone (None: the executor's own bound).
 
     Returns the `executor.ApplyResult` (its `plan` is the plan performed); raises
     `errors.ReconcileError` when `approve` declines, `errors.PolicyDenied` (before
@@ -62,7 +65,8 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
                                           parallelism=options.parallelism)
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
-                        on_event, progress=progress, after=after)
+                        on_event, progress=progress, after=after,
+                        wait_timeout_s=wait_timeout_s)
 
 
 async def record_fingerprints(client, store, state: State, result, seen: dict[str, str], *,
@@ -105,9 +109,9 @@ async def record_fingerprints(client, store, state: State, result, seen: dict[st
 
 def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
                 approve: Approve, on_event: OnEvent = quiet, progress=None,
-                policy: Sequence[str] = ()):
+                policy: Sequence[str] = (), wait_timeout_s: float | None = None):
     """`apply` of exactly the plan saved at `path`, on the same path as a specs folder's:
-    recovery first, the same Ctrl-C handling, the same result.
+    recovery first, the same Ctrl-C handling, the same result, the same waits.
 
     Stale plans are refused (`errors.ReconcileError` saying "stale", nothing applied):
     - the state is judged as read, before recovery: it must be the one the plan was made
@@ -142,14 +146,16 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
             if acted:
                 from reconciler import refresh
 
-                live_now = await refresh.read_live(client, saved.desired, state,
+                # (A workload whose project the plan creates is not live yet: not read.)
+                live_now = await refresh.read_live(client, [d for d in saved.desired
+                                                            if d.resolved], state,
                                                    parallelism=parallelism, only=acted,
                                                    progress=progress)
                 _refuse_stale(path, planfile.live_problems(saved, live_now))
             return saved.plan, saved.desired
 
         result = _perform(store, connect, state, pending, make, parallelism, approve, on_event,
-                          progress=progress)
+                          progress=progress, wait_timeout_s=wait_timeout_s)
         store.write(state, force=True)
     return result
 
@@ -164,7 +170,7 @@ def _specs_now(folder: str) -> list[DesiredWorkload]:
 
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
              parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None,
-             after=None):
+             after=None, wait_timeout_s: float | None = None):
     """The common path of both applies, with the state lock held: recover, `make` the
     plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`), then
     `after(client, result)` when given."""
@@ -181,7 +187,9 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
             # No-ops run too: they adopt workloads found by name and forget vanished ones.
             ex = executor.Executor(client, store, state, {d.address: d for d in desired},
                                    parallelism=parallelism, on_event=on_event,
-                                   progress=progress)
+                                   progress=progress,
+                                   **({} if wait_timeout_s is None
+                                      else {"wait_timeout_s": wait_timeout_s}))
             result = await executor.run_interruptible(ex, the_plan)
             if after is not None:
                 await after(client, result)

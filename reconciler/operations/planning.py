@@ -198,8 +198,9 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                                           pending, desired=desired,
                                                           progress=progress, seen=seen,
                                                           reuse=reuse)
-        if early is not None:
-            projects = {c.project_id for c in the_plan.changes if gpus.in_project(c.kind)}
+        if early is not None:  # (a project this plan creates has no id to read yet)
+            projects = {c.project_id for c in the_plan.changes
+                        if gpus.in_project(c.kind) and "projectId" not in c.known_after}
             read = await early
             read.update(await read_projects(client, projects - read.keys() - known.keys()))
             if reuse is not None:  # only what was read: a failed read is tried again
@@ -210,6 +211,12 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                       if read[p].unknown is not None}
             the_plan.project_names = {p: read[p].name for p in sorted(projects)
                                       if read[p].name is not None}
+            for c in the_plan.changes:  # a project this plan creates: nothing to read yet
+                if "projectId" in c.known_after:
+                    the_plan.gpu_quotas[c.project_id] = None
+                    the_plan.quota_unknown[c.project_id] = (
+                        f"{c.known_after['projectId']} is created by this plan: its quota "
+                        "is read once it exists")
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
@@ -240,14 +247,28 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     listed: dict[str, str | None] = {}
     if client is not None:
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
-        from reconciler.live import projects, workload_types
+        from reconciler.live import names, projects, workload_types
 
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
-            resolved = await projects.resolve_projects(client, await specs.wait())
+            loaded = await specs.wait()
+            # The specs' project names resolved, and the names they give of node pools,
+            # departments and priorities checked (`live.names`), at once: every problem
+            # of either is reported together.
+            got = await asyncio.gather(projects.resolve_projects(client, loaded),
+                                       names.check_names(client, loaded),
+                                       return_exceptions=True)
+            failed = [g for g in got if isinstance(g, BaseException)]
+            if failed:
+                spec_errors = [g for g in failed if isinstance(g, errors.SpecError)]
+                if len(spec_errors) != len(failed):
+                    raise next(g for g in failed if not isinstance(g, errors.SpecError))
+                raise errors.SpecError([p for g in spec_errors for p in g.problems])
+            resolved = got[0]
             # A Manifest's type must be one the control plane registers (one read).
             desired = await workload_types.check_manifests(client, resolved)
-            return desired
+            # A workload whose project this plan creates is not live yet: nothing to read.
+            return [d for d in desired if d.resolved]
 
         # While the specs load on the other core: the token and the transport's set-up.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None
@@ -271,12 +292,15 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                 await asyncio.gather(warm, return_exceptions=True)
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
+    if client is not None:
+        live.update((d.address, None) for d in desired if not d.resolved)
     def make() -> Plan:
         def new() -> Plan:
+            # Protection is judged below, once what a deletion takes with it is known.
             return planner.make_plan(desired, state, live, targets=options.targets,
                                      replace=options.replace, destroy=options.destroy,
                                      interrupted=interrupted(pending), listed=listed,
-                                     refuse_protected=options.refuse_protected)
+                                     judge=False)
         if reuse is None:
             with timeline.span("plan"):
                 return new()
@@ -293,7 +317,38 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         for addr in acted:
             del listed[addr]
         the_plan = make()
+    if client is not None:
+        await _taken_with(client, the_plan, live, state)
+    planner.refuse(the_plan.changes, desired, state, refuse_protected=options.refuse_protected,
+                   destroy=options.destroy, targets=options.targets)
     return the_plan, live, desired
+
+
+async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
+                      state: State) -> None:
+    """For each delete or replace of a resource that holds workloads (a project:
+    `Kind.holds_workloads`), what goes with it (`ResourceChange.takes_with`): what its
+    type names from its live body (a namespace: `Kind.takes_with`), then every live
+    workload in it, by address (one list read per such project)."""
+    from reconciler import kinds
+    from reconciler.live import workloads
+
+    going = [rc for rc in the_plan.changes if rc.action in (Action.DELETE, Action.REPLACE)
+             and rc.workload_id and kinds.get(rc.kind).holds_workloads]
+    if not going:
+        return
+    held = await workloads.in_projects(client, [str(rc.workload_id) for rc in going])
+    for rc in going:
+        out = list(kinds.get(rc.kind).takes_with(live.get(rc.address)))
+        for item in sorted(held[str(rc.workload_id)], key=lambda i: str(i.get("name"))):
+            kind = kinds.of_list_type(item.get("type"))
+            if kind is None:
+                out.append(f"workload {item.get('name')} ({item.get('type')})")
+                continue
+            address = kinds.address(kind.name, str(rc.workload_id), str(item["name"]))
+            out.append(f"workload {address}"
+                       + ("" if address in state.resources else " (not managed here)"))
+        rc.takes_with = out
 
 
 async def resolved_without_refresh(specs, connect: ClientFactory) -> list[DesiredWorkload]:

@@ -33,7 +33,7 @@ from reconciler import __version__, kinds, plans
 from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.9"
+FORMAT_VERSION = "1.10"
 APPLY_FORMAT_VERSION = "1.2"
 _SORTED = orjson.OPT_SORT_KEYS
 _MISSING = object()
@@ -197,6 +197,8 @@ def _resource_change(rc: ResourceChange, bodies: _Bodies) -> dict[str, Any]:
         "live_phase": rc.live_phase,
         "adopted": rc.adopted,
         "state_changes": rc.state_changes,
+        **({"takes_with": list(rc.takes_with)}
+           if rc.takes_with and rc.action in (Action.DELETE, Action.REPLACE) else {}),
     }
 
 
@@ -255,7 +257,8 @@ def _change(rc: ResourceChange, bodies: _Bodies) -> dict[str, Any]:
                                                 _keys_sorted(after))).patch
     created = rc.action in (Action.CREATE, Action.REPLACE)
     return {"actions": actions(rc.action), "before": before, "after": after, "patch": patch,
-            "after_unknown": dict(UNKNOWN_ON_CREATE) if created else {},
+            "after_unknown": ({**UNKNOWN_ON_CREATE, **dict.fromkeys(rc.known_after, True)}
+                              if created else {}),
             "before_sensitive": bodies.before_sensitive,
             "after_sensitive": bodies.after_sensitive,
             "replace_paths": [_steps(p, rc.before, rc.after) for p in rc.replace_paths]}

@@ -278,6 +278,9 @@ def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
     if not changes and rc.action is Action.DELETE and rc.before:
         lines = [f"- {p}: {words.shown(p, v, rc.sensitive)}"
                  for p, v in words.leaves(rc.before)]
+    going = words.takes_with(rc)
+    if going:
+        lines.append(f"# {going}")
     body = _fence("\n".join(lines), "diff") + "\n" if lines else ""
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n\n"
 

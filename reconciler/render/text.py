@@ -110,7 +110,8 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     pad = " " * (3 - len(words.SYMBOLS[rc.action]))
     out = [
         "  " + paint(_BOLD, words.header(rc)),
-        f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}{_scope(rc)} {rc.project_id}"
+        f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}{_scope(rc)} "
+        f"{words.project_shown(rc)}"
         + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
     changes = list(rc.changes)
@@ -122,6 +123,9 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     elif rc.action is Action.CREATE and rc.after:
         out += [f"      {paint(_GREEN, '+')} {path}: {words.shown(path, value, rc.sensitive)}"
                 for path, value in words.created_leaves(rc)]
+    going = words.takes_with(rc)
+    if going:
+        out.append(f"      {paint(_RED, '#')} {going}")
     return out
 
 

@@ -75,6 +75,13 @@ def listed(rc: ResourceChange) -> str:
     return f"{SYMBOLS[rc.action]} {where} ({rc.action.value})"
 
 
+def takes_with(rc: ResourceChange) -> str:
+    """What a delete or replace takes with it, in one line (empty: nothing)."""
+    if not rc.takes_with or rc.action not in (Action.DELETE, Action.REPLACE):
+        return ""
+    return "takes with it: " + ", ".join(rc.takes_with)
+
+
 def header(rc: ResourceChange) -> str:
     """`# <address> will be ...`."""
     return f"# {rc.address} {phrase(rc)}"
@@ -167,9 +174,32 @@ def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+class _KnownAfterApply:
+    """The value of a path known only after apply (`ResourceChange.known_after`)."""
+
+    def __repr__(self) -> str:
+        return KNOWN_AFTER_APPLY
+
+
+KNOWN_AFTER_APPLY = "(known after apply)"
+UNKNOWN = _KnownAfterApply()
+
+
+def project_shown(rc: ResourceChange) -> str:
+    """The project id as outputs say it: `(known after apply)` when the same plan creates
+    the project."""
+    return KNOWN_AFTER_APPLY if "projectId" in rc.known_after else rc.project_id
+
+
 def created_leaves(rc: ResourceChange) -> list[tuple[str, Any]]:
-    """What a create sends, leaf by leaf, plus `desiredPhase` when it starts suspended."""
-    out = leaves(rc.after or {})
+    """What a create sends, leaf by leaf (as its type shows a body: `Kind.shown`), each
+    value known only after apply as `UNKNOWN`, plus `desiredPhase` when it starts
+    suspended."""
+    kind = kinds.KINDS.get(rc.kind)
+    body = kind.shown(rc.after or {}) if kind is not None else (rc.after or {})
+    out = leaves(body)
+    if rc.known_after:
+        out = sorted(out + [(path, UNKNOWN) for path in rc.known_after], key=lambda x: x[0])
     if rc.desired_phase == phases.STOPPED:
         out.append(("desiredPhase", phases.STOPPED))
     return out
@@ -225,6 +255,8 @@ def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
     "environmentVariables" or a manifest's "env" (in `path`, or as a key below it, so in
     the encoded text), and
     a `sensitive` path can only mask inside `path` when one starts with the other."""
+    if value is UNKNOWN:
+        return KNOWN_AFTER_APPLY
     text = encode(value)
     if any(p.startswith(path) or path.startswith(p) for p in sensitive):
         return encode(mask_at(path, value, sensitive))
