@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, gpus, planner, timeline
+from reconciler import errors, gpus, kinds, planner, timeline
 from reconciler.desired.types import DesiredWorkload
 from reconciler.operations import memory
 from reconciler.operations.judging import finish, load_policy
@@ -191,14 +191,15 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
 
         early = asyncio.ensure_future(read_projects(client, {
             r.project_id for a, r in state.resources.items()
-            if (not options.targets or a in options.targets) and r.project_id not in known}))
+            if (not options.targets or a in options.targets) and r.project_id not in known
+            and _in_project(r.kind)}))
     try:
         the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
                                                           pending, desired=desired,
                                                           progress=progress, seen=seen,
                                                           reuse=reuse)
         if early is not None:
-            projects = {c.project_id for c in the_plan.changes}
+            projects = {c.project_id for c in the_plan.changes if _in_project(c.kind)}
             read = await early
             read.update(await read_projects(client, projects - read.keys() - known.keys()))
             if reuse is not None:  # only what was read: a failed read is tried again
@@ -217,6 +218,14 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             early.cancel()
             await asyncio.gather(early, return_exceptions=True)
     return the_plan, live, desired
+
+
+def _in_project(kind: str) -> bool:
+    """Whether a resource of `kind` is in a project whose quota the plan reads (a workload;
+    an organisation unit's address holds its cluster, and a project the plan holds gives
+    its quota itself)."""
+    found = kinds.KINDS.get(kind)
+    return found is None or found.in_project
 
 
 async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
