@@ -283,9 +283,9 @@ def _quota_warnings(found: GpuImpact) -> list[str]:
     listed = impact.warnings(found)
     if not listed:
         return []
-    return [""] + [f"> **Warning:** {html.escape(w.message)}" + ("  " if i < len(listed) - 1
-                                                                  else "")
-                   for i, w in enumerate(listed)]
+    lines = [f"> **Warning:** {html.escape(w.message, quote=False)}" for w in listed]
+    # Two spaces end a line of a quote block without ending the block.
+    return [""] + [line + "  " for line in lines[:-1]] + lines[-1:]
 
 
 def _plan_line(rc: ResourceChange) -> str:
