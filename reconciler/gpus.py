@@ -21,6 +21,14 @@ replica count in words, GPU memory that is no quantity) is counted as nothing an
 the amount `unknown` (`plans.Gpus.unknown`), never 0.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
+Only a kind whose address holds a project (`kinds.Kind.in_project`) counts toward one.
+
+Quotas: a project the plan holds as a unit (an entry that provides a project's quota,
+`kinds.Kind.quota`) gives its quota itself, per node pool, before and after apply
+(`plans.PoolQuota`); its workloads are counted against the planned one. The impact lists
+the units whose quota the plan changes (`plans.QuotaChange`) and warns
+(`plans.QuotaWarning`) of a project's quota lowered below the GPUs its workloads hold and
+of a department whose projects of the plan deserve more GPUs in a node pool than it does.
 
 A plan's GPU impact (`plans.GpuImpact`, made by `impact` from the plan and the projects'
 GPU quotas; `impact_of(plan)` with the quotas, names and failed reads `operations` put on
@@ -226,8 +234,9 @@ def _planned(units: list[plans.ResourceChange], unit: str) -> dict[str, plans.Qu
         if kinds.get(change.kind).provides_quota != unit:
             continue
         q = plans.QuotaChange(change.address, change.kind, change.name, unit, change.action,
-                              _pools(change), change.workload_id or None)
-        out[q.project_id or f"name:{change.name}"] = q
+                              _pools(change),
+                              (change.workload_id or None) if unit == "project" else None)
+        out[change.workload_id or f"name:{change.name}"] = q
     return out
 
 

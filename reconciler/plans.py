@@ -256,7 +256,9 @@ class GpuImpact:
     """A plan's GPU impact. `workloads`: every workload of the plan, no-ops included,
     sorted by address (what each holds after apply is what per-workload rules check);
     `projects`: one per project of the plan, by project id (digits: "9" before "12").
-    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh)."""
+    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh);
+    `quotas`: the organisation units whose quota the plan changes; `warnings`: what it does
+    to quotas that is no error."""
     workloads: list[WorkloadGpus] = field(default_factory=list)
     projects: list[ProjectImpact] = field(default_factory=list)
     quotas_read: bool = False

@@ -33,7 +33,7 @@ from reconciler import __version__, kinds, plans
 from reconciler.plans import Action, GpuImpact, Plan, ProjectImpact, Report, ResourceChange
 from reconciler.render import impact, words
 
-FORMAT_VERSION = "1.9"
+FORMAT_VERSION = "1.10"
 APPLY_FORMAT_VERSION = "1.2"
 _SORTED = orjson.OPT_SORT_KEYS
 _MISSING = object()

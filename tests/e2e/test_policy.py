@@ -133,7 +133,7 @@ def test_json_output_carries_the_policy_results(ws, sim_server):
     res = ws.cli("plan", str(ws.specs), "--format", "json", "--policy", pol)
     assert res.exit_code == 1
     doc = json.loads(res.stdout)
-    assert doc["format_version"] == "1.9"
+    assert doc["format_version"] == "1.10"
     assert doc["policy"]["passed"] is False
     assert [(r["name"], r["status"]) for r in doc["policy"]["rules"]] == [
         ("cap", "failed"), ("labels", "passed")]

@@ -78,7 +78,7 @@ def test_markdown_keeps_globs_and_pipes_from_breaking_the_table():
 def test_json_has_the_policy_only_when_a_policy_was_given():
     assert "policy" not in json_render.plan_document(finished(big_plan(2)))
     doc = json_render.plan_document(checked(big_plan(2)))
-    assert doc["format_version"] == "1.9"
+    assert doc["format_version"] == "1.10"
     assert doc["policy"]["passed"] is False
     assert doc["policy"]["files"] == ["policy.yaml"]
     assert [r["status"] for r in doc["policy"]["rules"]] == ["failed", "warned", "passed"]

@@ -33,7 +33,7 @@ def test_every_address_appears_once_noops_included(example):
     _, plan = example
     doc = json_render.plan_document(finished(plan))
     assert [rc["address"] for rc in doc["resource_changes"]] == sorted(c.address for c in plan.changes)
-    assert doc["format_version"] == "1.9"
+    assert doc["format_version"] == "1.10"
     assert doc["has_changes"] == plan.has_changes
 
 

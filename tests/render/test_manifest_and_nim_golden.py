@@ -140,4 +140,4 @@ def test_the_manifest_kind_is_said_in_every_format():
     drifted = json.loads(RENDERED["drift.json"]())
     assert drifted["drift"][0]["manifest_kind"] == "PyTorchJob"
     assert drifted["pending_changes"][0]["manifest_kind"] == "RayJob"
-    assert drifted["format_version"] == "1.5" and doc["format_version"] == "1.9"
+    assert drifted["format_version"] == "1.5" and doc["format_version"] == "1.10"
