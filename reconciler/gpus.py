@@ -147,11 +147,12 @@ def by_project(plan: plans.Plan) -> list[ProjectImpact]:
 
 def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
            names: Mapping[str, str] | None = None,
-           unknown: Mapping[str, str] | None = None) -> GpuImpact:
+           unknown: Mapping[str, str] | None = None,
+           pools: Mapping[str, Mapping[str, Any]] | None = None) -> GpuImpact:
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
     absent: unknown), None when they were not read; `names` to the names the same reads
     gave (for projects neither the specs nor the state name); `unknown` to why a quota
-    read gave none. A project the plan holds as a unit (an entry that provides a project's
+    read gave none; `pools` to their quota per node pool (`read_pools`). A project the plan holds as a unit (an entry that provides a project's
     quota: `kinds.Kind.quota`) has its quota from it, as planned (`_planned`)."""
     workloads, units = [], []
     for change in sorted(plan.changes, key=lambda c: c.address):
@@ -183,11 +184,13 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     projects = []
     for key, (name, before, after) in sorted(totals.items(), key=_by_id):
         q = planned.get(key)
-        if q is None:
+        if q is None:  # as read: the same before and after apply
             quota = known.get(key)
+            read = tuple(plans.PoolQuota(pool, d, d, lim, lim)
+                         for pool, (d, lim) in sorted((pools or {}).get(key, {}).items()))
             projects.append(ProjectImpact(key, name or read_names.get(key), before, after,
                                           quota, why.get(key) if quota is None else None,
-                                          quota_before=quota))
+                                          quota_before=quota, pools=read))
             continue
         quota_after = _total(p.deserved_after for p in q.pools) \
             if q.action is not plans.Action.DELETE else None
@@ -314,7 +317,8 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 def impact_of(plan: plans.Plan) -> GpuImpact:
     """The impact of `plan` with what its reads put on it (`gpu_quotas`, `project_names`,
     `quota_unknown`): what finishing a plan sets as `plan.gpu_impact`."""
-    return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown)
+    return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown,
+                  plan.quota_pools)
 
 
 def quota(project: Mapping[str, Any]) -> float | None:
@@ -354,6 +358,31 @@ def read_quota(project: Any) -> tuple[float | None, str | None]:
     if not finite:
         return None, "resources[].gpu.deserved is not a finite number"
     return total, None
+
+
+def read_pools(project: Any) -> dict[str, list[float | None]]:
+    """A project's GPU quota per node pool from its `GET /api/v1/org-unit/projects/{id}`
+    body: pool name -> [`gpu.deserved`, `gpu.limit`] (None where not a number); empty when
+    it gives none, or in a form that cannot be read (`read_quota` says why)."""
+    resources = project.get("resources") if isinstance(project, Mapping) else None
+    out: dict[str, list[float | None]] = {}
+    for r in resources if isinstance(resources, list) else ():
+        pool = r.get("nodePool") if isinstance(r, Mapping) else None
+        name = pool.get("name") if isinstance(pool, Mapping) else None
+        gpu = r.get("gpu") if isinstance(r, Mapping) else None
+        if not isinstance(name, str) or not isinstance(gpu, Mapping):
+            continue
+        out[name] = [_finite(gpu.get("deserved")), _finite(gpu.get("limit"))]
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return value if math.isfinite(value) else None
+    except OverflowError:  # an integer beyond a float's range
+        return None
 
 
 def unlimited(project: Any) -> bool:

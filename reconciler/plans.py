@@ -372,6 +372,9 @@ class Plan:
     # The names of those projects as the same reads gave them (what policy rules that
     # name a project match, beside the names the specs and the state know); kept too.
     project_names: dict[str, str] | None = None
+    # Their GPU quotas per node pool as the same reads gave them: project id -> pool name
+    # -> [deserved, limit] (None where not given); kept too.
+    quota_pools: dict[str, dict[str, list[float | None]]] | None = None
     # With --target: per project id, the GPUs its workloads outside the targets hold as the
     # state has them (`gpus.held_elsewhere`: low, high, memory low, memory high), which
     # apply does not change but its totals and quota count; kept in a saved plan.

@@ -1,4 +1,4 @@
-"""Projects read from the API: their GPU quotas and names, or why a quota is unknown
+"""Projects read from the API: their GPU quotas (in all and per node pool) and names, or why a quota is unknown
 (`read_projects`, a `ProjectRead` each), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
 and `export --project` (`select_projects`); whether a `--project` value names a project
@@ -33,6 +33,8 @@ class ProjectRead:
     quota: float | None = None
     name: str | None = None
     unknown: str | None = None
+    # Its GPU quota per node pool (`gpus.read_pools`); empty when unread.
+    pools: dict[str, list[float | None]] | None = None
 
 
 async def read_projects(client, project_ids: Iterable[str]) -> dict[str, ProjectRead]:
@@ -83,7 +85,7 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, Project
         if quota is None and not gpus.unlimited(body):
             return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
                                                   "(no resources[].gpu.deserved)")
-        return ProjectRead(quota=quota, name=name)
+        return ProjectRead(quota=quota, name=name, pools=gpus.read_pools(body) or None)
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))

@@ -169,7 +169,7 @@ def _project(p: ProjectImpact) -> dict[str, Any]:
            "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
            "quota": None if p.quota is None else impact.number(p.quota),
            "quota_unknown": p.unknown, "over_quota": p.over_quota}
-    if p.planned_by or p.quota_changes:  # a project the plan holds: its planned quota
+    if p.pools or p.planned_by or p.quota_changes:  # its quota per node pool is known
         out.update({"planned_by": p.planned_by,
                     "quota_before": None if p.quota_before is None
                     else impact.number(p.quota_before),

@@ -93,8 +93,8 @@ def _gpu_impact(plan: Plan, paint) -> list[str]:
         line = f"  {impact.project_label(p)}: {impact.moves(p.before, p.after)}, " \
                + impact.quota(p, found.quotas_read)
         out.append(line + (": " + paint(_RED, impact.over_by(p)) if p.over_quota else ""))
-        if p.quota_changes:  # a project the plan holds: its quota per node pool
-            out += [f"      {impact.pool(q)}" for q in p.pools]
+        # Its quota per node pool, as read, or before and after where the plan changes it.
+        out += [f"      {impact.pool(q)}" for q in p.pools]
     if len(listed) > 1:
         out.append(f"  total: {impact.moves(*impact.total(listed))}")
     return out + [""]

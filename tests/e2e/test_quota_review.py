@@ -56,6 +56,12 @@ def test_lowering_a_quota_below_held_gpus_warns_and_a_deny_rule_fails_the_plan(w
                                 "message": below}]
     res = ws.plan("--format", "markdown")
     assert "| Project `team-a` | default | 16 → 2 | 24 |" in res.output, res.output
+    # A saved plan shows the same.
+    saved = str(ws.root / "quota.plan")
+    assert ws.plan("--out", saved).exit_code == 0
+    res = ws.cli("show", saved)
+    assert "      node pool default: deserved 16 -> 2, limit 24\n" in res.output, res.output
+    assert f"Warning: {below}" in res.output
 
     # A policy that denies it: the plan fails, naming the rule; apply writes nothing.
     policy = write_policy(ws, """
@@ -76,3 +82,15 @@ def test_lowering_a_quota_below_held_gpus_warns_and_a_deny_rule_fails_the_plan(w
     spec.write_text(PROJECT.replace("deserved: 16, limit: 24", "deserved: 4, limit: 24"))
     res = ws.plan("--policy", policy)
     assert res.exit_code == 0 and "Warning:" not in res.output, res.output
+
+    # Without the project's spec (another state, the training alone, made smaller), its
+    # quota per node pool is the one read, the same before and after.
+    (ws.specs / "team-a.yaml").unlink()
+    ws.write("finetune.yaml", TRAINING.replace("gpuDevicesRequest: 8", "gpuDevicesRequest: 4"))
+    other = ("--state", str(ws.root / "other.json"))
+    res = ws.cli(*other, "plan", str(ws.specs), "--out", saved)
+    read = (f"  project {pid} (team-a): 8 -> 4 (-4), quota 20\n"
+            "      node pool a100: deserved 4, limit none\n"
+            "      node pool default: deserved 16, limit 24\n")
+    assert read in res.output, res.output
+    assert read in ws.cli(*other, "show", saved).output  # kept in the saved plan

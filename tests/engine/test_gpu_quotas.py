@@ -97,3 +97,22 @@ def test_a_department_sum_the_plan_does_not_touch_is_not_its_news():
                  unit("team-a", {"default": (9, None)}, {"default": (9, None)},
                       action=Action.NOOP, department="research")])
     assert gpus.impact_of(plan).warnings == []
+
+
+def test_a_projects_read_gives_its_quota_per_node_pool_by_name():
+    body = {"resources": [
+        {"nodePool": {"id": "1", "name": "default"}, "gpu": {"deserved": 16, "limit": None}},
+        {"nodePool": {"id": "2", "name": "a100"}, "gpu": {"deserved": 4, "limit": 8}},
+        {"nodePool": {"id": "3", "name": "odd"}, "gpu": {"deserved": "lots"}},
+        {"nodePool": {"id": "4"}, "gpu": {"deserved": 1}}]}  # no name: not shown
+    assert gpus.read_pools(body) == {"default": [16, None], "a100": [4, 8],
+                                     "odd": [None, None]}
+    assert gpus.read_pools({"resources": "none"}) == {} and gpus.read_pools(None) == {}
+
+
+def test_a_project_the_plan_does_not_hold_shows_its_read_quota_per_node_pool_unchanged():
+    plan = Plan([dt("a")])
+    plan.gpu_quotas, plan.quota_pools = {"7": 20.0}, {"7": {"default": [16, 24], "a100": [4, None]}}
+    [p] = gpus.impact_of(plan).projects
+    assert p.pools == (PoolQuota("a100", 4, 4, None, None), PoolQuota("default", 16, 16, 24, 24))
+    assert not p.quota_changes and p.planned_by is None and (p.quota_before, p.quota) == (20, 20)

@@ -75,3 +75,15 @@ def test_markdown_has_a_table_of_quota_changes_and_the_warnings():
             "| Project `team-a` | default | 32 → 8 | 48 |\n") in out, out
     assert "| 7 (team-a) | 40 | 40 | 0 | 40 → 16 | **over quota by 24** |" in out
     assert f"> **Warning:** {BELOW}" in out and f"> **Warning:** {DEPARTMENT}" in out
+
+
+def test_a_read_quota_per_node_pool_is_shown_unchanged():
+    plan = Plan([dt("a")])
+    plan.gpu_quotas, plan.quota_pools = {"7": 64.0}, {"7": {"default": [64, None]}}
+    out = text_render.render_plan(finished(plan))
+    assert ("  project 7: 0 -> 40 (+40), quota 64\n"
+            "      node pool default: deserved 64, limit none\n") in out, out
+    [p] = json_render.plan_document(finished(plan))["gpu_impact"]["projects"]
+    assert p["node_pools"] == [{"node_pool": "default", "deserved": {"before": 64, "after": 64},
+                                "limit": {"before": None, "after": None}}]
+    assert (p["planned_by"], p["quota_before"], p["quota_below_held"]) == (None, 64, False)
