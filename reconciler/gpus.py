@@ -168,9 +168,13 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     planned = _planned(units, "project")
     new = {q.name: key for key, q in planned.items() if not q.project_id}
     totals: dict[str, list] = {}
+    # The id the workloads of a project the plan creates hold until apply knows its own.
+    pending: dict[str, str] = {}
     for w in workloads:
         key = w.project_id if w.project_id in planned or w.project_name not in new \
             else new[w.project_name]
+        if key != w.project_id:
+            pending.setdefault(key, w.project_id)
         entry = totals.setdefault(key, [None, NONE, NONE])
         entry[0] = entry[0] or w.project_name
         entry[1] += w.before
@@ -197,7 +201,7 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
         quota_before = _total(p.deserved_before for p in q.pools) \
             if q.action is not plans.Action.CREATE else None
         projects.append(ProjectImpact(
-            q.project_id or "", name or q.name, before, after, quota_after,
+            q.project_id or pending.get(key, ""), name or q.name, before, after, quota_after,
             None if quota_after is not None else why.get(key),
             quota_before=quota_before, pools=q.pools,
             planned_by=q.address if q.action is not plans.Action.NOOP else None))

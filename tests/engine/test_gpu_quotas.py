@@ -116,3 +116,14 @@ def test_a_project_the_plan_does_not_hold_shows_its_read_quota_per_node_pool_unc
     [p] = gpus.impact_of(plan).projects
     assert p.pools == (PoolQuota("a100", 4, 4, None, None), PoolQuota("default", 16, 16, 24, 24))
     assert not p.quota_changes and p.planned_by is None and (p.quota_before, p.quota) == (20, 20)
+
+
+def test_workloads_of_a_project_the_plan_creates_count_against_its_planned_quota():
+    # Until apply knows the new project's id, its workloads hold another in their address
+    # and name the project: they are counted with it, and the quota rules find it by that id.
+    plan = Plan([dt("a", project="new", project_name="team-c"),
+                 unit("team-c", None, {"default": (16, None)}, action=Action.CREATE,
+                      unit_id=None)])
+    [p] = gpus.impact_of(plan).projects
+    assert (p.project_id, p.project_name, p.after.high, p.quota) == ("new", "team-c", 40, 16)
+    assert p.over_quota and not p.below_held  # a new quota lowers nothing

@@ -98,3 +98,12 @@ def test_quota_not_below_held_is_a_rule_of_the_policy_file_taking_true_or_false(
             rules({"name": "keep", "quotaNotBelowHeld": value})
     with pytest.raises(ValueError, match="one rule key"):
         rules({"name": "keep", "quotaNotBelowHeld": True, "withinProjectQuota": True})
+
+
+def test_within_project_quota_judges_a_project_the_plan_creates_by_its_planned_quota():
+    plan = Plan([dt("a", project="new", project_name="team-c"),
+                 unit("team-c", None, {"default": (16, None)}, action=Action.CREATE,
+                      unit_id=None)])
+    assert messages(check(plan, {"name": "quota", "withinProjectQuota": True})) == [
+        "project new (team-c): rule quota (withinProjectQuota): 40 GPUs planned (now 0), "
+        "quota 16"]
