@@ -152,8 +152,9 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
     absent: unknown), None when they were not read; `names` to the names the same reads
     gave (for projects neither the specs nor the state name); `unknown` to why a quota
-    read gave none; `pools` to their quota per node pool (`read_pools`). A project the plan holds as a unit (an entry that provides a project's
-    quota: `kinds.Kind.quota`) has its quota from it, as planned (`_planned`)."""
+    read gave none; `pools` to their quota per node pool (`read_pools`). A project the
+    plan holds as a unit (an entry that provides a project's quota: `kinds.Kind.quota`)
+    has its quota from it, as planned (`_planned`)."""
     workloads, units = [], []
     for change in sorted(plan.changes, key=lambda c: c.address):
         kind = kinds.get(change.kind)
@@ -320,7 +321,7 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
     """The impact of `plan` with what its reads put on it (`gpu_quotas`, `project_names`,
-    `quota_unknown`): what finishing a plan sets as `plan.gpu_impact`."""
+    `quota_unknown`, `quota_pools`): what finishing a plan sets as `plan.gpu_impact`."""
     return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown,
                   plan.quota_pools)
 

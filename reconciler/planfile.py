@@ -38,8 +38,8 @@ changes) its keyed hash. `reveal` gives the values back for `apply FILE`: decryp
 the key, or read again from the specs (`secrets.specs`) and refused when one's hash is
 not the one the plan recorded.
 The plan's GPU impact is made again from the changes, `gpu_quotas`, `quota_unknown`,
-`project_names` and `quota_pools` when the operation that read the file finishes the plan, so `show`
-renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
+`project_names` and `quota_pools` when the operation that read the file finishes the
+plan, so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
 the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal

@@ -33,7 +33,8 @@ from reconciler.kinds.org import DEPARTMENT, PROJECT
 
 __all__ = [
     # the entry, its behaviour objects and the helpers entries are written with
-    "Kind", "Codec", "Hooks", "Quota", "Reference", "FLAT", "PLAIN", "ServerValue", "Test", "fixed", "generated",
+    "Kind", "Codec", "Hooks", "Quota", "Reference", "FLAT", "PLAIN", "ServerValue", "Test",
+    "fixed", "generated",
     "same", "image_tag", "image_pull_policy", "new_pvc_claim", "workload_type", "BODY",
     "TYPE_FILLED", "missing_facts", "containers", "labels", "under", "under_any",
     "list_type_key", "pods",

@@ -11,12 +11,13 @@ form (`Codec`: create and update bodies, reading an answer, whether the cluster 
 and how its bodies are read (`Hooks`: normalising before the diff, what else forces a
 replacement, the label beside its address, its containers and pod labels, completion,
 export's shape, a carried Kubernetes manifest), and the GPU quota it provides (`Quota`:
-an organisation unit's per node pool, which the GPU impact and the policy read). The engine calls `kind.<behaviour>` and
-never tests which kind it holds. `missing_facts` says what an entry lacks. Also the
-server-value helpers the families share (`fixed`, `generated`, the image's pull policy, a
-workload type's defaults) and the path syntax every module uses (`under`).
+an organisation unit's per node pool, which the GPU impact and the policy read). The
+engine calls `kind.<behaviour>` and never tests which kind it holds. `missing_facts`
+says what an entry lacks. Also the server-value helpers the families share (`fixed`,
+`generated`, the image's pull policy, a workload type's defaults) and the path syntax
+every module uses (`under`).
 
-Callers: the families (`flat`, `nim`, `manifests`) that define entries, the registry
+Callers: the families (`flat`, `nim`, `manifests`, `org`) that define entries, the registry
 (`reconciler.kinds`), and through it the engine.
 """
 

@@ -1,5 +1,5 @@
-"""Projects read from the API: their GPU quotas (in all and per node pool) and names, or why a quota is unknown
-(`read_projects`, a `ProjectRead` each), and a
+"""Projects read from the API: their GPU quotas (in all and per node pool) and names, or
+why a quota is unknown (`read_projects`, a `ProjectRead` each), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
 and `export --project` (`select_projects`); whether a `--project` value names a project
 (`names_project`, `import --all`'s too).
