@@ -208,7 +208,7 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
             planned_by=q.address if q.action is not plans.Action.NOOP else None))
     warnings = [plans.QuotaWarning(plans.BELOW_HELD, p.planned_by or "", _below_held(p))
                 for p in projects if p.below_held]
-    warnings += _departments_over(units)
+    warnings += _departments_over(units, plan.department_projects or {})
     acted = [q for q in [*planned.values(), *_planned(units, "department").values()]
              if q.action is not plans.Action.NOOP and q.changes]
     return GpuImpact(workloads, projects, quotas_read=quotas is not None,
@@ -268,10 +268,14 @@ def _below_held(p: ProjectImpact) -> str:
             f"GPUs, below the {_n(p.after.high)} GPUs its workloads hold after apply")
 
 
-def _departments_over(units: list[plans.ResourceChange]) -> list[plans.QuotaWarning]:
-    """A department (a spec of the plan) whose projects of the plan, as planned, deserve
-    more GPUs in a node pool than it does; only where the plan acts on the department or
-    one of those projects (what it leaves alone is not its news)."""
+def _departments_over(units: list[plans.ResourceChange],
+                      others: Mapping[str, Mapping[str, Mapping[str, float | None]]]
+                      ) -> list[plans.QuotaWarning]:
+    """A department (a spec of the plan) whose projects, as planned, deserve more GPUs in a
+    node pool than it does: its projects of the plan, and `others` (per department
+    address, its projects live that the plan does not hold: name -> pool -> deserved);
+    only where the plan acts on the department or one of its projects of the plan (what
+    it leaves alone is not its news)."""
     out = []
     for dept in units:
         kind = kinds.get(dept.kind)
@@ -284,14 +288,17 @@ def _departments_over(units: list[plans.ResourceChange]) -> list[plans.QuotaWarn
                     and p.project_id == dept.project_id
                     and pkind.quota.parent(pkind, p.after) == dept.name):
                 members.append((p, pkind.quota.pools(pkind, p.after)))
-        if not members or all(c.action is plans.Action.NOOP for c in [dept] + [
-                m for m, _ in members]):
+        if all(c.action is plans.Action.NOOP for c in [dept] + [m for m, _ in members]):
             continue
         for pool, (deserved, _) in sorted(kind.quota.pools(kind, dept.after).items()):
             if deserved is None or deserved < 0:
                 continue
             parts = [(m.name, pools[pool][0]) for m, pools in members
                      if pool in pools and pools[pool][0] is not None and pools[pool][0] > 0]
+            parts += [(name, pools[pool]) for name, pools in
+                      sorted((others.get(dept.address) or {}).items())
+                      if (pools.get(pool) or 0) > 0]
+            parts.sort()
             total = tidy(sum(d for _, d in parts))
             if total > deserved:
                 each = ", ".join(f"{name} {_n(d)}" for name, d in parts)

@@ -375,6 +375,10 @@ class Plan:
     # Their GPU quotas per node pool as the same reads gave them: project id -> pool name
     # -> [deserved, limit] (None where not given); kept too.
     quota_pools: dict[str, dict[str, list[float | None]]] | None = None
+    # The projects live in the plan's departments that the plan does not hold: department
+    # address -> project name -> node pool -> GPU deserved (what a department's sum counts
+    # beside its projects of the plan); kept too.
+    department_projects: dict[str, dict[str, dict[str, float | None]]] | None = None
     # With --target: per project id, the GPUs its workloads outside the targets hold as the
     # state has them (`gpus.held_elsewhere`: low, high, memory low, memory high), which
     # apply does not change but its totals and quota count; kept in a saved plan.

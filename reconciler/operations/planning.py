@@ -212,6 +212,10 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                       if read[p].name is not None}
             the_plan.quota_pools = {p: read[p].pools for p in sorted(projects)
                                     if read[p].pools} or None
+            from reconciler.live.projects import department_projects
+
+            the_plan.department_projects = await department_projects(
+                client, the_plan.changes) or None
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))

@@ -94,3 +94,40 @@ def test_lowering_a_quota_below_held_gpus_warns_and_a_deny_rule_fails_the_plan(w
             "      node pool default: deserved 16, limit 24\n")
     assert read in res.output, res.output
     assert read in ws.cli(*other, "show", saved).output  # kept in the saved plan
+
+
+DEPARTMENT = f"""\
+kind: Department
+name: research
+clusterId: {CLUSTER}
+resources:
+  default:
+    gpu: {{deserved: 16}}
+"""
+
+
+def test_a_department_whose_projects_deserve_more_than_it_does_is_a_warning(ws, sim_server):
+    dept = ws.write("research.yaml", DEPARTMENT)
+    ws.write("team-a.yaml", PROJECT.replace("resources:", "department: research\nresources:"))
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    [did] = [d["id"] for d in sim_server.api("GET", "/api/v1/org-unit/departments")
+             .json()["departments"] if d["name"] == "research"]
+    # A project in the department that is no spec: made in the UI.
+    sim_server.api("POST", "/api/v1/org-unit/projects", json={
+        "name": "team-z", "clusterId": CLUSTER, "parentId": did,
+        "resources": [{"nodePool": {"id": "1"}, "gpu": {"deserved": 3}}]}).raise_for_status()
+
+    # The department raised to 18, still short of team-a's 16 and team-z's 3 in pool default.
+    dept.write_text(DEPARTMENT.replace("deserved: 16", "deserved: 18"))
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 2, res.output  # a warning is no error
+    over = ("department research: its projects' deserved GPUs in node pool default sum to 19 "
+            "(team-a 16, team-z 3), past the department's 18")
+    assert f"Warning: {over}" in res.output, res.output
+    assert ws.plan_json()["warnings"] == [{"code": "department_quota_exceeded",
+                                           "address": f"Department/{CLUSTER}/research",
+                                           "message": over}]
+    assert f"> **Warning:** {over}" in ws.plan("--format", "markdown").output
+    dept.write_text(DEPARTMENT.replace("deserved: 16", "deserved: 20"))
+    assert "Warning:" not in ws.plan().output

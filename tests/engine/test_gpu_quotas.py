@@ -127,3 +127,18 @@ def test_workloads_of_a_project_the_plan_creates_count_against_its_planned_quota
     [p] = gpus.impact_of(plan).projects
     assert (p.project_id, p.project_name, p.after.high, p.quota) == ("new", "team-c", 40, 16)
     assert p.over_quota and not p.below_held  # a new quota lowers nothing
+
+
+def test_a_departments_sum_counts_its_projects_live_that_the_plan_does_not_hold():
+    # Lowering the department to 8: its one project of the plan deserves 4, but two more
+    # live in it that are no specs (read with the plan) deserve 3 and 2 more.
+    plan = Plan([unit("research", {"default": (16, None)}, {"default": (8, None)},
+                      kind="Department", unit_id="d1"),
+                 unit("team-a", {"default": (4, None)}, {"default": (4, None)},
+                      action=Action.NOOP, department="research")])
+    plan.department_projects = {f"Department/{CLUSTER}/research": {
+        "team-y": {"default": 2, "a100": 8}, "team-z": {"default": 3}}}
+    [w] = gpus.impact_of(plan).warnings
+    assert w.message == ("department research: its projects' deserved GPUs in node pool "
+                         "default sum to 9 (team-a 4, team-y 2, team-z 3), past the "
+                         "department's 8")
