@@ -20,6 +20,11 @@ A rule may also say `scope` and `onUnknown`:
   could not be read, or was not: `--no-refresh`) fails the plan like a violation, saying
   which read failed; `onUnknown: warn`: a note, and the rule lets it pass.
 
+The quota rules judge the quota a project has after apply: `withinProjectQuota` the one
+its `Project` spec leaves it where the plan holds one (a quota the plan lowers below what
+the project holds breaks it too), `quotaNotBelowHeld` a quota the plan lowers below what
+the project's workloads hold.
+
 `PolicyFile` validates one (the reader, `reconciler.desired.documents`, gives it file,
 line and field errors); `evaluate(rules, plan)` checks them on a plan whose GPU impact is
 made: the workloads as they will be after apply (every change but a delete, no-ops
@@ -156,9 +161,9 @@ def problem_words(path: str, message: str) -> str:
 def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) -> Report:
     """Check each rule on `plan`, whose GPU impact is made already (`Plan.gpu_impact`, the
     first half of finishing a plan): the GPUs before and after apply and the projects'
-    quotas come from it. A quota it does not know fails `withinProjectQuota` where the
-    plan raises the project's GPUs, naming the read that failed (`onUnknown: warn`: a
-    note instead)."""
+    quotas come from it (a project the plan holds: its planned quota). A quota it does not
+    know fails `withinProjectQuota` where the plan raises the project's GPUs, naming the
+    read that failed (`onUnknown: warn`: a note instead)."""
     found = plan.impact
     names = {p.project_id: p.project_name for p in found.projects if p.project_name}
     for rc in plan.changes:
