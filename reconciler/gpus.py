@@ -21,6 +21,14 @@ replica count in words, GPU memory that is no quantity) is counted as nothing an
 the amount `unknown` (`plans.Gpus.unknown`), never 0.
 `change_gpus` gives a plan change's GPUs before and after apply, `by_project` a finished
 plan's totals per project, `difference` what one amount holds beyond another at each end.
+Only a kind whose address holds a project (`kinds.Kind.in_project`) counts toward one.
+
+Quotas: a project the plan holds as a unit (an entry that provides a project's quota,
+`kinds.Kind.quota`) gives its quota itself, per node pool, before and after apply
+(`plans.PoolQuota`); its workloads are counted against the planned one. The impact lists
+the units whose quota the plan changes (`plans.QuotaChange`) and warns
+(`plans.QuotaWarning`) of a project's quota lowered below the GPUs its workloads hold and
+of a department whose projects of the plan deserve more GPUs in a node pool than it does.
 
 A plan's GPU impact (`plans.GpuImpact`, made by `impact` from the plan and the projects'
 GPU quotas; `impact_of(plan)` with the quotas, names and failed reads `operations` put on
@@ -139,33 +147,166 @@ def by_project(plan: plans.Plan) -> list[ProjectImpact]:
 
 def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
            names: Mapping[str, str] | None = None,
-           unknown: Mapping[str, str] | None = None) -> GpuImpact:
+           unknown: Mapping[str, str] | None = None,
+           pools: Mapping[str, Mapping[str, Any]] | None = None) -> GpuImpact:
     """The GPU impact of `plan`; `quotas` maps project ids to their GPU quota (None or
     absent: unknown), None when they were not read; `names` to the names the same reads
     gave (for projects neither the specs nor the state name); `unknown` to why a quota
-    read gave none."""
-    workloads = []
+    read gave none; `pools` to their quota per node pool (`read_pools`). A project the
+    plan holds as a unit (an entry that provides a project's quota: `kinds.Kind.quota`)
+    has its quota from it, as planned (`_planned`)."""
+    workloads, units = [], []
     for change in sorted(plan.changes, key=lambda c: c.address):
-        if not in_project(change.kind):
-            continue
+        kind = kinds.get(change.kind)
+        if kind.provides_quota:
+            units.append(change)
+        if not kind.in_project:
+            continue  # an organisation unit holds no GPUs of a project's
         before, after = change_gpus(change)
         workloads.append(WorkloadGpus(change.address, change.kind, change.name,
                                       change.project_id, change.project_name, change.action,
                                       before, after))
+    planned = _planned(units, "project")
+    new = {q.name: key for key, q in planned.items() if not q.project_id}
     totals: dict[str, list] = {}
+    # The id the workloads of a project the plan creates hold until apply knows its own.
+    pending: dict[str, str] = {}
     for w in workloads:
-        entry = totals.setdefault(w.project_id, [None, NONE, NONE])
+        key = w.project_id if w.project_id in planned or w.project_name not in new \
+            else new[w.project_name]
+        if key != w.project_id:
+            pending.setdefault(key, w.project_id)
+        entry = totals.setdefault(key, [None, NONE, NONE])
         entry[0] = entry[0] or w.project_name
         entry[1] += w.before
         entry[2] += w.after
     for pid, entry in totals.items():  # a targeted plan's other workloads, unchanged
         other = Gpus(*(plan.gpu_elsewhere or {}).get(pid, ()))
         entry[1], entry[2] = entry[1] + other, entry[2] + other
+    for key, q in planned.items():  # a project of the plan whose workloads it does not know
+        totals.setdefault(key, [q.name, NONE, NONE])
     known, read_names, why = quotas or {}, names or {}, unknown or {}
-    projects = [ProjectImpact(pid, name or read_names.get(pid), before, after, known.get(pid),
-                              why.get(pid) if known.get(pid) is None else None)
-                for pid, (name, before, after) in sorted(totals.items(), key=_by_id)]
-    return GpuImpact(workloads, projects, quotas_read=quotas is not None)
+    projects = []
+    for key, (name, before, after) in sorted(totals.items(), key=_by_id):
+        q = planned.get(key)
+        if q is None:  # as read: the same before and after apply
+            quota = known.get(key)
+            read = tuple(plans.PoolQuota(pool, d, d, lim, lim)
+                         for pool, (d, lim) in sorted((pools or {}).get(key, {}).items()))
+            projects.append(ProjectImpact(key, name or read_names.get(key), before, after,
+                                          quota, why.get(key) if quota is None else None,
+                                          quota_before=quota, pools=read))
+            continue
+        quota_after = _total(p.deserved_after for p in q.pools) \
+            if q.action is not plans.Action.DELETE else None
+        quota_before = _total(p.deserved_before for p in q.pools) \
+            if q.action is not plans.Action.CREATE else None
+        projects.append(ProjectImpact(
+            q.project_id or pending.get(key, ""), name or q.name, before, after, quota_after,
+            None if quota_after is not None else why.get(key),
+            quota_before=quota_before, pools=q.pools,
+            planned_by=q.address if q.action is not plans.Action.NOOP else None))
+    warnings = [plans.QuotaWarning(plans.BELOW_HELD, p.planned_by or "", _below_held(p))
+                for p in projects if p.below_held]
+    warnings += _departments_over(units, plan.department_projects or {})
+    acted = [q for q in [*planned.values(), *_planned(units, "department").values()]
+             if q.action is not plans.Action.NOOP and q.changes]
+    return GpuImpact(workloads, projects, quotas_read=quotas is not None,
+                     quotas=sorted(acted, key=lambda q: q.address),
+                     warnings=sorted(warnings, key=lambda w: (w.address, w.message)))
+
+
+def _pools(change: plans.ResourceChange) -> tuple[plans.PoolQuota, ...]:
+    """The GPU quota per node pool of a unit's `change`, before and after apply."""
+    kind = kinds.get(change.kind)
+    quota = kind.quota
+    before = quota.pools(kind, change.before) if quota and change.action is not \
+        plans.Action.CREATE else {}
+    after = quota.pools(kind, change.after) if quota and change.action is not \
+        plans.Action.DELETE else {}
+    return tuple(plans.PoolQuota(pool, *_pair(before.get(pool), after.get(pool)))
+                 for pool in sorted(set(before) | set(after)))
+
+
+def _pair(before, after) -> tuple:
+    b, a = before or (None, None), after or (None, None)
+    return b[0], a[0], b[1], a[1]
+
+
+def _planned(units: list[plans.ResourceChange], unit: str) -> dict[str, plans.QuotaChange]:
+    """The plan's units whose quota bounds `unit` ("project", "department"), by the id the
+    API gave the unit (a project's workloads' addresses hold it), or `name:<name>` for one
+    the plan creates."""
+    out = {}
+    for change in units:
+        if kinds.get(change.kind).provides_quota != unit:
+            continue
+        q = plans.QuotaChange(change.address, change.kind, change.name, unit, change.action,
+                              _pools(change),
+                              (change.workload_id or None) if unit == "project" else None)
+        out[change.workload_id or f"name:{change.name}"] = q
+    return out
+
+
+def _total(deserved) -> float | None:
+    """A quota from its pools' `deserved`: their sum; None when none gives one, or one is
+    negative (no limit, as `read_quota`)."""
+    found = [d for d in deserved if d is not None]
+    if not found or any(d < 0 for d in found):
+        return None
+    return tidy(sum(found))
+
+
+def _n(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _below_held(p: ProjectImpact) -> str:
+    label = f"project {p.project_id}" if p.project_id else "project"
+    label += f" ({p.project_name})" if p.project_name else ""
+    return (f"{label}: quota lowered from {_n(p.quota_before or 0)} to {_n(p.quota or 0)} "
+            f"GPUs, below the {_n(p.after.high)} GPUs its workloads hold after apply")
+
+
+def _departments_over(units: list[plans.ResourceChange],
+                      others: Mapping[str, Mapping[str, Mapping[str, float | None]]]
+                      ) -> list[plans.QuotaWarning]:
+    """A department (a spec of the plan) whose projects, as planned, deserve more GPUs in a
+    node pool than it does: its projects of the plan, and `others` (per department
+    address, its projects live that the plan does not hold: name -> pool -> deserved);
+    only where the plan acts on the department or one of its projects of the plan (what
+    it leaves alone is not its news)."""
+    out = []
+    for dept in units:
+        kind = kinds.get(dept.kind)
+        if kind.provides_quota != "department" or dept.after is None:
+            continue
+        members = []
+        for p in units:
+            pkind = kinds.get(p.kind)
+            if (pkind.provides_quota == "project" and p.after is not None
+                    and p.project_id == dept.project_id
+                    and pkind.quota.parent(pkind, p.after) == dept.name):
+                members.append((p, pkind.quota.pools(pkind, p.after)))
+        if all(c.action is plans.Action.NOOP for c in [dept] + [m for m, _ in members]):
+            continue
+        for pool, (deserved, _) in sorted(kind.quota.pools(kind, dept.after).items()):
+            if deserved is None or deserved < 0:
+                continue
+            parts = [(m.name, pools[pool][0]) for m, pools in members
+                     if pool in pools and pools[pool][0] is not None and pools[pool][0] > 0]
+            parts += [(name, pools[pool]) for name, pools in
+                      sorted((others.get(dept.address) or {}).items())
+                      if (pools.get(pool) or 0) > 0]
+            parts.sort()
+            total = tidy(sum(d for _, d in parts))
+            if total > deserved:
+                each = ", ".join(f"{name} {_n(d)}" for name, d in parts)
+                out.append(plans.QuotaWarning(plans.DEPARTMENT_OVER, dept.address, (
+                    f"department {dept.name}: its projects' deserved GPUs in node pool "
+                    f"{pool} sum to {_n(total)} ({each}), past the department's "
+                    f"{_n(deserved)}")))
+    return out
 
 
 def in_project(kind: str) -> bool:
@@ -196,8 +337,9 @@ def _by_id(item: tuple[str, Any]) -> tuple[int, str]:
 
 def impact_of(plan: plans.Plan) -> GpuImpact:
     """The impact of `plan` with what its reads put on it (`gpu_quotas`, `project_names`,
-    `quota_unknown`): what finishing a plan sets as `plan.gpu_impact`."""
-    return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown)
+    `quota_unknown`, `quota_pools`): what finishing a plan sets as `plan.gpu_impact`."""
+    return impact(plan, plan.gpu_quotas, plan.project_names, plan.quota_unknown,
+                  plan.quota_pools)
 
 
 def quota(project: Mapping[str, Any]) -> float | None:
@@ -237,6 +379,31 @@ def read_quota(project: Any) -> tuple[float | None, str | None]:
     if not finite:
         return None, "resources[].gpu.deserved is not a finite number"
     return total, None
+
+
+def read_pools(project: Any) -> dict[str, list[float | None]]:
+    """A project's GPU quota per node pool from its `GET /api/v1/org-unit/projects/{id}`
+    body: pool name -> [`gpu.deserved`, `gpu.limit`] (None where not a number); empty when
+    it gives none, or in a form that cannot be read (`read_quota` says why)."""
+    resources = project.get("resources") if isinstance(project, Mapping) else None
+    out: dict[str, list[float | None]] = {}
+    for r in resources if isinstance(resources, list) else ():
+        pool = r.get("nodePool") if isinstance(r, Mapping) else None
+        name = pool.get("name") if isinstance(pool, Mapping) else None
+        gpu = r.get("gpu") if isinstance(r, Mapping) else None
+        if not isinstance(name, str) or not isinstance(gpu, Mapping):
+            continue
+        out[name] = [_finite(gpu.get("deserved")), _finite(gpu.get("limit"))]
+    return out
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return value if math.isfinite(value) else None
+    except OverflowError:  # an integer beyond a float's range
+        return None
 
 
 def unlimited(project: Any) -> bool:

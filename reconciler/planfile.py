@@ -14,6 +14,8 @@ encoding only. A saved plan holds everything `apply` needs without the spec file
      "gpu_quotas": {"<project id>": 8 | null},    # as read; absent when not read
      "quota_unknown": {"<project id>": "..."},    # why a quota read gave none
      "project_names": {"<project id>": "team-a"},  # the names those reads gave
+     "quota_pools": {"<project id>": {"<pool>": [8, null]}},  # their quotas per node pool
+     "department_projects": {"<address>": {"<project>": {"<pool>": 8}}},  # others' deserved
      "gpu_elsewhere": {"<project id>": [8, 8, 0, 0]},  # with --target: the others' GPUs
      "policy": {...},                              # the policy results, with --policy
      "specs_folder": {"git": "specs", ...},       # the folder it was made from (not --target)
@@ -36,9 +38,9 @@ with the plan's own random `hmac_key`); everywhere else (the live `before`, the 
 changes) its keyed hash. `reveal` gives the values back for `apply FILE`: decrypted with
 the key, or read again from the specs (`secrets.specs`) and refused when one's hash is
 not the one the plan recorded.
-The plan's GPU impact is made again from the changes, `gpu_quotas`, `quota_unknown` and
-`project_names` when the operation that read the file finishes the plan, so `show`
-renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
+The plan's GPU impact is made again from the changes, `gpu_quotas`, `quota_unknown`,
+`project_names`, `quota_pools` and `department_projects` when the operation that read
+the file finishes the plan, so `show` renders the same block as `plan` did. The `live` fingerprints let `apply FILE` re-read
 the workloads it acts on and refuse
 when one changed since the plan (`live_problems`); `state_problems` refuses a plan made
 against another lineage, serial or digest (a run killed after the plan leaves journal
@@ -297,6 +299,9 @@ class _Document(_Model):
     gpu_quotas: dict[_Str, _Finite | None] | None = None
     quota_unknown: dict[_Str, _Str] | None = None
     project_names: dict[_Str, _Str] | None = None
+    quota_pools: dict[_Str, dict[_Str, Annotated[list[_Finite | None],
+                                                 Field(min_length=2, max_length=2)]]] | None = None
+    department_projects: dict[_Str, dict[_Str, dict[_Str, _Finite | None]]] | None = None
     gpu_elsewhere: dict[str, Annotated[list[_Finite], Field(min_length=4, max_length=4)]] | None = None
     specs_folder: dict[_Str, _Str] | None = None
     policy: _PolicyDoc | None = None
@@ -305,8 +310,9 @@ class _Document(_Model):
 
 
 # The fields a file holds only when they say something.
-_OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "gpu_elsewhere", "specs_folder",
-             "policy", "secrets", "digest")
+_OPTIONAL = ("gpu_quotas", "quota_unknown", "project_names", "quota_pools",
+             "department_projects", "gpu_elsewhere", "specs_folder", "policy", "secrets",
+             "digest")
 
 
 def encode(saved: SavedPlan, plan_key: bytes | None = None) -> str:
@@ -323,7 +329,9 @@ def encode(saved: SavedPlan, plan_key: bytes | None = None) -> str:
         desired=sorted(saved.desired, key=lambda d: d.address),
         live=dict(sorted(saved.live.items())),
         gpu_quotas=plan.gpu_quotas, quota_unknown=plan.quota_unknown or None,
-        project_names=plan.project_names or None, gpu_elsewhere=plan.gpu_elsewhere,
+        project_names=plan.project_names or None, quota_pools=plan.quota_pools or None,
+        department_projects=plan.department_projects or None,
+        gpu_elsewhere=plan.gpu_elsewhere,
         specs_folder=saved.specs_folder,
         policy=None if plan.policy is None else _PolicyDoc.of(plan.policy),
     ).model_dump(mode="json")
@@ -385,6 +393,7 @@ def decode(text: str, where: str = "plan file") -> SavedPlan:
     plan = Plan(changes=doc.changes, lineage=doc.state.lineage, serial=doc.state.serial,
                 targets=doc.options.targets, gpu_quotas=doc.gpu_quotas,
                 quota_unknown=doc.quota_unknown, project_names=doc.project_names,
+                quota_pools=doc.quota_pools, department_projects=doc.department_projects,
                 gpu_elsewhere=doc.gpu_elsewhere,
                 policy=None if doc.policy is None else doc.policy.report())
     return SavedPlan(plan=plan, desired=doc.desired, live=doc.live, plan_id=doc.plan_id,

@@ -163,6 +163,54 @@ class WorkloadGpus:
 
 
 @dataclass(frozen=True)
+class PoolQuota:
+    """One node pool's GPU quota of an organisation unit, before and after apply (None:
+    not given, or no unit then: created, deleted)."""
+    pool: str
+    deserved_before: float | None = None
+    deserved_after: float | None = None
+    limit_before: float | None = None
+    limit_after: float | None = None
+
+    @property
+    def changes(self) -> bool:
+        return (self.deserved_before, self.limit_before) != (self.deserved_after,
+                                                             self.limit_after)
+
+
+@dataclass(frozen=True)
+class QuotaChange:
+    """An organisation unit the plan acts on, whose GPU quota it provides (a project's, a
+    department's: `unit`): its quota per node pool before and after apply, by pool name."""
+    address: str
+    kind: str
+    name: str
+    unit: str  # what the quota bounds: "project" | "department"
+    action: Action
+    pools: tuple[PoolQuota, ...] = ()
+    # The project's id, when it has one (the id its workloads' addresses hold).
+    project_id: str | None = None
+
+    @property
+    def changes(self) -> bool:
+        return any(p.changes for p in self.pools)
+
+
+@dataclass(frozen=True)
+class QuotaWarning:
+    """What the plan does to quotas that a reviewer should see, not an error: a project's
+    quota lowered below the GPUs its workloads hold (`BELOW_HELD`), a department's projects'
+    deserved GPUs past the department's in a node pool (`DEPARTMENT_OVER`)."""
+    code: str
+    address: str  # the unit's address
+    message: str
+
+
+BELOW_HELD = "quota_below_held"
+DEPARTMENT_OVER = "department_quota_exceeded"
+
+
+@dataclass(frozen=True)
 class ProjectImpact:
     """One project of the plan: the total GPUs of its workloads that the specs and the
     state know (not the project's other workloads), before and after apply, and its GPU
@@ -175,10 +223,33 @@ class ProjectImpact:
     after: Gpus
     quota: float | None = None
     unknown: str | None = None
+    # Where the plan acts on the project itself (a `Project` spec: `planned_by` its
+    # address), `quota` is the planned one (the sum of its pools' deserved after apply) and
+    # `quota_before` the one before (live, or the state's with --no-refresh); elsewhere
+    # both are the read one. `pools`: its quota per node pool, when the plan holds it.
+    quota_before: float | None = None
+    pools: tuple[PoolQuota, ...] = ()
+    planned_by: str | None = None
 
     @property
     def moves(self) -> bool:
         return self.before != self.after
+
+    @property
+    def quota_changes(self) -> bool:
+        return self.quota != self.quota_before or any(p.changes for p in self.pools)
+
+    @property
+    def lowered(self) -> bool:
+        """The plan lowers its (known) quota."""
+        return (self.quota is not None and self.quota_before is not None
+                and self.quota < self.quota_before)
+
+    @property
+    def below_held(self) -> bool:
+        """The plan lowers its quota below the GPUs its workloads hold after apply (at
+        their most pods, as `over_quota`)."""
+        return self.lowered and self.after.high > (self.quota or 0)
 
     @property
     def over_quota(self) -> bool:
@@ -192,10 +263,16 @@ class GpuImpact:
     """A plan's GPU impact. `workloads`: every workload of the plan, no-ops included,
     sorted by address (what each holds after apply is what per-workload rules check);
     `projects`: one per project of the plan, by project id (digits: "9" before "12").
-    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh)."""
+    `quotas_read`: whether the quotas were asked of the API (not with --no-refresh);
+    `quotas`: the organisation units whose quota the plan changes; `warnings`: what it does
+    to quotas that is no error."""
     workloads: list[WorkloadGpus] = field(default_factory=list)
     projects: list[ProjectImpact] = field(default_factory=list)
     quotas_read: bool = False
+    # The organisation units the plan acts on whose quota it changes, by address; and the
+    # warnings about quotas (`QuotaWarning`), by address.
+    quotas: list[QuotaChange] = field(default_factory=list)
+    warnings: list[QuotaWarning] = field(default_factory=list)
 
     @property
     def moves(self) -> bool:
@@ -302,6 +379,13 @@ class Plan:
     # The names of those projects as the same reads gave them (what policy rules that
     # name a project match, beside the names the specs and the state know); kept too.
     project_names: dict[str, str] | None = None
+    # Their GPU quotas per node pool as the same reads gave them: project id -> pool name
+    # -> [deserved, limit] (None where not given); kept too.
+    quota_pools: dict[str, dict[str, list[float | None]]] | None = None
+    # The projects live in the plan's departments that the plan does not hold: department
+    # address -> project name -> node pool -> GPU deserved (what a department's sum counts
+    # beside its projects of the plan); kept too.
+    department_projects: dict[str, dict[str, dict[str, float | None]]] | None = None
     # With --target: per project id, the GPUs its workloads outside the targets hold as the
     # state has them (`gpus.held_elsewhere`: low, high, memory low, memory high), which
     # apply does not change but its totals and quota count; kept in a saved plan.

@@ -20,6 +20,11 @@ A rule may also say `scope` and `onUnknown`:
   could not be read, or was not: `--no-refresh`) fails the plan like a violation, saying
   which read failed; `onUnknown: warn`: a note, and the rule lets it pass.
 
+The quota rules judge the quota a project has after apply: `withinProjectQuota` the one
+its `Project` spec leaves it where the plan holds one (a quota the plan lowers below what
+the project holds breaks it too), `quotaNotBelowHeld` a quota the plan lowers below what
+the project's workloads hold.
+
 `PolicyFile` validates one (the reader, `reconciler.desired.documents`, gives it file,
 line and field errors); `evaluate(rules, plan)` checks them on a plan whose GPU impact is
 made: the workloads as they will be after apply (every change but a delete, no-ops
@@ -60,8 +65,8 @@ class Match(Strict):
 
 
 # The rule keys, in the order results are listed; a rule entry has exactly one of them.
-CHECKS = ("maxGpusPerWorkload", "maxGpusPerProject", "withinProjectQuota", "allowedImages",
-          "requiredLabels", "forbidLatestTag", "maxDestructive")
+CHECKS = ("maxGpusPerWorkload", "maxGpusPerProject", "withinProjectQuota", "quotaNotBelowHeld",
+          "allowedImages", "requiredLabels", "forbidLatestTag", "maxDestructive")
 
 
 class Rule(Strict):
@@ -79,6 +84,8 @@ class Rule(Strict):
     # project id or name -> the most GPUs its workloads may hold; "*": every other project
     maxGpusPerProject: dict[NonEmpty, Limit] | None = None
     withinProjectQuota: bool | None = None
+    # A project's quota the plan lowers may not fall below the GPUs its workloads hold.
+    quotaNotBelowHeld: bool | None = None
     allowedImages: Annotated[list[NonEmpty], Field(min_length=1)] | None = None
     requiredLabels: Annotated[list[NonEmpty], Field(min_length=1)] | None = None
     forbidLatestTag: bool | None = None
@@ -154,9 +161,9 @@ def problem_words(path: str, message: str) -> str:
 def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) -> Report:
     """Check each rule on `plan`, whose GPU impact is made already (`Plan.gpu_impact`, the
     first half of finishing a plan): the GPUs before and after apply and the projects'
-    quotas come from it. A quota it does not know fails `withinProjectQuota` where the
-    plan raises the project's GPUs, naming the read that failed (`onUnknown: warn`: a
-    note instead)."""
+    quotas come from it (a project the plan holds: its planned quota). A quota it does not
+    know fails `withinProjectQuota` where the plan raises the project's GPUs, naming the
+    read that failed (`onUnknown: warn`: a note instead)."""
     found = plan.impact
     names = {p.project_id: p.project_name for p in found.projects if p.project_name}
     for rc in plan.changes:
@@ -165,11 +172,12 @@ def evaluate(rules: Sequence[Source], plan: Plan, *, files: Sequence[str] = ()) 
     # Why each quota that is None is unknown; one the reads gave as None without a reason
     # sets no limit (a negative `deserved`).
     unknown = {p.project_id: p.unknown for p in found.projects if p.unknown}
-    if not found.quotas_read:
+    if not found.quotas_read:  # but a project the plan holds gives its quota itself
         unknown = {p.project_id: "not read: the plan was made with --no-refresh"
-                   for p in found.projects}
+                   for p in found.projects if p.quota is None and not p.pools}
     ctx = _Context(plan, {p.project_id: p.quota for p in found.projects}, names,
-                   {w.address: (w.before, w.after) for w in found.workloads}, unknown)
+                   {w.address: (w.before, w.after) for w in found.workloads}, unknown,
+                   {p.project_id for p in found.projects if p.lowered})
     return Report(rules=tuple(_result(s, ctx) for s in rules), files=tuple(files))
 
 
@@ -180,6 +188,7 @@ class _Context:
     names: dict[str, str]
     moves: dict[str, tuple[gpus.Gpus, gpus.Gpus]]  # address -> GPUs before, after apply
     unknown: dict[str, str]  # project id -> why its quota is unknown
+    lowered: set[str]  # the projects whose quota the plan lowers
 
     def gpus_of(self, rc: ResourceChange) -> tuple[gpus.Gpus, gpus.Gpus]:
         found = self.moves.get(rc.address)
@@ -256,6 +265,18 @@ def _matches(match: Match | None, rc: ResourceChange, names: Mapping[str, str]) 
     return True
 
 
+def _matches_project(match: Match | None, unit: ResourceChange, p: plans.ProjectImpact) -> bool:
+    """Whether `match` holds for the project `p` of the plan's `unit` (its spec): its kind,
+    its name against `names`, its id or name against `projects`."""
+    if match is None:
+        return True
+    return ((match.kinds is None or unit.kind in match.kinds)
+            and (match.projects is None
+                 or bool({p.project_id, p.project_name, unit.name} & set(match.projects)))
+            and (match.names is None
+                 or any(fnmatch.fnmatchcase(unit.name, g) for g in match.names)))
+
+
 def _remaining(changes: Iterable[ResourceChange]) -> list[ResourceChange]:
     """The workloads that exist after apply: not deleted, with a spec."""
     return [rc for rc in changes if rc.action is not Action.DELETE and rc.after is not None]
@@ -285,7 +306,7 @@ def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
     totals: dict[str, list[float]] = {}
     for rc in chosen:
         if not gpus.in_project(rc.kind):
-            continue
+            continue  # an organisation unit: no workload of a project
         before, after = ctx.gpus_of(rc)
         entry = totals.setdefault(rc.project_id, [0.0, 0.0])
         # GPUs are never finer than 1e-9: drop the binary noise of summed portions.
@@ -298,16 +319,19 @@ def _project_totals(chosen, ctx, rule) -> dict[str, list[float]]:
     return dict(sorted(totals.items(), key=lambda item: (len(item[0]), item[0])))
 
 
-def _over(pid: str, total: list[float], limit: float, ctx, found, what: str) -> None:
-    """A violation when the plan takes the project past `limit`, or further past it; when
-    it stays past it without this plan raising its total, a note (`scope: all`: a
-    violation)."""
+def _over(pid: str, total: list[float], limit: float, ctx, found, what: str,
+          lowered: bool = False) -> None:
+    """A violation when the plan takes the project past `limit`, or further past it, or
+    lowers the limit (`lowered`: a quota) below what it holds; when it stays past it
+    without this plan raising its total, a note (`scope: all`: a violation)."""
     before, after = total
     if after <= limit:
         return
     where = ctx.project(pid)
     text = f"{_num(after)} GPUs planned (now {_num(before)}), {what} {_num(limit)}"
-    if after > before or found.rule.scope == "all":
+    if lowered:
+        text += " as planned (lowered by this plan)"
+    if after > before or lowered or found.rule.scope == "all":
         found.violated(f"project {pid}", text, where)
     else:
         found.note(f"{where}: {text}; not raised by this plan")
@@ -350,8 +374,8 @@ def _within_project_quota(rule, chosen, ctx, found) -> bool:
     totals = _project_totals(chosen, ctx, rule)
     for pid, total in totals.items():
         quota = ctx.quotas.get(pid)
-        if quota is not None:
-            _over(pid, total, quota, ctx, found, "quota")
+        if quota is not None:  # as planned, where the plan changes it
+            _over(pid, total, quota, ctx, found, "quota", pid in ctx.lowered)
             _unreadable(pid, quota, total, chosen, ctx, found, "quota")
             continue
         why = ctx.unknown.get(pid)
@@ -366,6 +390,28 @@ def _within_project_quota(rule, chosen, ctx, found) -> bool:
         else:
             found.note(f"{ctx.project(pid)}: quota unknown ({why}); not raised by this plan")
     return not totals or any(pid not in ctx.unknown and pid in ctx.quotas for pid in totals)
+
+
+def _quota_not_below_held(rule, chosen, ctx, found) -> None:
+    """Each project whose quota the plan lowers (a `Project` spec: `ProjectImpact.lowered`)
+    to less than its workloads hold after apply (at their most pods). Always the plan's
+    doing, so never pre-existing; a GPU count that could not be read leaves it unknown."""
+    if not rule.quotaNotBelowHeld:
+        return
+    units = {rc.address: rc for rc in ctx.plan.changes}
+    for p in ctx.plan.impact.projects:
+        if not p.lowered or p.planned_by not in units \
+                or not _matches_project(rule.match, units[p.planned_by], p):
+            continue
+        where = ctx.project(p.project_id) if p.project_id else f"project {p.project_name}"
+        text = (f"quota lowered from {_num(p.quota_before or 0)} to {_num(p.quota or 0)} "
+                f"GPUs, below the {_num(p.after.high)} GPUs its workloads hold")
+        if p.below_held:
+            found.violated(p.planned_by, text, where)
+        elif p.after.unknown:
+            found.unknown(p.planned_by, f"quota lowered to {_num(p.quota or 0)} GPUs; the GPUs "
+                          f"its workloads hold could not be read ({_gpus(p.after)} counted)",
+                          where)
 
 
 def containers(body: Mapping[str, Any], kind: str) -> list[tuple[str, Mapping[str, Any]]]:
@@ -445,6 +491,7 @@ _CHECKERS = {
     "maxGpusPerWorkload": _max_gpus_per_workload,
     "maxGpusPerProject": _max_gpus_per_project,
     "withinProjectQuota": _within_project_quota,
+    "quotaNotBelowHeld": _quota_not_below_held,
     "allowedImages": _allowed_images,
     "requiredLabels": _required_labels,
     "forbidLatestTag": _forbid_latest_tag,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from reconciler.kinds import flat, manifests, nim, org, pods
 from reconciler.kinds.entry import (
-    BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Reference, ServerValue, Test,
+    BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Quota, Reference, ServerValue, Test,
     containers, fixed,
     generated, image_pull_policy, image_tag, labels, list_type_key, missing_facts,
     new_pvc_claim, same, under, under_any, workload_type)
@@ -33,7 +33,8 @@ from reconciler.kinds.org import DEPARTMENT, PROJECT
 
 __all__ = [
     # the entry, its behaviour objects and the helpers entries are written with
-    "Kind", "Codec", "Hooks", "Reference", "FLAT", "PLAIN", "ServerValue", "Test", "fixed", "generated",
+    "Kind", "Codec", "Hooks", "Quota", "Reference", "FLAT", "PLAIN", "ServerValue", "Test",
+    "fixed", "generated",
     "same", "image_tag", "image_pull_policy", "new_pvc_claim", "workload_type", "BODY",
     "TYPE_FILLED", "missing_facts", "containers", "labels", "under", "under_any",
     "list_type_key", "pods",

@@ -10,12 +10,14 @@ field out); the list endpoint's `type` spellings; the pods a body makes (`pods`:
 form (`Codec`: create and update bodies, reading an answer, whether the cluster is sent)
 and how its bodies are read (`Hooks`: normalising before the diff, what else forces a
 replacement, the label beside its address, its containers and pod labels, completion,
-export's shape, a carried Kubernetes manifest). The engine calls `kind.<behaviour>` and
-never tests which kind it holds. `missing_facts` says what an entry lacks. Also the
-server-value helpers the families share (`fixed`, `generated`, the image's pull policy, a
-workload type's defaults) and the path syntax every module uses (`under`).
+export's shape, a carried Kubernetes manifest), and the GPU quota it provides (`Quota`:
+an organisation unit's per node pool, which the GPU impact and the policy read). The
+engine calls `kind.<behaviour>` and never tests which kind it holds. `missing_facts`
+says what an entry lacks. Also the server-value helpers the families share (`fixed`,
+`generated`, the image's pull policy, a workload type's defaults) and the path syntax
+every module uses (`under`).
 
-Callers: the families (`flat`, `nim`, `manifests`) that define entries, the registry
+Callers: the families (`flat`, `nim`, `manifests`, `org`) that define entries, the registry
 (`reconciler.kinds`), and through it the engine.
 """
 
@@ -272,6 +274,28 @@ class Hooks:
         return None
 
 
+class Quota:
+    """What a type that provides a GPU quota (an organisation unit) gives of it: what it is
+    the quota of (`unit`: "project", whose workloads it bounds, or "department", whose
+    projects' quotas it bounds), each node pool's GPU `deserved` and `limit` read from a
+    flat body, and the department a unit's quota counts against. `reconciler.gpus` asks
+    this of every change whose entry has one (`Kind.provides_quota`); it never names a
+    type. The GPUs of a pool are by the pool's name, as a spec writes them."""
+
+    def __init__(self, unit: str):
+        self.unit = unit
+
+    def pools(self, kind: Kind, body: Mapping | None) -> dict[str, tuple[float | None,
+                                                                         float | None]]:
+        """Node pool name -> (GPU deserved, GPU limit) of `body` (None where it gives no
+        number); empty for no body."""
+        return {}
+
+    def parent(self, kind: Kind, body: Mapping | None) -> str | None:
+        """The name of the department whose quota `body`'s counts against (None: none)."""
+        return None
+
+
 FLAT = Codec()
 PLAIN = Hooks()
 
@@ -353,6 +377,20 @@ class Kind:
     # Its behaviour (`Codec`, `Hooks`): the wire form, and how its bodies are read.
     codec: Codec = field(default=FLAT, compare=False, repr=False)
     hooks: Hooks = field(default=PLAIN, compare=False, repr=False)
+    # The GPU quota it provides (`Quota`: a project's or a department's), None when it
+    # provides none (a workload).
+    quota: Quota | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def provides_quota(self) -> str | None:
+        """What its quota bounds ("project", "department"), None when it provides none."""
+        return self.quota.unit if self.quota is not None else None
+
+    @property
+    def in_project(self) -> bool:
+        """Whether the middle of its address is a project whose GPUs it counts toward (a
+        workload); an organisation unit's is its cluster."""
+        return self.address_scope == "project"
 
     # --- the behaviour the engine asks for ------------------------------------------
 
@@ -407,13 +445,6 @@ class Kind:
         meta = ("name", "projectId", "clusterId", "templateId")
         return tuple(k for k in meta if k != "clusterId" or self.codec.sends_cluster) \
             + tuple(self.body_keys)
-
-    @property
-    def in_project(self) -> bool:
-        """Whether one of this type lives in a project (its address's middle is the
-        project): what a project's GPU totals and quota reads count; an organisation unit
-        does not."""
-        return self.address_scope == "project"
 
     @property
     def can_update(self) -> bool:

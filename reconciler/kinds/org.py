@@ -18,7 +18,9 @@ the unit with every updatable field. Name, cluster, department and requested nam
 are set at create: a change there replaces the unit. A project's create answers before
 its namespace exists (phase Creating, then Ready: `Kind.ready_phase`), and its delete
 answers 202 and finishes later (the engine polls until a GET answers 404). Both types are
-protected by `preventDestroy` unless a spec opts out (`Kind.prevent_destroy`).
+protected by `preventDestroy` unless a spec opts out (`Kind.prevent_destroy`). Both
+provide a GPU quota (`UnitQuota`, `Kind.quota`): a project's bounds its workloads' GPUs,
+a department's its projects' deserved GPUs, per node pool.
 Pure: a bottom layer of the import contracts.
 """
 
@@ -29,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.kinds import pods
-from reconciler.kinds.entry import Codec, Hooks, Kind, Reference, fixed
+from reconciler.kinds.entry import Codec, Hooks, Kind, Quota, Reference, fixed
 
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
@@ -162,6 +164,32 @@ class OrgHooks(Hooks):
         return [f"namespace {namespace}"] if namespace else []
 
 
+def _gpus(value: Any) -> float | None:
+    # A number as JSON gives one; anything else (a live body may hold text) is none.
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class UnitQuota(Quota):
+    """A unit's GPU quota: `resources` by node pool name (the flat body's shape, spec and
+    live alike), each pool's `gpu.deserved` and `gpu.limit`; a project's department is its
+    `department`, the API's `default` when a body names none."""
+
+    def pools(self, kind: Kind, body: Mapping | None) -> dict[str, tuple[float | None,
+                                                                         float | None]]:
+        quotas = body.get("resources") if isinstance(body, Mapping) else None
+        out = {}
+        for pool, quota in (quotas.items() if isinstance(quotas, Mapping) else ()):
+            gpu = quota.get("gpu") if isinstance(quota, Mapping) else None
+            gpu = gpu if isinstance(gpu, Mapping) else {}
+            out[str(pool)] = (_gpus(gpu.get("deserved")), _gpus(gpu.get("limit")))
+        return out
+
+    def parent(self, kind: Kind, body: Mapping | None) -> str | None:
+        if "department" not in kind.body_keys or not isinstance(body, Mapping):
+            return None
+        return str(body.get("department") or "default")
+
+
 ORG = OrgCodec()
 ORG_HOOKS = OrgHooks()
 
@@ -182,6 +210,7 @@ DEPARTMENT = Kind(
     rank=10,
     codec=ORG,
     hooks=ORG_HOOKS,
+    quota=UnitQuota("department"),
 )
 
 PROJECT = Kind(
@@ -205,6 +234,7 @@ PROJECT = Kind(
     holds_workloads=True,
     codec=ORG,
     hooks=ORG_HOOKS,
+    quota=UnitQuota("project"),
 )
 
 KINDS = (DEPARTMENT, PROJECT)

@@ -1,5 +1,6 @@
-"""Projects read from the API: their GPU quotas and names, or why a quota is unknown
-(`read_projects`, a `ProjectRead` each), and a
+"""Projects read from the API: their GPU quotas (in all and per node pool) and names, or
+why a quota is unknown (`read_projects`, a `ProjectRead` each), the quotas of the projects of a plan's
+departments that the plan does not hold (`department_projects`), and a
 project named by id or name turned into ids: the specs' `project:` (`resolve_projects`)
 and `export --project` (`select_projects`); whether a `--project` value names a project
 (`names_project`, `import --all`'s too).
@@ -33,6 +34,8 @@ class ProjectRead:
     quota: float | None = None
     name: str | None = None
     unknown: str | None = None
+    # Its GPU quota per node pool (`gpus.read_pools`); empty when unread.
+    pools: dict[str, list[float | None]] | None = None
 
 
 async def read_projects(client, project_ids: Iterable[str]) -> dict[str, ProjectRead]:
@@ -83,10 +86,44 @@ async def read_projects(client, project_ids: Iterable[str]) -> dict[str, Project
         if quota is None and not gpus.unlimited(body):
             return ProjectRead(name=name, unknown=f"{path}{project_id} gives no GPU quota "
                                                   "(no resources[].gpu.deserved)")
-        return ProjectRead(quota=quota, name=name)
+        return ProjectRead(quota=quota, name=name, pools=gpus.read_pools(body) or None)
 
     ids = sorted(project_ids)
     return dict(zip(ids, await asyncio.gather(*map(one, ids))))
+
+
+async def department_projects(client, changes) -> dict[str, dict[str, dict]]:
+    """For each department of the plan's `changes` (an entry providing a department's
+    quota, as the plan leaves it), the projects live in it that the plan does not hold:
+    department address -> project name -> node pool -> GPU deserved (None where not
+    given). One read of the projects' collection (page after page), only when the plan
+    holds a department. A read that fails is warned about, and the sums count the plan's
+    projects alone."""
+    units = [(c, kinds.get(c.kind)) for c in changes if kinds.get(c.kind).provides_quota]
+    departments = {(c.project_id, c.name): c.address for c, k in units
+                   if k.provides_quota == "department" and c.after is not None}
+    if not departments:
+        return {}
+    held = {(c.project_id, c.name) for c, k in units if k.provides_quota == "project"}
+    out: dict[str, dict[str, dict]] = {}
+    for kind in [k for k in kinds.KINDS.values() if k.provides_quota == "project"]:
+        try:
+            found = await client.iter_collection(kind)
+        except (api_errors.RetryableError, api_errors.PermanentError,
+                api_errors.Unauthorized) as exc:
+            if getattr(exc, "final", False):
+                raise  # the command's --timeout ran out: nothing more can be sent
+            log.warning("the projects of the plan's departments could not be read (%s); a "
+                        "department's sum counts the projects of the plan alone", exc)
+            continue
+        for body in found:
+            cluster, name = str(body.get("clusterId") or ""), body.get("name")
+            address = departments.get((cluster, kind.quota.parent(kind, body)))
+            if address is None or not isinstance(name, str) or (cluster, name) in held:
+                continue
+            out.setdefault(address, {})[name] = {
+                pool: deserved for pool, (deserved, _) in kind.quota.pools(kind, body).items()}
+    return out
 
 
 def _unread_quota(project_id: str, why: str) -> None:

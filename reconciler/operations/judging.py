@@ -80,7 +80,8 @@ def denied_actions(the_plan: Plan, chosen, state, rules: list | None,
     acting = Plan(changes=list(chosen), lineage=the_plan.lineage, serial=the_plan.serial,
                   targets=[c.address for c in chosen], gpu_quotas=the_plan.gpu_quotas,
                   project_names=the_plan.project_names,
-                  quota_unknown=the_plan.quota_unknown)
+                  quota_unknown=the_plan.quota_unknown, quota_pools=the_plan.quota_pools,
+                  department_projects=the_plan.department_projects)
     picked = {c.address for c in chosen}
     acting.gpu_elsewhere = gpus.held_elsewhere(
         r for a, r in state.resources.items() if a not in picked)

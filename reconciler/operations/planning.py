@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
-from reconciler import errors, gpus, planner, timeline
+from reconciler import errors, gpus, kinds, planner, timeline
 from reconciler.desired.types import DesiredWorkload
 from reconciler.operations import memory
 from reconciler.operations.judging import finish, load_policy
@@ -217,6 +217,12 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                     the_plan.quota_unknown[c.project_id] = (
                         f"{c.known_after['projectId']} is created by this plan: its quota "
                         "is read once it exists")
+            the_plan.quota_pools = {p: read[p].pools for p in sorted(projects)
+                                    if read[p].pools} or None
+            from reconciler.live.projects import department_projects
+
+            the_plan.department_projects = await department_projects(
+                client, the_plan.changes) or None
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))

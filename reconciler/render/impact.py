@@ -4,7 +4,10 @@ Reads a `plans.GpuImpact` (a finished plan's `gpu_impact`) or `plans.Gpus` pairs
 drift report's). An amount is its GPUs (`2..8` for an autoscaled Inference's fewest and
 most pods) and, apart, the GPU memory of memory-type requests; `unknown` where a value
 could not be read (`8 + unknown`). A plan shows the block
-only when apply moves some workload's GPUs or a project it acts in is over its quota.
+only when apply moves some workload's GPUs, changes a project's quota, or a project it
+acts in is over its quota. Quotas: a project's before -> after where the plan changes it
+(`quota 24 -> 12`), per node pool (`node pool a100: deserved 8 -> 4, limit none`), and
+the plan's quota warnings (`QuotaWarning`).
 Callers: `render.text`, `render.markdown`, `render.json`, `render.drift`.
 """
 
@@ -12,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.plans import (NO_GPUS, Action, GpuImpact, Gpus, ProjectImpact, WorkloadGpus,
-                              tidy)
+from reconciler.plans import (NO_GPUS, Action, GpuImpact, Gpus, PoolQuota, ProjectImpact,
+                              QuotaChange, QuotaWarning, WorkloadGpus, tidy)
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.
@@ -82,9 +85,59 @@ def moves(before: Gpus, after: Gpus, arrow: str = "->") -> str:
 
 
 def quota(p: ProjectImpact, quotas_read: bool) -> str:
+    """`quota 24`, `quota 24 -> 12` where the plan changes it, `quota unknown`."""
+    if p.quota_changes:
+        return f"quota {_gpu_quota(p.quota_before)} -> {_gpu_quota(p.quota)}"
     if p.quota is not None:
         return f"quota {_n(p.quota)}"
     return "quota unknown" if quotas_read else "quota not read"
+
+
+NO_QUOTA = "none"
+BELOW_HELD = "below the GPUs its workloads hold"
+
+
+def _gpu_quota(x: float | None) -> str:
+    return NO_QUOTA if x is None else _n(x)
+
+
+def _pair(before: float | None, after: float | None, arrow: str) -> str:
+    if before == after:
+        return _gpu_quota(after)
+    return f"{_gpu_quota(before)} {arrow} {_gpu_quota(after)}"
+
+
+def deserved(q: PoolQuota, arrow: str = "->") -> str:
+    """A node pool's deserved GPUs: `8`, or `16 -> 4` where the plan changes them."""
+    return _pair(q.deserved_before, q.deserved_after, arrow)
+
+
+def limit(q: PoolQuota, arrow: str = "->") -> str:
+    """A node pool's GPU limit: `none` when not given, `24 -> 6` where it changes."""
+    return _pair(q.limit_before, q.limit_after, arrow)
+
+
+def pool(q: PoolQuota) -> str:
+    """`node pool default: deserved 16 -> 4, limit 24 -> 6`."""
+    return f"node pool {q.pool}: deserved {deserved(q)}, limit {limit(q)}"
+
+
+def quota_changes(found: GpuImpact) -> list[QuotaChange]:
+    """The organisation units whose GPU quota the plan changes, by address."""
+    return list(found.quotas)
+
+
+def warnings(found: GpuImpact) -> list[QuotaWarning]:
+    return list(found.warnings)
+
+
+def quota_doc(q: PoolQuota) -> dict[str, Any]:
+    """The JSON of one node pool's quota (docs/plan-format.md)."""
+    def n(x):
+        return None if x is None else number(x)
+    return {"node_pool": q.pool,
+            "deserved": {"before": n(q.deserved_before), "after": n(q.deserved_after)},
+            "limit": {"before": n(q.limit_before), "after": n(q.limit_after)}}
 
 
 def over_by(p: ProjectImpact) -> str:
@@ -93,6 +146,8 @@ def over_by(p: ProjectImpact) -> str:
 
 
 def project_label(p: ProjectImpact) -> str:
+    if not p.project_id:  # created by this plan: no id yet
+        return f"project {p.project_name} (new)"
     return f"project {p.project_id}" + (f" ({p.project_name})" if p.project_name else "")
 
 
@@ -102,10 +157,12 @@ def workloads(impact: GpuImpact) -> list[WorkloadGpus]:
 
 
 def projects(impact: GpuImpact) -> list[ProjectImpact]:
-    """The projects to show: their GPUs change, or they are over quota and the plan acts
-    on one of their workloads (a project the plan leaves alone is not its news)."""
+    """The projects to show: their GPUs or their quota change, or they are over quota and
+    the plan acts on one of their workloads or on the project (a project the plan leaves
+    alone is not its news)."""
     acted = {w.project_id for w in impact.workloads if w.action is not Action.NOOP}
-    return [p for p in impact.projects if p.moves or (p.over_quota and p.project_id in acted)]
+    return [p for p in impact.projects if p.moves or p.quota_changes or (
+        p.over_quota and (p.project_id in acted or p.planned_by))]
 
 
 def total(listed: list[ProjectImpact]) -> tuple[Gpus, Gpus]:

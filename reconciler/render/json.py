@@ -30,7 +30,7 @@ import jsonpatch
 import orjson
 
 from reconciler import __version__, kinds, plans
-from reconciler.plans import Action, GpuImpact, Plan, Report, ResourceChange
+from reconciler.plans import Action, GpuImpact, Plan, ProjectImpact, Report, ResourceChange
 from reconciler.render import impact, words
 
 FORMAT_VERSION = "1.10"
@@ -101,6 +101,9 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     }
     if plan.targets:
         doc["targets"] = sorted(plan.targets)
+    if plan.impact.warnings:  # the plan's warnings: about quotas, for now
+        doc["warnings"] = [{"code": w.code, "address": w.address, "message": w.message}
+                           for w in impact.warnings(plan.impact)]
     if plan.policy is not None:
         doc["policy"] = policy_document(plan.policy)
     return doc
@@ -142,20 +145,37 @@ def _gpu_impact(found: GpuImpact) -> dict[str, Any]:
     """docs/plan-format.md, "gpu_impact": the GPUs before and after apply of every changed
     workload (an action, or GPUs that move), every project's totals and quota."""
     before, after = impact.total(found.projects)
-    return {
+    out = {
         "quotas_read": found.quotas_read,
         "workloads": [{"address": w.address, "kind": w.kind, "project_id": w.project_id,
                        "action": w.action.value, "before": impact.gpus_doc(w.before),
                        "after": impact.gpus_doc(w.after), "moves_gpus": w.moves}
                       for w in found.workloads if w.moves or w.action is not Action.NOOP],
-        "projects": [{"project_id": p.project_id, "project_name": p.project_name,
-                      "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
-                      "quota": None if p.quota is None else impact.number(p.quota),
-                      "quota_unknown": p.unknown,
-                      "over_quota": p.over_quota} for p in found.projects],
+        "projects": [_project(p) for p in found.projects],
         "total": {"before": impact.gpus_doc(before), "after": impact.gpus_doc(after)},
         "over_quota": [p.project_id for p in found.projects if p.over_quota],
     }
+    if found.quotas:
+        out["quota_changes"] = [
+            {"address": q.address, "kind": q.kind, "name": q.name, "quota_of": q.unit,
+             "action": q.action.value, "project_id": q.project_id,
+             "node_pools": [impact.quota_doc(pool) for pool in q.pools]}
+            for q in impact.quota_changes(found)]
+    return out
+
+
+def _project(p: ProjectImpact) -> dict[str, Any]:
+    out = {"project_id": p.project_id, "project_name": p.project_name,
+           "before": impact.gpus_doc(p.before), "after": impact.gpus_doc(p.after),
+           "quota": None if p.quota is None else impact.number(p.quota),
+           "quota_unknown": p.unknown, "over_quota": p.over_quota}
+    if p.pools or p.planned_by or p.quota_changes:  # its quota per node pool is known
+        out.update({"planned_by": p.planned_by,
+                    "quota_before": None if p.quota_before is None
+                    else impact.number(p.quota_before),
+                    "quota_below_held": p.below_held,
+                    "node_pools": [impact.quota_doc(q) for q in p.pools]})
+    return out
 
 
 def _identity(rc: ResourceChange) -> dict[str, Any]:

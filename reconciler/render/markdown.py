@@ -1,7 +1,9 @@
 """Markdown for pull-request comments: plans and drift reports (pure).
 
 A summary table (counts per kind and per action, always complete), the GPU impact table
-(per project whose GPUs move: before, after, quota; `render.impact`), then one
+(per project whose GPUs or quota move: before, after, quota; `render.impact`), the quota
+table (per organisation unit and node pool whose GPU quota the plan changes) and the
+plan's quota warnings, then one
 collapsible `<details>` section per changed workload holding a ```diff block (its GPUs
 before and after in its summary line when they move). GitHub
 refuses comments longer than 65,535 characters: past `limit` the sections that do not
@@ -47,6 +49,8 @@ def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
         head += _plan_table(todo)
     found = plan.impact
     head += _gpu_table(found)
+    head += _quota_table(found)
+    head += _quota_warnings(found)
     adopted = sorted(rc.address for rc in plan.changes if rc.adopted)
     if adopted:
         head += [""] * (head[-1] != "") + ["**Adopted** (found live, not in the state; recorded instead of created): "
@@ -239,7 +243,7 @@ def _gpu_table(found: GpuImpact) -> list[str]:
     out = ["", f"**{impact.TITLE}** ({impact.MEANING.replace('->', '→')}):", "",
            "| project | before | after | change | quota | |", "|---|---:|---:|---:|---:|---|"]
     for p in shown:
-        q = impact.quota(p, found.quotas_read).removeprefix("quota ")
+        q = impact.quota(p, found.quotas_read).removeprefix("quota ").replace("->", "→")
         flag = f"**{impact.over_by(p)}**" if p.over_quota else ""
         out.append(f"| {impact.project_label(p).removeprefix('project ')} | "
                    f"{impact.amount(p.before)} | {impact.amount(p.after)} | "
@@ -251,6 +255,37 @@ def _gpu_table(found: GpuImpact) -> list[str]:
         out += ["", f"…and {len(listed) - len(shown)} more projects whose GPUs change "
                 "(the total counts them)."]
     return out
+
+
+_QUOTAS_LISTED = 50  # rows of the quota table
+
+
+def _quota_table(found: GpuImpact) -> list[str]:
+    """The organisation units whose GPU quota the plan changes, a row per node pool:
+    deserved and limit, before → after."""
+    changed = impact.quota_changes(found)
+    rows = [(q, pool) for q in changed for pool in q.pools]
+    if not rows:
+        return []
+    out = ["", "**Quota changes** (GPUs per node pool, before → after apply):", "",
+           "| unit | node pool | deserved | limit |", "|---|---|---:|---:|"]
+    for q, pool in rows[:_QUOTAS_LISTED]:
+        out.append(f"| {q.kind} `{q.name}` | {pool.pool} | {impact.deserved(pool, '→')} | "
+                   f"{impact.limit(pool, '→')} |")
+    if len(rows) > _QUOTAS_LISTED:
+        out += ["", f"…and {len(rows) - _QUOTAS_LISTED} more node pools whose quota changes "
+                "(`runai-reconcile plan` lists them)."]
+    return out
+
+
+def _quota_warnings(found: GpuImpact) -> list[str]:
+    """The plan's quota warnings, one line each."""
+    listed = impact.warnings(found)
+    if not listed:
+        return []
+    lines = [f"> **Warning:** {html.escape(w.message, quote=False)}" for w in listed]
+    # Two spaces end a line of a quote block without ending the block.
+    return [""] + [line + "  " for line in lines[:-1]] + lines[-1:]
 
 
 def _plan_line(rc: ResourceChange) -> str:

@@ -8,7 +8,8 @@ Symbols: `+` create, `~` update in place, `-/+` replace, `-` delete, `<` suspend
 `>` resume (plain ASCII, so any terminal and any CI log shows them). Values are JSON.
 The project's name follows its id when the spec or the state knows it. Before the
 summary line, the GPU impact (`render.impact`): the GPUs of each workload apply changes,
-and of its project against the project's quota.
+and of its project against the project's quota (a project the plan holds: its quota
+before and after, per node pool), then the plan's quota warnings.
 No-ops are not listed. Colour (ANSI) only when the caller asks for it: the CLI decides
 from the TTY, `--no-color` and `NO_COLOR`. Caller: the CLI's `plan` and `apply`.
 """
@@ -54,6 +55,7 @@ def render_plan(plan: Plan, *, color: bool = False) -> str:
         lines += _resource(rc, paint)
         lines.append("")
     lines += _gpu_impact(plan, paint)
+    lines += _quota_warnings(plan, paint)
     lines.append(paint(_BOLD, "Plan:") + f" {words.plan_summary(plan)}.")
     return "\n".join(lines + _policy(plan, paint)) + "\n"
 
@@ -91,9 +93,18 @@ def _gpu_impact(plan: Plan, paint) -> list[str]:
         line = f"  {impact.project_label(p)}: {impact.moves(p.before, p.after)}, " \
                + impact.quota(p, found.quotas_read)
         out.append(line + (": " + paint(_RED, impact.over_by(p)) if p.over_quota else ""))
+        # Its quota per node pool, as read, or before and after where the plan changes it.
+        out += [f"      {impact.pool(q)}" for q in p.pools]
     if len(listed) > 1:
         out.append(f"  total: {impact.moves(*impact.total(listed))}")
     return out + [""]
+
+
+def _quota_warnings(plan: Plan, paint) -> list[str]:
+    """What the plan does to quotas that is no error (`plans.QuotaWarning`), one line
+    each, as Terraform prints its warnings."""
+    found = impact.warnings(plan.impact)
+    return [f"{paint(_YELLOW, 'Warning:')} {w.message}" for w in found] + [""] * bool(found)
 
 
 def _adopting(plan: Plan) -> list[str]:

@@ -55,7 +55,9 @@ def test_a_project_over_its_quota_is_flagged_in_every_format(ws, sim_server, two
         "  DistributedTraining/7/bert-ddp: 0 -> 24 (+24)",
         "  Training/12/lora: 0 -> 2 (+2)",
         "  project 7 (team-a): 0 -> 24 (+24), quota 16: over quota by 8",
+        "      node pool default: deserved 16, limit none",  # the quota per pool, as read
         "  project 12 (team-b): 0 -> 2 (+2), quota 64",
+        "      node pool default: deserved 64, limit none",
         "  total: 0 -> 26 (+26)",
     ]
     # One quota read per project of the plan.

@@ -63,6 +63,7 @@ def test_a_workload_apply_leaves_alone_moves_no_gpus(ws, sim_server):
     assert gpu_block(res.stdout) == [
         "  Training/7/train: 2 -> 3 (+1)",
         "  project 7 (project-7): 3..8 -> 4..9 (+1), quota 1000",
+        "      node pool default: deserved 1000, limit none",
     ]
     serve = [w for w in ws.plan_json()["gpu_impact"]["workloads"]
              if w["address"] == "Inference/7/serve"]
@@ -141,7 +142,8 @@ def test_a_plan_shows_no_gpu_block_for_a_project_over_quota_that_it_does_not_tou
     ws.write("b.yaml", spec("Training", "b", "12", gpus=2))
     ws.write("a.yaml", spec("Training", "a", "7", gpus=2).replace("24.05", "24.10"))
     res = ws.plan()
-    assert gpu_block(res.stdout) == ["  project 7 (team-a): 2 -> 2 (0), quota 1: over quota by 1"]
+    assert gpu_block(res.stdout) == ["  project 7 (team-a): 2 -> 2 (0), quota 1: over quota by 1",
+                                     "      node pool default: deserved 1, limit none"]
 
 
 def test_an_empty_entry_of_the_policy_variable_is_no_file(ws, sim_server):
