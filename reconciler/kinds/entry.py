@@ -121,9 +121,10 @@ BODY: tuple[ServerValue, ...] = (fixed("useGivenNameAsPrefix", False),)
 @dataclass(frozen=True)
 class Reference:
     """A name in a body that the API takes as an id: looked up (by the API client, the
-    one that reads) in the collection at `path`, whose answer lists the items under `key`,
-    matched by `name` (and by `clusterId` when `cluster` is given); `what` names the thing
-    in an error ("node pool", "department")."""
+    one that reads) in the collection at `path`, whose answer lists the items under `key`
+    (`key` empty: the answer is a bare array, neither paged nor filtered, as the roles
+    are), matched by `name` (and by `clusterId` when `cluster` is given); `what` names the
+    thing in an error ("node pool", "department", "role")."""
     what: str
     path: str
     key: str

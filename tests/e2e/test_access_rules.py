@@ -1,0 +1,188 @@
+"""Access rules as code, through the CLI against `sim serve` over HTTP: a rule binding a
+group to a project (the role and the project by name) is created after the project the
+same plan creates, with a body NVIDIA's schema takes, and then plans clean; a change of
+its role is a replacement (the API has no update), shown with the reason; a rule deleted
+behind the tool's back is drift that apply, and watch in heal mode, create again; export
+then import plans clean; its delete goes before its project's; a role that names nothing
+fails the create, naming it."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from click.testing import CliRunner
+
+from reconciler.cli import main
+from reconciler.simulator import access, schema, validator
+from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers.watchproc import Watch, wait_until
+
+PROJECT = f"""\
+kind: Project
+name: team-a
+clusterId: {CLUSTER}
+resources:
+  default:
+    gpu: {{deserved: 2}}
+lifecycle: {{preventDestroy: false}}
+"""
+RULE = f"""\
+kind: AccessRule
+name: ml-team-trains
+clusterId: {CLUSTER}
+subjectType: group
+subjectId: ml-team
+role: L1 researcher
+scopeType: project
+scope: team-a
+"""
+RULE_AT = f"AccessRule/{CLUSTER}/ml-team-trains"
+RULES = "/api/v1/authorization/access-rules"
+ROLE_ID = {r["name"]: r["id"] for r in access.ROLES}
+
+
+def _rules(sim_server) -> list[dict]:
+    return sim_server.api("GET", RULES).json()["accessRules"]
+
+
+def _project_id(sim_server) -> str:
+    [found] = [p for p in sim_server.api("GET", "/api/v1/org-unit/projects").json()["projects"]
+               if p["name"] == "team-a"]
+    return str(found["id"])
+
+
+def _writes(sim_server) -> list[tuple[str, str]]:
+    return [(r["method"], r["path"]) for r in sim_server.writes()]
+
+
+def _other_state(ws, *args: str):
+    """The CLI on another state file (a fresh adoption), against the same simulator."""
+    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
+                              env=ws.env, catch_exceptions=False)
+
+
+def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT)
+    spec = ws.write("ml-team.yaml", RULE)
+    res = ws.plan()
+    assert res.exit_code == 0, res.output
+    assert f"+ AccessRule ml-team-trains (cluster {CLUSTER})" in res.output, res.output
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{RULE_AT}: created" in res.output, res.output
+    # The project first (the rule's scope is looked up by its name), then the rule.
+    assert [m + " " + p.rsplit("/", 1)[-1] for m, p in _writes(sim_server)] == [
+        "POST projects", "POST access-rules"]
+    [sent] = [r["body"] for r in sim_server.writes() if r["path"] == RULES]
+    assert validator.validate(schema.ACCESS_RULE_CREATE, sent) == []
+    assert sent == {"subjectId": "ml-team", "subjectType": "group",
+                    "roleId": ROLE_ID["L1 researcher"], "scopeType": "project",
+                    "scopeId": _project_id(sim_server), "clusterId": CLUSTER}
+    [live] = _rules(sim_server)
+    assert ws.state()["resources"][RULE_AT]["workload_id"] == str(live["id"])
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+    # The API has no update of a rule: a new role replaces it, and the plan says why.
+    spec.write_text(RULE.replace("L1 researcher", "L2 researcher"))
+    [change] = [c for c in ws.plan_json()["resource_changes"] if c["address"] == RULE_AT]
+    assert change["action"] == "replace", change
+    res = ws.plan()
+    assert '"L1 researcher" -> "L2 researcher"' in res.output, res.output
+    assert "forces replacement" in res.output, res.output
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert [m for m, p in _writes(sim_server) if p.startswith(RULES)] == ["DELETE", "POST"]
+    [live] = _rules(sim_server)
+    assert live["roleName"] == "L2 researcher"
+    assert ws.state()["resources"][RULE_AT]["workload_id"] == str(live["id"])
+    res = ws.plan("--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+    # Deleted behind the tool's back: drift, and apply creates it again.
+    sim_server.admin.delete(f"/_sim/org/access-rules/{live['id']}").raise_for_status()
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert res.exit_code == 2 and RULE_AT in res.output, res.output
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{RULE_AT}: created" in res.output, res.output
+    [live] = _rules(sim_server)
+    assert (live["subjectId"], live["roleName"], live["scopeName"]) == (
+        "ml-team", "L2 researcher", "team-a")
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+    # Export writes it as a spec named by its identity, without server-owned fields;
+    # import adopts it by that address; the next plan is empty.
+    out = ws.root / "exported"
+    res = _other_state(ws, "export", "--kind", "AccessRule", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    [path] = out.rglob("*.yaml")
+    doc = yaml.safe_load(path.read_text())
+    assert doc == {"kind": "AccessRule", "name": "ml-team.l2-researcher.project-team-a",
+                   "clusterId": CLUSTER, "subjectType": "group", "subjectId": "ml-team",
+                   "role": "L2 researcher", "scopeType": "project", "scope": "team-a"}, doc
+    res = _other_state(ws, "import", "--all", str(out))
+    assert res.exit_code == 0, res.output
+    state = json.loads((ws.root / "other.json").read_text())
+    assert state["resources"][f"AccessRule/{CLUSTER}/{doc['name']}"]["workload_id"] == \
+        str(live["id"])
+    res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+
+    # Destroyed with its project: the rule's delete goes first.
+    sim_server.clear_requests()
+    res = ws.apply("--destroy")
+    assert res.exit_code == 0, res.output
+    deletes = [p.rsplit("/", 2)[-2] for m, p in _writes(sim_server) if m == "DELETE"]
+    assert deletes == ["access-rules", "projects"], deletes
+    assert _rules(sim_server) == []
+
+
+def test_a_cluster_scope_is_the_rule_s_cluster(ws, sim_server):
+    ws.write("admin.yaml", f"""\
+kind: AccessRule
+name: alice-administers
+clusterId: {CLUSTER}
+subjectType: user
+subjectId: alice@example.com
+role: Editor
+scopeType: cluster
+""")
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    [sent] = [r["body"] for r in sim_server.writes()]
+    assert validator.validate(schema.ACCESS_RULE_CREATE, sent) == []
+    assert (sent["scopeType"], sent["scopeId"]) == ("cluster", CLUSTER)
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_watch_heal_creates_again_a_rule_deleted_outside(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT)
+    ws.write("ml-team.yaml", RULE)
+    assert ws.apply().exit_code == 0
+    [live] = _rules(sim_server)
+    with Watch(ws, "--mode", "heal", "--interval", "0.5s") as w:
+        w.wait_cycles(1)
+        sim_server.admin.delete(f"/_sim/org/access-rules/{live['id']}").raise_for_status()
+        wait_until(lambda: len(_rules(sim_server)) == 1, 10, "the rule created again")
+        assert w.stop() == 0
+    [again] = _rules(sim_server)
+    assert again["id"] != live["id"] and again["roleName"] == "L1 researcher"
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_a_role_that_does_not_exist_fails_the_create_naming_it(ws, sim_server):
+    ws.write("ml-team.yaml", f"""\
+kind: AccessRule
+name: ml-team-wizards
+clusterId: {CLUSTER}
+subjectType: group
+subjectId: ml-team
+role: Wizard
+scopeType: cluster
+""")
+    res = ws.apply()
+    assert res.exit_code == 1, res.output
+    assert "no role is named 'Wizard'" in res.output, res.output
+    assert "Traceback" not in res.output
+    assert _writes(sim_server) == []
