@@ -118,7 +118,8 @@ class AccessRuleCodec(Codec):
 class AccessRuleHooks(Hooks):
     """The server holds no handle: a live rule's is the one its spec or state gives it
     (its name read from the server is its identity's, `handle`), so the handle is never a
-    change. What `export` writes: no `projectId` (its address holds the cluster)."""
+    change, and a plan shows the live rule under its address's name. What `export`
+    writes: no `projectId` (its address holds the cluster)."""
 
     normalises = True
 
@@ -128,6 +129,9 @@ class AccessRuleHooks(Hooks):
         if live is not None and named is not None and "name" in named:
             live = {**live, "name": named["name"]}
         return [desired, applied, live]
+
+    def addressed(self, kind: Kind, live: dict, name: str) -> dict:
+        return {**live, "name": name}
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}

@@ -236,6 +236,11 @@ class Hooks:
         """The spec document `export` writes, from the one it made."""
         return doc
 
+    def addressed(self, kind: Kind, live: dict, name: str) -> dict:
+        """The live body `live` as the resource at an address named `name` shows it (a
+        plan's `before`): as read, where the server keeps the name a spec gives."""
+        return live
+
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
     # messages that name a place in it; () when the kind carries none.
     manifest_path: tuple[str, ...] = ()

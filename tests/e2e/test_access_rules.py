@@ -82,11 +82,19 @@ def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server
     assert ws.state()["resources"][RULE_AT]["workload_id"] == str(live["id"])
     res = ws.plan("--detailed-exitcode")
     assert res.exit_code == 0, res.output
+    # Read by GET, the rule (which the server holds without the handle) is unchanged too.
+    res = ws.plan("--refresh=full", "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+    res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
 
     # The API has no update of a rule: a new role replaces it, and the plan says why.
     spec.write_text(RULE.replace("L1 researcher", "L2 researcher"))
     [change] = [c for c in ws.plan_json()["resource_changes"] if c["address"] == RULE_AT]
     assert change["action"] == "replace", change
+    # The server keeps no handle: the rule it holds shows under the address's.
+    assert change["change"]["before"]["name"] == "ml-team-trains"
+    assert [op["path"] for op in change["change"]["patch"]] == ["/role"], change
     res = ws.plan()
     assert '"L1 researcher" -> "L2 researcher"' in res.output, res.output
     assert "forces replacement" in res.output, res.output
