@@ -130,6 +130,10 @@ class AccessRuleHooks(Hooks):
             live = {**live, "name": named["name"]}
         return [desired, applied, live]
 
+    def listed_name(self, kind: Kind, body: Mapping) -> str:
+        # A rule is listed under its identity's handle, whatever handle its spec gives.
+        return handle(body)
+
     def addressed(self, kind: Kind, live: dict, name: str) -> dict:
         return {**live, "name": name}
 

@@ -236,6 +236,11 @@ class Hooks:
         """The spec document `export` writes, from the one it made."""
         return doc
 
+    def listed_name(self, kind: Kind, body: Mapping) -> str:
+        """The name under which the API lists the resource a spec's `body` describes (what
+        a new spec, `import --all` and the list-first refresh look for): its `name`."""
+        return str(body.get("name") or "")
+
     def addressed(self, kind: Kind, live: dict, name: str) -> dict:
         """The live body `live` as the resource at an address named `name` shows it (a
         plan's `before`): as read, where the server keeps the name a spec gives."""

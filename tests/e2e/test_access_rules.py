@@ -3,7 +3,8 @@ group to a project (the role and the project by name) is created after the proje
 same plan creates, with a body NVIDIA's schema takes, and then plans clean; a change of
 its role is a replacement (the API has no update), shown with the reason; a rule deleted
 behind the tool's back is drift that apply, and watch in heal mode, create again; export
-then import plans clean; its delete goes before its project's; a role that names nothing
+then import plans clean, and a rule is found live by its subject, role and scope whatever
+handle its spec gives it; its delete goes before its project's; a role that names nothing
 fails the create, naming it."""
 
 from __future__ import annotations
@@ -144,6 +145,45 @@ def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server
     deletes = [p.rsplit("/", 2)[-2] for m, p in _writes(sim_server) if m == "DELETE"]
     assert deletes == ["access-rules", "projects"], deletes
     assert _rules(sim_server) == []
+
+
+def test_a_rule_is_found_by_its_identity_whatever_its_handle(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT)
+    ws.write("ml-team.yaml", RULE)
+    assert ws.apply().exit_code == 0
+    [live] = _rules(sim_server)
+    # `import --all` of the same specs into another state adopts the rule under the
+    # spec's own handle (the server keeps none: it is found by subject, role and scope).
+    res = _other_state(ws, "import", "--all", str(ws.specs))
+    assert res.exit_code == 0 and f"Adopted {RULE_AT} (workload {live['id']})" in res.output, \
+        res.output
+    res = _other_state(ws, "plan", str(ws.specs), "--refresh=full", "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
+    # With the state lost, the next apply adopts the rule the spec describes: no second
+    # create (which the API would refuse).
+    assert ws.cli("state", "rm", RULE_AT).exit_code == 0
+    res = ws.plan()
+    assert f"= {RULE_AT}" in res.output and "1 to adopt" in res.output, res.output
+    sim_server.clear_requests()
+    res = ws.apply()
+    assert res.exit_code == 0 and "1 adopted" in res.output, res.output
+    assert _writes(sim_server) == []
+    assert ws.state()["resources"][RULE_AT]["workload_id"] == str(live["id"])
+    assert ws.plan("--refresh=full", "--detailed-exitcode").exit_code == 0
+
+
+def test_a_create_whose_answer_is_lost_finds_the_rule_it_made(ws, sim_server):
+    # The rule is created, but the answer is lost (500 after the write): the client
+    # looks for it by subject, role and scope, and takes it instead of sending again.
+    ws.write("ml-team.yaml", RULE.replace("scopeType: project\nscope: team-a\n",
+                                          "scopeType: cluster\n"))
+    sim_server.admin.put("/_sim/faults", json={"commitFailRate": 1.0,
+                                               "commitFailMode": "500"}).raise_for_status()
+    res = ws.apply()
+    assert res.exit_code == 0 and f"{RULE_AT}: created" in res.output, res.output
+    [live] = _rules(sim_server)
+    assert [m for m, p in _writes(sim_server)] == ["POST"]
+    assert ws.state()["resources"][RULE_AT]["workload_id"] == str(live["id"])
 
 
 def test_a_cluster_scope_is_the_rule_s_cluster(ws, sim_server):
