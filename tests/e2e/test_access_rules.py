@@ -137,6 +137,10 @@ def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server
         str(live["id"])
     res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
     assert res.exit_code == 0, res.output
+    # A plain export (no --kind) writes workloads only.
+    res = _other_state(ws, "export", "--out", str(ws.root / "workloads"))
+    assert res.exit_code == 0, res.output
+    assert not list((ws.root / "workloads").rglob("*.yaml"))
 
     # Destroyed with its project: the rule's delete goes first.
     sim_server.clear_requests()
