@@ -1,6 +1,7 @@
 """Access rules as code, through the CLI against `sim serve` over HTTP: a rule binding a
-group to a project (the role and the project by name) is created after the project the
-same plan creates, with a body NVIDIA's schema takes, and then plans clean; a change of
+group to a project (the role and the project by name; a department scope alike) is
+created after the project the same plan creates, with a body NVIDIA's schema takes, and
+then plans clean; a create whose answer is lost takes the rule it made; a change of
 its role is a replacement (the API has no update), shown with the reason; a rule deleted
 behind the tool's back is drift that apply, and watch in heal mode, create again; export
 then import plans clean, and a rule is found live by its subject, role and scope whatever
@@ -206,6 +207,31 @@ scopeType: cluster
     assert validator.validate(schema.ACCESS_RULE_CREATE, sent) == []
     assert (sent["scopeType"], sent["scopeId"]) == ("cluster", CLUSTER)
     assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_a_department_scope_is_looked_up_by_name_after_the_plan_creates_it(ws, sim_server):
+    ws.write("research.yaml", f"""\
+kind: Department
+name: research
+clusterId: {CLUSTER}
+resources:
+  default:
+    gpu: {{deserved: 4}}
+lifecycle: {{preventDestroy: false}}
+""")
+    ws.write("heads.yaml", RULE.replace("ml-team-trains", "heads-manage").replace(
+        "L1 researcher", "Department administrator").replace(
+        "scopeType: project\nscope: team-a", "scopeType: department\nscope: research"))
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert [m + " " + p.rsplit("/", 1)[-1] for m, p in _writes(sim_server)] == [
+        "POST departments", "POST access-rules"]
+    [sent] = [r["body"] for r in sim_server.writes() if r["path"] == RULES]
+    assert validator.validate(schema.ACCESS_RULE_CREATE, sent) == []
+    [department] = [d for d in sim_server.api("GET", "/api/v1/org-unit/departments").json()[
+        "departments"] if d["name"] == "research"]
+    assert (sent["scopeType"], sent["scopeId"]) == ("department", str(department["id"]))
+    assert ws.plan("--refresh=full", "--detailed-exitcode").exit_code == 0
 
 
 def test_watch_heal_creates_again_a_rule_deleted_outside(ws, sim_server):
