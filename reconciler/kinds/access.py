@@ -16,8 +16,11 @@ The API has no update of a rule (no PUT, no PATCH): the entry has no updatable p
 every change is a replacement (delete, then create), shown with the reason. A rule runs
 no pods, has no phases the engine waits on, and the workloads list does not show it (it
 is found in its own collection, `accessRules`). As the server holds no handle, a rule
-read from the server is named by its identity (`handle`): what `export` writes, and what
-a spec that means to adopt a rule with `import --all` says.
+read from the server is named by its identity (`handle`): what `export` writes, and the
+name the engine looks a spec's rule up by live (`Hooks.listed_name`: a new spec, `import
+--all`, a create whose answer was lost), whatever handle the spec gives it; a plan shows
+a live rule under its address's handle (`Hooks.addressed`), and the diff never compares
+the two (`Hooks.normalise`).
 Pure: a bottom layer of the import contracts.
 """
 
