@@ -56,7 +56,10 @@ def record(kind: kinds.Kind, live: Mapping[str, Any], *,
     With `desired` (its spec, for `import --all`) the lifecycle flags and the project's
     name come from the spec; the body and the phase always come from live, so that the
     next plan shows where the spec differs from what runs. `key` gives the state's key
-    (`State.secret_key`): the sensitive values are recorded as its keyed hashes."""
+    (`State.secret_key`): the sensitive values are recorded as its keyed hashes. A
+    resource the server keeps no name for (an access rule) is recorded under its spec's."""
+    if desired is not None:
+        live = kind.hooks.addressed(kind, dict(live), desired.name)
     rec = ResourceState(
         kind=kind.name, name=str(live.get("name")), project_id=_str(live.get("projectId")),
         cluster_id=str(live.get("clusterId") or ""), workload_id=str(live.get("workloadId")),

@@ -338,14 +338,16 @@ class Executor:
             await self._suspend_resume(kind, ch, workload_id, True)
 
     async def _create_call(self, kind: kinds.Kind, ch: ResourceChange, body: dict) -> dict:
+        listed_name = kind.hooks.listed_name(kind, body)  # an access rule's: its identity
+
         async def lookup() -> dict | None:
-            return await self.client.find_live(kind, ch.name, ch.project_id)
+            return await self.client.find_live(kind, listed_name, ch.project_id)
 
         try:
             return await self.client.create(kind, body, on_ambiguous=lookup,
                                             sensitive=ch.sensitive)
         except api_errors.Conflict as exc:
-            holder = await self.client.find_live(kind, ch.name, ch.project_id,
+            holder = await self.client.find_live(kind, listed_name, ch.project_id,
                                                  include_deleting=True)
             if holder is None:
                 # Whoever held the name is gone since the 409 (a workload that finished
@@ -647,7 +649,9 @@ async def recover(client, store, state: State, pending: list[journal.Intent], *,
     unsure = sorted(a for a, r in state.resources.items() if r.workload_id is None)
     for address in unsure:
         res = state.resources[address]
-        live = await client.find_live(kinds.get(res.kind), res.name, res.project_id)
+        kind = kinds.get(res.kind)
+        live = await client.find_live(kind, kind.hooks.listed_name(
+            kind, {**(res.applied or {}), "name": res.name}), res.project_id)
         if live is not None and live.get("workloadId"):
             res.workload_id = live["workloadId"]
             res.last_phase = live.get("actualPhase") or res.last_phase

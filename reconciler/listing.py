@@ -59,6 +59,7 @@ class Wanted(Protocol):
     name: str
     project_id: str
     cluster_id: str | None
+    listed_name: str  # the name the list shows it under (its `name`, but a rule's identity)
 
 
 def fingerprint(item: Mapping[str, Any]) -> str:
@@ -71,9 +72,9 @@ def fingerprint(item: Mapping[str, Any]) -> str:
 
 
 def match_listed(wanted: Iterable[Wanted], items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """address -> workload id, for each of `wanted` whose project and name a list item
-    has (names are unique per project across kinds)."""
-    by_key = {(d.project_id, d.name): d.address for d in wanted}
+    """address -> workload id, for each of `wanted` whose project and name (`listed_name`)
+    a list item has (names are unique per project across kinds)."""
+    by_key = {(d.project_id, d.listed_name): d.address for d in wanted}
     found: dict[str, str] = {}
     for item in items:
         project = item.get("projectId")

@@ -256,7 +256,7 @@ def _change(addr: str, kind: kinds.Kind, dw: DesiredWorkload | None, live_body: 
     k, project_id, name = kinds.parse_address(addr)
     before = workload_id = live_phase = None
     if live_body is not None:
-        before = diff.project(kind, live_body)
+        before = diff.project(kind, kind.hooks.addressed(kind, live_body, name))
         workload_id = live_body.get("workloadId")
         live_phase = live_body.get("actualPhase")
     elif not refreshed and rs is not None:

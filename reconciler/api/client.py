@@ -312,10 +312,14 @@ class RunaiClient:
         return kind.codec.resolve(kind, body, dict(zip(dict.fromkeys(refs), found)))
 
     async def _find_id(self, ref) -> str:
-        wanted = [f"name=={ref.name}"] + ([f"clusterId=={ref.cluster}"] if ref.cluster else [])
-        page = await self._send("GET", ref.path, params={"filterBy": ",".join(wanted),
-                                                          "limit": MAX_PAGE})
-        items = page.get(ref.key) if isinstance(page, dict) else None
+        if ref.key:
+            wanted = [f"name=={ref.name}"] + (
+                [f"clusterId=={ref.cluster}"] if ref.cluster else [])
+            page = await self._send("GET", ref.path, params={"filterBy": ",".join(wanted),
+                                                              "limit": MAX_PAGE})
+            items = page.get(ref.key) if isinstance(page, dict) else None
+        else:  # a bare array, neither paged nor filtered (the roles)
+            items = await self._send("GET", ref.path, array=True)
         for item in items if isinstance(items, list) else ():
             if isinstance(item, dict) and item.get("name") == ref.name and \
                     (not ref.cluster or item.get("clusterId") in (None, ref.cluster)):
@@ -401,7 +405,11 @@ class RunaiClient:
     async def names_in(self, path: str, key: str, cluster: str = "") -> list[dict]:
         """Every item of the collection at `path` (its answer's list under `key`, page
         after page), of `cluster` when given (`filterBy=clusterId==...`): the node pools,
-        departments or priorities a plan checks a spec's names against."""
+        departments or priorities a plan checks a spec's names against. `key` empty: the
+        answer is a bare array, neither paged nor filtered (the roles)."""
+        if not key:
+            items = await self._send("GET", path, array=True)
+            return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
         found: list[dict] = []
         offset = 0
         while True:
@@ -489,7 +497,8 @@ class RunaiClient:
     async def _send(self, method: str, path: str, *, json: Any = None,
                     params: Mapping[str, Any] | None = None, auth: bool = True,
                     mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
-                    sensitive: tuple[str, ...] = (), any_json: bool = False) -> dict:
+                    sensitive: tuple[str, ...] = (), any_json: bool = False,
+                    array: bool = False) -> Any:
         budget = self._budget
         hidden = _body_secrets(json, sensitive)
         started: float | None = None  # when this request's first attempt was sent
@@ -556,7 +565,7 @@ class RunaiClient:
                 if status < 400:
                     if any_json or (status in (202, 204) and not resp.content):
                         return {}  # not the resource (a sub-route's answer), or no body
-                    return self._json(resp, method, path)
+                    return self._json(resp, method, path, array=array)
                 if status == 404 and mode == _DELETE and maybe_performed:
                     return {"code": 202, "message": "The workload was already gone when the "
                                                     "delete was retried."}
@@ -643,7 +652,9 @@ class RunaiClient:
         finally:
             self.concurrency.release(ticket, throttled=throttled)
 
-    def _json(self, resp: httpx.Response, method: str, path: str) -> dict:
+    def _json(self, resp: httpx.Response, method: str, path: str, *,
+              array: bool = False) -> Any:
+        """The JSON object answered (with `array`: the JSON array answered)."""
         try:
             data = jsonlib.loads(resp.content or b"", parse_constant=_no_constant,
                                  parse_float=_finite_float)
@@ -656,9 +667,10 @@ class RunaiClient:
             raise errors.PermanentError(
                 f"{method} {path}: answered {resp.status_code} with a body that is not JSON",
                 status=resp.status_code, method=method, path=path) from None
-        if not isinstance(data, dict):
+        if not isinstance(data, list if array else dict):
+            what = "an array" if array else "an object"
             raise errors.PermanentError(
-                f"{method} {path}: answered {resp.status_code} with JSON that is not an object",
+                f"{method} {path}: answered {resp.status_code} with JSON that is not {what}",
                 status=resp.status_code, method=method, path=path)
         return data
 

@@ -28,6 +28,8 @@ from reconciler.quantities import parse_quantity
 
 QUANTITY_RE = r"^([+]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 UUID_RE = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# A handle a spec gives a resource the API keeps no name for (an access rule).
+HANDLE_RE = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 DIGITS_RE = r"^[0-9]+$"
 DEFAULT_MODE_RE = r"^0[0-7]{3}$"
 ATTR_KEY_RE = r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
@@ -46,6 +48,8 @@ PATTERN_HINTS = {
     DNS_LABEL_RE: "must be a DNS-1123 label: lowercase letters, digits and '-', "
                   "starting and ending with a letter or digit",
     UUID_RE: "must be a UUID such as 71f69d83-ba66-4822-adf5-55ce55efd210",
+    HANDLE_RE: "must be lowercase letters, digits, '-' and '.', starting and ending with "
+               "a letter or digit",
     DIGITS_RE: 'must be a project id: a string of digits such as "7"',
     DEFAULT_MODE_RE: 'must be an octal file mode of 4 digits such as "0644"',
     ATTR_KEY_RE: "must be letters, digits, '-', '_' or '.', starting and ending with a "

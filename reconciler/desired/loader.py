@@ -416,7 +416,7 @@ def _translate(err: dict, model: type[BaseModel], written: str | None = None,
         return loc, f"must be one of {ctx.get('expected', '')}, got {shown}"
     if kind == "string_pattern_mismatch":
         hint = fields.PATTERN_HINTS.get(ctx.get("pattern"), f"must match {ctx.get('pattern')}")
-        if loc and loc[-1] == "name" and len(loc) == 1:
+        if loc == ("name",) and ctx.get("pattern") == fields.DNS_LABEL_RE:
             hint = fields.PATTERN_HINTS[fields.DNS_LABEL_RE] + " (Kubernetes names the pods after it)"
         return loc, f"{hint}, got {shown}"
     if kind == "string_too_short":

@@ -18,7 +18,7 @@ from pydantic import BeforeValidator, Field, StringConstraints, field_validator,
 from reconciler import kinds
 from reconciler.desired.fields import checked_claim
 from reconciler.desired.fields import (
-    DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
+    DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, HANDLE_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
     EnvironmentVariable, Image, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
     Toleration, ExposedUrl, InferenceSecurity,
     InferenceStorage, Int32, Int64, LeaderWorkerStorage, NonNegInt32, NonNegInt64, PortSpec,
@@ -574,12 +574,56 @@ class ProjectDocument(OrgDocument):
     nodeTypes: NodeTypes | None = None
 
 
+# --- AccessRule (access-rules.yml) ------------------------------------------------------
+
+# A rule's handle (`export` names a rule read from the server so: `kinds.access.handle`).
+RuleHandle = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=HANDLE_RE)]
+
+
+class AccessRuleDocument(Strict):
+    """An access rule (`AccessRuleCreationFields`, with the role and the scope by name): in
+    no project (its address is `AccessRule/<clusterId>/<name>`, `name` a handle of the
+    user's choosing, as the API keeps none). A project or department scope names it
+    (`scope:`); a cluster scope is the rule's cluster and names nothing."""
+    KIND: ClassVar[kinds.Kind] = kinds.ACCESS_RULE
+    IN_PROJECT: ClassVar[bool] = False
+
+    kind: str
+    name: RuleHandle
+    clusterId: Uuid
+    subjectType: Literal["user", "group", "service-account", "app"]
+    subjectId: NonEmpty
+    role: NonEmpty
+    scopeType: Literal["project", "department", "cluster"]
+    scope: ProjectName | None = None
+    lifecycle: Lifecycle | None = None
+
+    @model_validator(mode="after")
+    def _scope(self):
+        if self.scopeType == "cluster" and self.scope is not None:
+            raise rule_error("is not taken by a cluster scope (the scope is the rule's "
+                             "clusterId)", "scope")
+        if self.scopeType != "cluster" and self.scope is None:
+            raise rule_error(f"is required: the name of the {self.scopeType}", "scope")
+        return self
+
+    # What the loader reads of every document: the address's middle part is the cluster.
+    @property
+    def projectId(self) -> str:
+        return self.clusterId
+
+    project: ClassVar[None] = None
+    templateId: ClassVar[None] = None
+    desiredPhase: ClassVar[None] = None
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
                              DistributedTrainingDocument, DistributedInferenceDocument,
                              ManifestDocument, NIMServiceDocument, DepartmentDocument,
                              ProjectDocument)
 }
+MODELS[AccessRuleDocument.KIND.name] = AccessRuleDocument
 
 
 def register(model: type[Document]) -> type[Document]:

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler import kinds
+
 # What a spec's name and `project:` must be: a DNS-1123 label (the models check it with
 # these, and `is_dns_label` for the names read from the API that a spec may give).
 DNS_LABEL_RE = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
@@ -56,6 +58,13 @@ class DesiredWorkload:
         ids are digits), which is enough to find two specs of the same project name."""
         project = self.project_id or f"project={self.project_name}"
         return f"{self.kind}/{project}/{self.name}"
+
+    @property
+    def listed_name(self) -> str:
+        """The name under which the API lists what this spec describes (its `name`, or as
+        its kind's hooks say: an access rule's identity, as the server keeps no name)."""
+        kind = kinds.get(self.kind)
+        return kind.hooks.listed_name(kind, self.body)
 
     @property
     def resolved(self) -> bool:

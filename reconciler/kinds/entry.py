@@ -123,9 +123,10 @@ BODY: tuple[ServerValue, ...] = (fixed("useGivenNameAsPrefix", False),)
 @dataclass(frozen=True)
 class Reference:
     """A name in a body that the API takes as an id: looked up (by the API client, the
-    one that reads) in the collection at `path`, whose answer lists the items under `key`,
-    matched by `name` (and by `clusterId` when `cluster` is given); `what` names the thing
-    in an error ("node pool", "department"), `field` where the spec writes it
+    one that reads) in the collection at `path`, whose answer lists the items under `key`
+    (`key` empty: the answer is a bare array, neither paged nor filtered, as the roles
+    are), matched by `name` (and by `clusterId` when `cluster` is given); `what` names the
+    thing in an error ("node pool", "department", "role"), `field` where the spec writes it
     (`resources.a100`). `or_path` and `or_key`: the collection asked instead when `path`
     is not served (404: a 3.0 control plane serves ranks, not priorities)."""
     what: str
@@ -257,6 +258,16 @@ class Hooks:
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         """The spec document `export` writes, from the one it made."""
         return doc
+
+    def listed_name(self, kind: Kind, body: Mapping) -> str:
+        """The name under which the API lists the resource a spec's `body` describes (what
+        a new spec, `import --all` and the list-first refresh look for): its `name`."""
+        return str(body.get("name") or "")
+
+    def addressed(self, kind: Kind, live: dict, name: str) -> dict:
+        """The live body `live` as the resource at an address named `name` shows it (a
+        plan's `before`): as read, where the server keeps the name a spec gives."""
+        return live
 
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
     # messages that name a place in it; () when the kind carries none.

@@ -35,7 +35,7 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
         by_project.setdefault(d.project_id, []).append(d)
 
     async def scan(project_id: str, specs: list[DesiredWorkload]) -> dict[str, str]:
-        names = {d.name for d in specs}
+        names = {d.listed_name for d in specs}
         where = [f"projectId=={project_id}"]
         if len(names) == 1:
             where.insert(0, f"name=={next(iter(names))}")

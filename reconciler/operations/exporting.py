@@ -190,10 +190,10 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
     from reconciler.live import projects as live_projects
     from reconciler.live import reads, workloads
 
-    # The types protected by default (the organisation's units) are exported when --kind
-    # asks for them; the rest by default.
+    # The types in no project (the organisation's: units, access rules) are exported when
+    # --kind asks for them; the rest by default.
     wanted_kinds = {kinds_mod.get(k) for k in options.kinds} or {
-        k for k in kinds_mod.KINDS.values() if not k.prevent_destroy}
+        k for k in kinds_mod.KINDS.values() if k.address_scope == "project"}
     skipped = {"deleted": 0, "completed": 0}
     async with connect() as client:
         items, deleted = await workloads.list_all(client, {k.name for k in wanted_kinds})

@@ -96,11 +96,10 @@ def test_one_plan_that_creates_a_department_a_project_and_a_training_in_it_appli
     assert by[PLANNED_AT]["change"]["after_unknown"] == {"projectId": True, "workloadId": True}
     assert "projectId" not in by[PLANNED_AT]["change"]["after"]
     assert by[PROJECT_AT]["change"]["after_unknown"] == {"workloadId": True}
-    # Its quota is not read (there is nothing to read yet), and says why: not "no limit".
+    # Its quota is not read (there is nothing to read yet): it is the one its spec plans.
     [planned] = [p for p in doc["gpu_impact"]["projects"] if p["project_name"] == "team-a"]
-    assert planned["quota"] is None
-    assert planned["quota_unknown"] == f"{PROJECT_AT} is created by this plan: its quota " \
-        "is read once it exists"
+    assert planned["quota"] == 4 and planned["planned_by"] == PROJECT_AT
+    assert planned["quota_before"] is None and not planned.get("quota_unknown")
     assert _writes(sim_server) == []  # a plan writes nothing
 
     res = ws.apply()

@@ -20,6 +20,7 @@ from reconciler import diff, kinds, planner
 from reconciler.api.client import RunaiClient
 from reconciler.desired import models
 from reconciler.plans import Action
+from reconciler.simulator import access as sim_access
 from reconciler.simulator import defaults
 from reconciler.simulator import kinds as sim_kinds
 from reconciler.simulator import org as sim_org
@@ -193,6 +194,8 @@ SIM = {"DistributedTraining": sim_kinds.DISTRIBUTED,
        "NIMService": sim_kinds.NIM_SERVICE}
 # The organisation's types are the simulator's org units, not entries of its kinds table.
 SIM_UNITS = {"Department": sim_org.DEPARTMENT, "Project": sim_org.PROJECT}
+# The types the simulator serves from a module of their own: the item's path parameter.
+SIM_APART = {"AccessRule": "accessRuleId"}
 
 
 def _problems(kind: kinds.Kind) -> list[str]:
@@ -207,6 +210,11 @@ def test_every_entry_holds_every_fact(name):
     if name in SIM_UNITS:  # the simulator's org unit at the same path, listed apart
         assert kind.api_path == SIM_UNITS[name].path and not kind.listed
         assert kinds.of_list_type(SIM_UNITS[name].type) is kind
+        return
+    if name in SIM_APART:  # the simulator serves it at the same paths, in no table
+        assert not kind.listed and not kind.can_update
+        assert {kind.api_path, f"{kind.api_path}/{{{SIM_APART[name]}}}"} <= {
+            r.path for r in sim_access.routes(None)}
         return
     # Its list type as the simulator spells it names it, and its paths are the simulator's.
     assert kinds.of_list_type(SIM[name].type) is kind

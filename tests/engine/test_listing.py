@@ -17,7 +17,7 @@ def _known(kind="Training", project="7", cluster="c1", workload_id="w1", listed=
 def _wanted(address, cluster="c1"):
     kind, project, name = address.split("/")
     return SimpleNamespace(address=address, kind=kind, name=name, project_id=project,
-                           cluster_id=cluster)
+                           cluster_id=cluster, listed_name=name)
 
 
 def _item(workload_id, name, phase="Running", project="7", **more):
