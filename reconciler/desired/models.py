@@ -574,11 +574,136 @@ class ProjectDocument(OrgDocument):
     nodeTypes: NodeTypes | None = None
 
 
+# --- Run:ai policies (not this tool's --policy rules) ----------------------------------
+
+# The fields a policy's `defaults` and `rules` set, per workload type, from the workload
+# spec it governs (policies.yml: `<K>PolicyDefaultsAndRulesV2`): a distributed training's
+# split into `master` and `worker`, a distributed inference's `leader` and `worker` within
+# its own. The values below a field are left to the server's dry run.
+_POLICY_FIELDS: dict[str, dict[str, Any]] = {
+    "training": {k: None for k in TrainingSpec.model_fields},
+    "workspace": {k: None for k in WorkspaceSpec.model_fields},
+    "inference": {k: None for k in InferenceSpec.model_fields},
+    "distributed": {"master": {k: None for k in MasterSpec.model_fields},
+                    "worker": {k: None for k in DistributedTrainingSpec.model_fields}},
+    "distributedInference": {**{k: None for k in DistributedInferenceSpec.model_fields},
+                             "leader": {k: None for k in LeaderWorkerSpec.model_fields},
+                             "worker": {k: None for k in LeaderWorkerSpec.model_fields}},
+    "nimService": {k: None for k in NimServiceSpec.model_fields},
+}
+# How `imposedAssets` is keyed per workload type (None: a list; absent: the type has none).
+_IMPOSED_BY = {"training": None, "workspace": None, "inference": None,
+               "distributed": ("master", "worker"), "distributedInference": ("leader", "worker")}
+PolicyWorkloadType = Literal["training", "workspace", "inference", "distributed",
+                             "distributedInference", "nimService"]
+
+
+def _unknown_keys(value: Any, known: dict[str, Any], at: tuple) -> tuple[tuple, str] | None:
+    """(where, message) of the first key of `value` (and below, where `known` goes on)
+    that `known` does not hold, with a did-you-mean; None when all are known."""
+    import difflib
+
+    if not isinstance(value, dict):
+        return at, "must be a mapping of the workload's fields"
+    for key, sub in value.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            return (*at, key), f"is not a field this workload type's policy sets{hint}"
+        if isinstance(known[key], dict) and sub is not None:
+            found = _unknown_keys(sub, known[key], (*at, key))
+            if found:
+                return found
+    return None
+
+
+def _rule_problems(rules: Any, known: dict[str, Any], at: tuple) -> tuple[tuple, str] | None:
+    found = _unknown_keys(rules, known, at)
+    if found:
+        return found
+    for key, sub in rules.items():
+        if sub is not None and not isinstance(sub, dict):
+            return (*at, key), "must be a mapping of rules (required, canEdit, min, max, ...)"
+    return None
+
+
+class PolicyDocument(Strict):
+    """A Run:ai policy (`Policy`): the defaults and rules of the workloads of one type at
+    one scope, and the data sources imposed on them. Not this tool's `--policy` rules.
+    Its address is `Policy/<scope>/<workloadType>` (`kinds.workload_policies`); its
+    department or project is named by name, and its cluster by id."""
+    KIND: ClassVar[kinds.Kind] = kinds.POLICY
+    IN_PROJECT: ClassVar[bool] = False
+
+    kind: str
+    workloadType: PolicyWorkloadType
+    scope: Literal["tenant", "cluster", "department", "project"]
+    department: ProjectName | None = None
+    scopeProject: ProjectName | None = Field(None, alias="project")
+    clusterId: Uuid | None = None
+    defaults: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = None
+    imposedAssets: list[Uuid] | dict[str, list[Uuid]] | None = None
+    lifecycle: Lifecycle | None = None
+
+    @model_validator(mode="after")
+    def _scope(self):
+        named = {"department": self.department, "project": self.scopeProject}
+        for scope, value in named.items():
+            if self.scope == scope and value is None:
+                raise rule_error(f"is required with scope {scope} (the {scope}'s name)", scope)
+            if self.scope != scope and value is not None:
+                raise rule_error(f"is only for scope {scope}, not {self.scope}", scope)
+        if self.scope != "tenant" and self.clusterId is None:
+            raise rule_error(f"is required with scope {self.scope}", "clusterId")
+        if self.scope == "tenant" and self.clusterId is not None:
+            raise rule_error("is not for scope tenant (a tenant's policy is in no cluster)",
+                             "clusterId")
+        return self
+
+    @model_validator(mode="after")
+    def _fields(self):
+        known = _POLICY_FIELDS[self.workloadType]
+        for part, check in (("defaults", _unknown_keys), ("rules", _rule_problems)):
+            value = getattr(self, part)
+            if value is not None:
+                found = check(value, known, (part,))
+                if found:
+                    raise rule_error(found[1], *found[0])
+        imposed = self.imposedAssets
+        if imposed is not None:
+            if self.workloadType not in _IMPOSED_BY:
+                raise rule_error(f"is not set by a {self.workloadType} policy", "imposedAssets")
+            by = _IMPOSED_BY[self.workloadType]
+            if by is None and isinstance(imposed, dict):
+                raise rule_error("must be a list of data source ids", "imposedAssets")
+            if by is not None and not isinstance(imposed, dict):
+                raise rule_error(f"must be keyed by {' and '.join(by)}", "imposedAssets")
+            for key in imposed if isinstance(imposed, dict) else ():
+                if key not in by:
+                    raise rule_error(f"must be one of {', '.join(by)}", "imposedAssets", key)
+        return self
+
+    # What the loader reads of every document: the address is Policy/<scope>/<type>.
+    @property
+    def name(self) -> str:
+        return self.workloadType
+
+    @property
+    def projectId(self) -> str:
+        return kinds.workload_policies.scope_key(
+            self.scope, self.department or self.scopeProject, self.clusterId)
+
+    project: ClassVar[None] = None
+    templateId: ClassVar[None] = None
+    desiredPhase: ClassVar[None] = None
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
                              DistributedTrainingDocument, DistributedInferenceDocument,
                              ManifestDocument, NIMServiceDocument, DepartmentDocument,
-                             ProjectDocument)
+                             ProjectDocument, PolicyDocument)
 }
 
 

@@ -166,6 +166,27 @@ class Codec:
         `create_body` and `update_request`."""
         return body
 
+    def create_request(self, kind: Kind, body: dict) -> tuple[str, str, dict]:
+        """(method, path, JSON) of the create of `body` (resolved): by default a POST of
+        `create_body` to the collection; a Run:ai policy's is a PUT of its type's path."""
+        return "POST", kind.api_path, self.create_body(kind, body)
+
+    def dry_run_request(self, kind: Kind, body: dict) -> tuple[str, str, dict] | None:
+        """(method, path, JSON) of the server's dry run of writing `body` (resolved): the
+        write that validates without storing (a Run:ai policy's `validateOnly=true`),
+        which `plan` sends for each create and update; None for a type without one."""
+        return None
+
+    def lookups(self, kind: Kind, answer: Any) -> tuple[str, ...]:
+        """The paths the client GETs after reading `answer`, to name what it gives only
+        by id (a Run:ai policy's project or department); their answers reach `read_at`."""
+        return ()
+
+    def read_at(self, kind: Kind, answer: Any, path: str, found: Mapping[str, Any]) -> Any:
+        """The engine's flat body of `answer`, read from `path` (the request's), with the
+        answers of `lookups` (path -> answer): by default `read`."""
+        return self.read(kind, answer)
+
     def update_request(self, kind: Kind, item: str, patch: dict,
                        whole: Mapping | None) -> tuple[str, str, Any, bool]:
         """(method, path, JSON, re-read) of the update with the planner's `patch` of the

@@ -4,6 +4,7 @@ under /api/v2/policy/{kind}, one `PolicyKind` entry of `POLICY_KINDS` per kind:
     PUT    /api/v2/policy/{kind}[?validateOnly=true]     200, the policy (replaces it)
     PATCH  /api/v2/policy/{kind}[?validateOnly=true]     200, the policy (merged; `reset`)
     GET    /api/v2/policy/{kind}?scope=...&<scope id>=   200, the policy; 404 if none
+    GET    /api/v2/policy[?workloadType=&scope=&<scope id>=]  200, {policies: [{type, meta}]}
     DELETE /api/v2/policy/{kind}?scope=...&<scope id>=   204; 404 if none
 
 A policy is kept per kind, `meta.scope` and that scope's id (`clusterId`,
@@ -17,6 +18,9 @@ is silent:
   and stores nothing.
 - A policy is refused with a 400 `Error` naming the field when a key is unknown, a value
   has the wrong type, the scope's id is missing, or a rule's `min` is above its `max`.
+- The list (`PolicyListResponse`) holds each stored policy's `type` and `meta` (no
+  `status`: the simulator syncs to no cluster), filtered by the parameters given; it has
+  no paging (the API's has none), so `limit` and `offset` are ignored.
 - PATCH merges `policy` into the stored one (objects key by key; any other value
   replaced), after clearing the defaults and rules of each `reset` path; with nothing
   stored it creates the policy. `effective` is the policy itself (no policy of a wider
@@ -96,8 +100,38 @@ def routes(sim: Simulator) -> list[Route]:
             return await handle(sim, kind, request)
         return endpoint
 
-    return [Route(f"/api/v2/policy/{kind.path}", bound(kind),
-                  methods=["GET", "PUT", "PATCH", "DELETE"]) for kind in POLICY_KINDS]
+    async def listing(request):
+        return await list_policies(sim, request)
+
+    return [Route("/api/v2/policy", listing, methods=["GET"]),
+            *(Route(f"/api/v2/policy/{kind.path}", bound(kind),
+                    methods=["GET", "PUT", "PATCH", "DELETE"]) for kind in POLICY_KINDS)]
+
+
+# The list's `workloadType` filter, by the kind's path (policies.yml spells it so; NIM
+# has none).
+_WORKLOAD_TYPES = {"trainings": "Training", "workspaces": "Workspace",
+                   "inferences": "Inference", "distributed": "Distributed",
+                   "distributed-inferences": "DistributedInference"}
+
+
+async def list_policies(sim: Simulator, request: Request) -> Response:
+    sim.auth(request)
+    q = request.query_params
+    by_path = {k.path: k for k in POLICY_KINDS}
+    out = []
+    for key, made in sorted(sim.org.data["policy"].items()):
+        kind = by_path[key.split("|", 1)[0]]
+        meta = made["meta"]
+        if q.get("workloadType") and _WORKLOAD_TYPES.get(kind.path) != q["workloadType"]:
+            continue
+        if q.get("scope") and meta.get("scope") != q["scope"]:
+            continue
+        if any(q.get(f) and str(meta.get(f)) != q[f]
+               for f in ("projectId", "departmentId", "clusterId")):
+            continue
+        out.append({"type": kind.list_type, "meta": copy.deepcopy(meta)})
+    return JSONResponse({"policies": out})
 
 
 def _key(kind: PolicyKind, scope: str, scope_id: Any) -> str:
