@@ -11,12 +11,13 @@ outside: a test's throwaway kind). Shared sub-models live in
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
 
 from reconciler import kinds
-from reconciler.desired.fields import checked_claim
+from reconciler.desired.fields import UUID_RE, checked_claim
 from reconciler.desired.fields import (
     DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
     EnvironmentVariable, Image, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
@@ -643,7 +644,8 @@ class PolicyDocument(Strict):
     clusterId: Uuid | None = None
     defaults: dict[str, Any] | None = None
     rules: dict[str, Any] | None = None
-    imposedAssets: list[Uuid] | dict[str, list[Uuid]] | None = None
+    # Data source ids: a list, or lists by replica (checked by `_fields`, per type).
+    imposedAssets: list[Any] | dict[str, Any] | None = None
     lifecycle: Lifecycle | None = None
 
     @model_validator(mode="after")
@@ -679,9 +681,17 @@ class PolicyDocument(Strict):
                 raise rule_error("must be a list of data source ids", "imposedAssets")
             if by is not None and not isinstance(imposed, dict):
                 raise rule_error(f"must be keyed by {' and '.join(by)}", "imposedAssets")
-            for key in imposed if isinstance(imposed, dict) else ():
-                if key not in by:
-                    raise rule_error(f"must be one of {', '.join(by)}", "imposedAssets", key)
+            lists = imposed.items() if isinstance(imposed, dict) else [((), imposed)]
+            for key, ids in lists:
+                at = ("imposedAssets", *((key,) if key != () else ()))
+                if key != () and key not in by:
+                    raise rule_error(f"must be one of {', '.join(by)}", *at)
+                if not isinstance(ids, list):
+                    raise rule_error("must be a list of data source ids", *at)
+                for i, found in enumerate(ids):
+                    if not (isinstance(found, str) and re.fullmatch(UUID_RE, found)):
+                        raise rule_error(f"must be a data source's id (a UUID), got "
+                                         f"{found!r}", *at, i)
         return self
 
     # What the loader reads of every document: the address is Policy/<scope>/<type>.

@@ -143,6 +143,8 @@ class Codec:
     # cluster (whatever a spec's `clusterId` says): the diff leaves `clusterId` out and a
     # list scope filters by project alone (`Kind.list_scope`).
     sends_cluster: bool = True
+    # Whether the API has a dry run of its writes (`dry_run_request`): plan sends it.
+    dry_runs: bool = False
 
     def create_body(self, kind: Kind, body: dict) -> dict:
         """What the API takes for creating `body`."""
@@ -255,6 +257,11 @@ class Hooks:
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         """The spec document `export` writes, from the one it made."""
         return doc
+
+    def export_path(self, kind: Kind, doc: dict) -> str | None:
+        """Where `export` writes `doc` (from `export_shape`) below its folder; None: the
+        usual place, `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
+        return None
 
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
     # messages that name a place in it; () when the kind carries none.

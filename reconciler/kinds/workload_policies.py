@@ -91,6 +91,8 @@ class PolicyCodec(Codec):
     `defaults`, `rules`, `imposedAssets`. After `resolve`, `scopeId` holds the id of the
     department or project the scope names."""
 
+    dry_runs = True
+
     def references(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         scope, name = parse_scope_key(body.get("projectId") or "")
         if scope in _UNITS and name:
@@ -208,8 +210,14 @@ class PolicyHooks(Hooks):
                 out[key] = value
         return out
 
-    def label(self, kind: Kind, bodies) -> str | None:
-        return None
+    def export_path(self, kind: Kind, doc: dict) -> str | None:
+        # Beside the units of its scope: `<project>/Policy/<type>.yaml` for a project's or
+        # department's, `organisation/Policy/<scope>-<type>.yaml` for a cluster's or the
+        # tenant's.
+        scope = doc.get("scope")
+        if scope in _UNITS and doc.get(scope):
+            return f"{doc[scope]}/{kind.name}/{doc.get('workloadType')}.yaml"
+        return f"organisation/{kind.name}/{scope}-{doc.get('workloadType')}.yaml"
 
 
 POLICY = Kind(

@@ -197,6 +197,8 @@ def _resource_change(rc: ResourceChange, bodies: _Bodies) -> dict[str, Any]:
         "live_phase": rc.live_phase,
         "adopted": rc.adopted,
         "state_changes": rc.state_changes,
+        **({"dry_run": {"verdict": rc.dry_run.verdict, "message": rc.dry_run.message}}
+           if rc.dry_run is not None else {}),
     }
 
 

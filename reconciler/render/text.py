@@ -113,6 +113,10 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
         f"{pad}{sym} {rc.kind} {rc.name} ({words.manifest_type(rc)}{_scope(rc)} {rc.project_id}"
         + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
+    verdict = words.dry_run(rc)
+    if verdict is not None:
+        refused = rc.dry_run is not None and rc.dry_run.verdict == "refused"
+        out.append("      " + paint(_RED if refused else _BOLD, f"# {verdict}"))
     changes = list(rc.changes)
     implied = words.phase_change(rc)
     if implied is not None:
