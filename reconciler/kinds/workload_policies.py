@@ -162,17 +162,19 @@ class PolicyCodec(Codec):
             return answer
         id_name = SCOPE_IDS[scope]
         scope_id = None if id_name is None else meta.get(id_name)
-        unit_name = None
+        unit_name, cluster = None, meta.get("clusterId")
         for unit in found.values():
             if isinstance(unit, Mapping) and unit.get("name"):
                 unit_name = str(unit["name"])
+                # A project's or department's policy may leave its cluster out of `meta`:
+                # the unit's is the policy's.
+                cluster = cluster or unit.get("clusterId")
         query = {"scope": scope, **({id_name: scope_id} if id_name else {})}
         out: dict[str, Any] = {
             "workloadId": f"{TYPE_PATHS[type_name]}?{urllib.parse.urlencode(query)}",
             "name": type_name,
-            "projectId": scope_key(scope, unit_name if scope in _UNITS else None,
-                                   meta.get("clusterId")),
-            "clusterId": meta.get("clusterId") if scope != "tenant" else None}
+            "projectId": scope_key(scope, unit_name if scope in _UNITS else None, cluster),
+            "clusterId": cluster if scope != "tenant" else None}
         if scope in _UNITS and unit_name is None:
             # The unit could not be named (gone since): the key keeps its id.
             out["projectId"] = f"{scope}:#{scope_id}"

@@ -137,16 +137,18 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     assert _live(sim_server, pid)["policy"]["rules"]["compute"]["gpuDevicesRequest"]["max"] == 3
     assert ws.plan("--detailed-exitcode").exit_code == 0
 
-    # Changed behind the tool's back (another rule, a default gone): drift; apply puts the
-    # policy the spec owns back.
+    # Changed behind the tool's back (another rule, a default gone; its cluster left out
+    # of `meta`, as a project's policy may): drift of the rules alone; apply puts the
+    # policy the spec owns back, in place.
     live = _live(sim_server, pid)
     sim_server.api("PUT", TRAININGS, json={
-        "meta": {k: live["meta"][k] for k in ("name", "scope", "projectId", "clusterId")},
+        "meta": {k: live["meta"][k] for k in ("name", "scope", "projectId")},
         "policy": {"rules": {"compute": {"gpuDevicesRequest": {"max": 8}}}}}
     ).raise_for_status()
     res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
     assert res.exit_code == 2, res.output
     assert POLICY_AT in res.output and "gpuDevicesRequest" in res.output, res.output
+    assert "clusterId" not in res.output, res.output
     res = ws.apply()
     assert res.exit_code == 0 and f"{POLICY_AT}: updated" in res.output, res.output
     healed = _live(sim_server, pid)["policy"]
