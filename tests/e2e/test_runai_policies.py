@@ -137,6 +137,17 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     assert _live(sim_server, pid)["policy"]["rules"]["compute"]["gpuDevicesRequest"]["max"] == 3
     assert ws.plan("--detailed-exitcode").exit_code == 0
 
+    # A policy of the cluster, set by someone else: it shows in the project's `effective`
+    # policy, which is not what the spec owns, so the plan stays empty.
+    sim_server.api("PUT", TRAININGS, json={
+        "meta": {"name": "cluster-wide", "scope": "cluster", "clusterId": CLUSTER},
+        "policy": {"rules": {"image": {"canEdit": False}},
+                   "defaults": {"imagePullPolicy": "Always"}}}).raise_for_status()
+    effective = _live(sim_server, pid)["effective"]
+    assert effective["rules"]["image"] == {"required": True, "canEdit": False}
+    assert effective["defaults"]["imagePullPolicy"] == "IfNotPresent"  # the project's wins
+    assert ws.cli("drift", str(ws.specs), "--detailed-exitcode").exit_code == 0
+
     # Changed behind the tool's back (another rule, a default gone; its cluster left out
     # of `meta`, as a project's policy may): drift of the rules alone; apply puts the
     # policy the spec owns back, in place.
@@ -160,8 +171,10 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     out = ws.root / "exported"
     res = _other_state(ws, "export", "--kind", "Policy", "--out", str(out))
     assert res.exit_code == 0, res.output
-    [doc] = [d for d in (yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml"))
-             if d.get("kind") == "Policy"]
+    # Each beside its scope: the project's with the project, the cluster's apart.
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml")) == [
+        "organisation/Policy/cluster-training.yaml", "team-a/Policy/training.yaml"]
+    doc = yaml.safe_load((out / "team-a" / "Policy" / "training.yaml").read_text())
     assert doc == {"kind": "Policy", "workloadType": "training", "scope": "project",
                    "project": "team-a", "clusterId": CLUSTER,
                    "defaults": {"compute": {"gpuDevicesRequest": 1},
