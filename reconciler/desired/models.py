@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
+from pydantic import (BeforeValidator, Field, StringConstraints, ValidationError,
+                      field_validator, model_validator)
+from pydantic_core import InitErrorDetails
 
 from reconciler import kinds
 from reconciler.desired.fields import UUID_RE, checked_claim
@@ -599,33 +601,40 @@ PolicyWorkloadType = Literal["training", "workspace", "inference", "distributed"
                              "distributedInference", "nimService"]
 
 
-def _unknown_keys(value: Any, known: dict[str, Any], at: tuple) -> tuple[tuple, str] | None:
-    """(where, message) of the first key of `value` (and below, where `known` goes on)
-    that `known` does not hold, with a did-you-mean; None when all are known."""
+def _unknown_keys(value: Any, known: dict[str, Any], at: tuple) -> list[tuple[tuple, str]]:
+    """(where, message) of each key of `value` (and below, where `known` goes on) that
+    `known` does not hold, with a did-you-mean."""
     import difflib
 
     if not isinstance(value, dict):
-        return at, "must be a mapping of the workload's fields"
+        return [(at, "must be a mapping of the workload's fields")]
+    out = []
     for key, sub in value.items():
         if key not in known:
             close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            return (*at, key), f"is not a field this workload type's policy sets{hint}"
-        if isinstance(known[key], dict) and sub is not None:
-            found = _unknown_keys(sub, known[key], (*at, key))
-            if found:
-                return found
-    return None
+            out.append(((*at, key), f"is not a field this workload type's policy sets{hint}"))
+        elif isinstance(known[key], dict) and sub is not None:
+            out += _unknown_keys(sub, known[key], (*at, key))
+    return out
 
 
-def _rule_problems(rules: Any, known: dict[str, Any], at: tuple) -> tuple[tuple, str] | None:
-    found = _unknown_keys(rules, known, at)
-    if found:
-        return found
-    for key, sub in rules.items():
-        if sub is not None and not isinstance(sub, dict):
-            return (*at, key), "must be a mapping of rules (required, canEdit, min, max, ...)"
-    return None
+def _rule_problems(rules: Any, known: dict[str, Any], at: tuple) -> list[tuple[tuple, str]]:
+    """`_unknown_keys` of `rules`, and each known field whose rules are no mapping."""
+    out = _unknown_keys(rules, known, at)
+    for key, sub in rules.items() if isinstance(rules, dict) else ():
+        if key in known and sub is not None and not isinstance(sub, dict):
+            out.append(((*at, key), "must be a mapping of rules (required, canEdit, min, "
+                                    "max, ...)"))
+    return out
+
+
+def _problems(found: list[tuple[tuple, str]]) -> ValidationError:
+    """One validation error holding every (where, message) of `found`, each a broken rule
+    (`rule_error`) located at its place in the document."""
+    return ValidationError.from_exception_data("Policy", [
+        InitErrorDetails(type=rule_error(message, *at), loc=(), input=None)
+        for at, message in found])
 
 
 class PolicyDocument(Strict):
@@ -666,12 +675,13 @@ class PolicyDocument(Strict):
     @model_validator(mode="after")
     def _fields(self):
         known = _POLICY_FIELDS[self.workloadType]
+        found = []
         for part, check in (("defaults", _unknown_keys), ("rules", _rule_problems)):
             value = getattr(self, part)
             if value is not None:
-                found = check(value, known, (part,))
-                if found:
-                    raise rule_error(found[1], *found[0])
+                found += check(value, known, (part,))
+        if found:
+            raise _problems(found)
         imposed = self.imposedAssets
         if imposed is not None:
             if self.workloadType not in _IMPOSED_BY:

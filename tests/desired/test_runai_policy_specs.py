@@ -106,3 +106,27 @@ def test_a_nim_policy_imposes_no_assets(specdir):
         load_specs(specdir.root)
     [problem] = exc.value.problems
     assert "imposedAssets: is not set by a nimService policy" in problem, problem
+
+
+def test_every_unknown_field_of_defaults_and_rules_is_reported_at_once(specdir):
+    spec = specdir.write("p.yaml", f"""
+        kind: Policy
+        workloadType: workspace
+        scope: cluster
+        clusterId: {CLUSTER}
+        defaults:
+          imagePulPolicy: Always
+          compute: {{gpuDevicesRequest: 1}}
+        rules:
+          imag: {{required: true}}
+          compute: 4
+    """)
+    with pytest.raises(SpecError) as exc:
+        load_specs(specdir.root)
+    assert exc.value.problems == [
+        f"{spec}:6: defaults.imagePulPolicy: is not a field this workload type's policy "
+        "sets (did you mean 'imagePullPolicy'?)",
+        f"{spec}:9: rules.imag: is not a field this workload type's policy sets (did you "
+        "mean 'image'?)",
+        f"{spec}:10: rules.compute: must be a mapping of rules (required, canEdit, min, "
+        "max, ...)"]
