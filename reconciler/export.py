@@ -106,13 +106,19 @@ def withheld(doc: dict) -> list[str]:
 def relative_path(doc: dict) -> str:
     """Where `export` writes `doc` below its folder: `<project>/<kind>/<name>.yaml`, the
     project's name when the document names it, else its id; an organisation unit (in no
-    project) under `organisation/`."""
+    project) under `organisation/`; or where its kind's hooks put it
+    (`Hooks.export_path`: a Run:ai policy's, by its scope)."""
+    found = kinds.get(doc["kind"]).hooks.export_path(kinds.get(doc["kind"]), doc)
+    if found is not None:
+        return found
     where = doc.get("project") or doc.get("projectId") or "organisation"
     return f"{where}/{doc['kind']}/{doc['name']}.yaml"
 
 
-def address(doc: dict, project_id: str) -> str:
-    return kinds.address(doc["kind"], project_id, doc["name"])
+def address(doc: dict, project_id: str, name: str | None = None) -> str:
+    """The address of exported `doc` in the project (or scope) `project_id`; `name`, the
+    live body's, for a document that holds none (a Run:ai policy's is its type)."""
+    return kinds.address(doc["kind"], project_id, name or doc["name"])
 
 
 # --- the walk -----------------------------------------------------------------------

@@ -54,6 +54,20 @@ class FieldChange:
     added: bool = False
 
 
+@dataclass(frozen=True)
+class DryRun:
+    """The server's verdict on a write the plan would send, from its dry run (a Run:ai
+    policy's PUT with `validateOnly=true`, `Codec.dry_run_request`): `accepted`,
+    `refused` (a refusal fails the plan; `message` is the server's, naming the rule it
+    rejects) or `unchecked` (`message` says why: the project the policy is on does not
+    exist yet)."""
+    verdict: str
+    message: str = ""
+
+
+DRY_RUN_REFUSED = "refused"
+
+
 @dataclass
 class ResourceChange:
     address: str
@@ -94,6 +108,9 @@ class ResourceChange:
     # For a delete or replace: what goes with it (a project's namespace, the live
     # workloads in it), as outputs list it.
     takes_with: list[str] = field(default_factory=list)
+    # The server's dry run of this change's write (None: its type has none, or the plan
+    # was made without the API).
+    dry_run: DryRun | None = None
 
     @property
     def changes_state(self) -> bool:

@@ -275,15 +275,55 @@ class RunaiClient:
         raised with `ambiguous=True`.
         """
         body = await self._resolved(kind, body)
-        return kind.read(await self._send(
-            "POST", kind.api_path, json=kind.create_body(body), mode=_CREATE,
-            on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)))
+        method, path, json = kind.codec.create_request(kind, body)
+        return await self._read(kind, await self._send(
+            method, path, json=json, mode=_CREATE,
+            on_ambiguous=on_ambiguous, sensitive=tuple(sensitive)), path)
+
+    async def dry_run(self, kind: Kind, body: dict) -> tuple[str, str]:
+        """The server's verdict on writing `body` (`Codec.dry_run_request`: a Run:ai
+        policy's PUT with `validateOnly=true`, which stores nothing): ("accepted", ""),
+        ("refused", the server's message: a 400), or ("unchecked", why: a name the write
+        needs names nothing yet, or the type has no dry run). Other failures raise."""
+        try:
+            resolved = await self._resolved(kind, body)
+        except errors.PermanentError as exc:
+            if exc.status == 200:  # a lookup by name found nothing
+                return "unchecked", str(exc)
+            raise
+        request = kind.codec.dry_run_request(kind, resolved)
+        if request is None:
+            return "unchecked", f"{kind.name} has no dry run"
+        method, path, json = request
+        try:
+            await self._send(method, path, json=json, mode=_WRITE)
+        except errors.BadRequest as exc:
+            return "refused", exc.message
+        return "accepted", ""
 
     async def get(self, kind: Kind, workload_id: str) -> dict:
         """The live workload, as the engine's flat body (`Kind.read`: a Manifest's from its
         WorkloadV2GetResponse, a NIM service's from its envelope); raises errors.NotFound
         when it does not exist."""
-        return kind.read(await self._send("GET", _item(kind, workload_id)))
+        path = _item(kind, workload_id)
+        return await self._read(kind, await self._send("GET", path), path)
+
+    async def _read(self, kind: Kind, answer: Any, path: str) -> Any:
+        """`answer` (to a request of `path`) as the engine's flat body, after GETting what
+        names the ids it holds (`Codec.lookups`: a Run:ai policy's project or department;
+        one that is gone names nothing)."""
+        wanted = kind.codec.lookups(kind, answer)
+        if not wanted:
+            return kind.codec.read_at(kind, answer, path, {})
+
+        async def one(p: str) -> Any:
+            try:
+                return await self._send("GET", p)
+            except errors.NotFound:
+                return None
+
+        found = dict(zip(wanted, await asyncio.gather(*map(one, wanted))))
+        return kind.codec.read_at(kind, answer, path, found)
 
     async def patch(self, kind: Kind, workload_id: str, body: dict, *,
                     sensitive: tuple[str, ...] = (), whole: dict | None = None) -> dict:
@@ -299,7 +339,8 @@ class RunaiClient:
             kind, _item(kind, workload_id), body, whole)
         answer = await self._send(method, path, json=json, mode=_WRITE,
                                   sensitive=tuple(sensitive), any_json=reread)
-        return await self.get(kind, workload_id) if reread else kind.read(answer)
+        return await self.get(kind, workload_id) if reread else \
+            await self._read(kind, answer, path)
 
     async def _resolved(self, kind: Kind, body: dict) -> dict:
         """`body` with the names the API takes as ids replaced by them
@@ -397,7 +438,8 @@ class RunaiClient:
             page = await self._send("GET", kind.api_path,
                                     params={"limit": MAX_PAGE, "offset": offset})
             items = kind.codec.items(kind, page)
-            found.extend(kind.read(dict(i)) for i in items)
+            found.extend(await asyncio.gather(*(self._read(kind, dict(i), kind.api_path)
+                                                for i in items)))
             if len(items) < MAX_PAGE:
                 return found
             offset += len(items)

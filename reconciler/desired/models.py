@@ -11,12 +11,15 @@ outside: a test's throwaway kind). Shared sub-models live in
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, StringConstraints, field_validator, model_validator
+from pydantic import (BeforeValidator, Field, StringConstraints, ValidationError,
+                      field_validator, model_validator)
+from pydantic_core import InitErrorDetails
 
 from reconciler import kinds
-from reconciler.desired.fields import checked_claim
+from reconciler.desired.fields import UUID_RE, checked_claim
 from reconciler.desired.fields import (
     DIGITS_RE, DNS_LABEL_MAX, DNS_LABEL_RE, HANDLE_RE, METRIC_RE, Annotation, ClaimInfo, Compute, Container,
     EnvironmentVariable, Image, ImagePullPolicy, ImagePullSecret, Label, Name63, NonEmpty, Port, Probes,
@@ -617,11 +620,153 @@ class AccessRuleDocument(Strict):
     desiredPhase: ClassVar[None] = None
 
 
+# --- Run:ai policies (not this tool's --policy rules) ----------------------------------
+
+# The fields a policy's `defaults` and `rules` set, per workload type, from the workload
+# spec it governs (policies.yml: `<K>PolicyDefaultsAndRulesV2`): a distributed training's
+# split into `master` and `worker`, a distributed inference's `leader` and `worker` within
+# its own. The values below a field are left to the server's dry run.
+_POLICY_FIELDS: dict[str, dict[str, Any]] = {
+    "training": {k: None for k in TrainingSpec.model_fields},
+    "workspace": {k: None for k in WorkspaceSpec.model_fields},
+    "inference": {k: None for k in InferenceSpec.model_fields},
+    "distributed": {"master": {k: None for k in MasterSpec.model_fields},
+                    "worker": {k: None for k in DistributedTrainingSpec.model_fields}},
+    "distributedInference": {**{k: None for k in DistributedInferenceSpec.model_fields},
+                             "leader": {k: None for k in LeaderWorkerSpec.model_fields},
+                             "worker": {k: None for k in LeaderWorkerSpec.model_fields}},
+    "nimService": {k: None for k in NimServiceSpec.model_fields},
+}
+# How `imposedAssets` is keyed per workload type (None: a list; absent: the type has none).
+_IMPOSED_BY = {"training": None, "workspace": None, "inference": None,
+               "distributed": ("master", "worker"), "distributedInference": ("leader", "worker")}
+PolicyWorkloadType = Literal["training", "workspace", "inference", "distributed",
+                             "distributedInference", "nimService"]
+
+
+def _unknown_keys(value: Any, known: dict[str, Any], at: tuple) -> list[tuple[tuple, str]]:
+    """(where, message) of each key of `value` (and below, where `known` goes on) that
+    `known` does not hold, with a did-you-mean."""
+    import difflib
+
+    if not isinstance(value, dict):
+        return [(at, "must be a mapping of the workload's fields")]
+    out = []
+    for key, sub in value.items():
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            out.append(((*at, key), f"is not a field this workload type's policy sets{hint}"))
+        elif isinstance(known[key], dict) and sub is not None:
+            out += _unknown_keys(sub, known[key], (*at, key))
+    return out
+
+
+def _rule_problems(rules: Any, known: dict[str, Any], at: tuple) -> list[tuple[tuple, str]]:
+    """`_unknown_keys` of `rules`, and each known field whose rules are no mapping."""
+    out = _unknown_keys(rules, known, at)
+    for key, sub in rules.items() if isinstance(rules, dict) else ():
+        if key in known and sub is not None and not isinstance(sub, dict):
+            out.append(((*at, key), "must be a mapping of rules (required, canEdit, min, "
+                                    "max, ...)"))
+    return out
+
+
+def _problems(found: list[tuple[tuple, str]]) -> ValidationError:
+    """One validation error holding every (where, message) of `found`, each a broken rule
+    (`rule_error`) located at its place in the document."""
+    return ValidationError.from_exception_data("Policy", [
+        InitErrorDetails(type=rule_error(message, *at), loc=(), input=None)
+        for at, message in found])
+
+
+class PolicyDocument(Strict):
+    """A Run:ai policy (`Policy`): the defaults and rules of the workloads of one type at
+    one scope, and the data sources imposed on them. Not this tool's `--policy` rules.
+    Its address is `Policy/<scope>/<workloadType>` (`kinds.workload_policies`); its
+    department or project is named by name, and its cluster by id."""
+    KIND: ClassVar[kinds.Kind] = kinds.POLICY
+    IN_PROJECT: ClassVar[bool] = False
+
+    kind: str
+    workloadType: PolicyWorkloadType
+    scope: Literal["tenant", "cluster", "department", "project"]
+    department: ProjectName | None = None
+    scopeProject: ProjectName | None = Field(None, alias="project")
+    clusterId: Uuid | None = None
+    defaults: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = None
+    # Data source ids: a list, or lists by replica (checked by `_fields`, per type).
+    imposedAssets: list[Any] | dict[str, Any] | None = None
+    lifecycle: Lifecycle | None = None
+
+    @model_validator(mode="after")
+    def _scope(self):
+        named = {"department": self.department, "project": self.scopeProject}
+        for scope, value in named.items():
+            if self.scope == scope and value is None:
+                raise rule_error(f"is required with scope {scope} (the {scope}'s name)", scope)
+            if self.scope != scope and value is not None:
+                raise rule_error(f"is only for scope {scope}, not {self.scope}", scope)
+        if self.scope != "tenant" and self.clusterId is None:
+            raise rule_error(f"is required with scope {self.scope}", "clusterId")
+        if self.scope == "tenant" and self.clusterId is not None:
+            raise rule_error("is not for scope tenant (a tenant's policy is in no cluster)",
+                             "clusterId")
+        return self
+
+    @model_validator(mode="after")
+    def _fields(self):
+        known = _POLICY_FIELDS[self.workloadType]
+        found = []
+        for part, check in (("defaults", _unknown_keys), ("rules", _rule_problems)):
+            value = getattr(self, part)
+            if value is not None:
+                found += check(value, known, (part,))
+        if found:
+            raise _problems(found)
+        imposed = self.imposedAssets
+        if imposed is not None:
+            if self.workloadType not in _IMPOSED_BY:
+                raise rule_error(f"is not set by a {self.workloadType} policy", "imposedAssets")
+            by = _IMPOSED_BY[self.workloadType]
+            if by is None and isinstance(imposed, dict):
+                raise rule_error("must be a list of data source ids", "imposedAssets")
+            if by is not None and not isinstance(imposed, dict):
+                raise rule_error(f"must be keyed by {' and '.join(by)}", "imposedAssets")
+            lists = imposed.items() if isinstance(imposed, dict) else [((), imposed)]
+            for key, ids in lists:
+                at = ("imposedAssets", *((key,) if key != () else ()))
+                if key != () and key not in by:
+                    raise rule_error(f"must be one of {', '.join(by)}", *at)
+                if not isinstance(ids, list):
+                    raise rule_error("must be a list of data source ids", *at)
+                for i, found in enumerate(ids):
+                    if not (isinstance(found, str) and re.fullmatch(UUID_RE, found)):
+                        raise rule_error(f"must be a data source's id (a UUID), got "
+                                         f"{found!r}", *at, i)
+        return self
+
+    # What the loader reads of every document: the address is Policy/<scope>/<type>.
+    @property
+    def name(self) -> str:
+        return self.workloadType
+
+    @property
+    def projectId(self) -> str:
+        return kinds.workload_policies.scope_key(
+            self.scope, self.department or self.scopeProject, self.clusterId)
+
+    project: ClassVar[None] = None
+    templateId: ClassVar[None] = None
+    desiredPhase: ClassVar[None] = None
+
+
 MODELS: dict[str, type[Document]] = {
     m.KIND.name: m for m in (TrainingDocument, WorkspaceDocument, InferenceDocument,
                              DistributedTrainingDocument, DistributedInferenceDocument,
                              ManifestDocument, NIMServiceDocument, DepartmentDocument,
-                             ProjectDocument)
+                             ProjectDocument, PolicyDocument)
 }
 MODELS[AccessRuleDocument.KIND.name] = AccessRuleDocument
 

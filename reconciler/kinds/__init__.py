@@ -4,8 +4,9 @@ the engine knows about it, facts and behaviour.
 The entries come from their families, one module each: `flat` (the v1 workloads:
 Training, Workspace, Inference, DistributedTraining, DistributedInference), `nim` (the v2
 NIM services and their metadata envelope), `manifests` (Workloads V2: a Kubernetes
-manifest as a workload), `org` (the organisation: Department, Project) and `access`
-(AccessRule: who may do what where). `entry` defines what an entry is: its facts, capabilities and
+manifest as a workload), `org` (the organisation: Department, Project), `access`
+(AccessRule: who may do what where) and `workload_policies` (Run:ai's own Policy, not this
+tool's `--policy` rules). `entry` defines what an entry is: its facts, capabilities and
 the behaviour objects it holds (`Codec`, `Hooks`); `lists` the list identity every kind
 shares. The engine asks an entry (`kinds.get(name).<behaviour>`) and never names a type;
 `register` adds one (a new type costs its entry here and its spec model in
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 from reconciler.kinds import access, flat, manifests, nim, org, pods
 from reconciler.kinds.access import ACCESS_RULE
+# Run:ai's own workload policies (not this tool's --policy rules)
+from reconciler.kinds import workload_policies
 from reconciler.kinds.entry import (
     BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Quota, Reference, ServerValue, Test,
     containers, fixed,
@@ -32,6 +35,7 @@ from reconciler.kinds.lists import (
 from reconciler.kinds.manifests import MANIFEST
 from reconciler.kinds.nim import NIM_SERVICE
 from reconciler.kinds.org import DEPARTMENT, PROJECT
+from reconciler.kinds.workload_policies import POLICY
 
 __all__ = [
     # the entry, its behaviour objects and the helpers entries are written with
@@ -46,6 +50,7 @@ __all__ = [
     "flat", "nim", "manifests", "org", "DISTRIBUTED_TRAINING", "DISTRIBUTED_INFERENCE", "TRAINING",
     "WORKSPACE", "INFERENCE", "NIM_SERVICE", "MANIFEST", "DEPARTMENT", "PROJECT",
     "access", "ACCESS_RULE",
+    "workload_policies", "POLICY",
     # the registry
     "KINDS", "QUANTITY_FIELDS", "register", "unregister", "get", "label", "of_list_type",
     "spelled", "address", "parse_address",
@@ -53,7 +58,7 @@ __all__ = [
 
 KINDS: dict[str, Kind] = {k.name: k for k in (*flat.KINDS, nim.NIM_SERVICE,
                                               manifests.MANIFEST, *org.KINDS,
-                                              *access.KINDS)}
+                                              *access.KINDS, *workload_policies.KINDS)}
 
 
 def _quantity_fields() -> frozenset[str]:

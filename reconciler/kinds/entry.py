@@ -151,6 +151,8 @@ class Codec:
     # cluster (whatever a spec's `clusterId` says): the diff leaves `clusterId` out and a
     # list scope filters by project alone (`Kind.list_scope`).
     sends_cluster: bool = True
+    # Whether the API has a dry run of its writes (`dry_run_request`): plan sends it.
+    dry_runs: bool = False
 
     def create_body(self, kind: Kind, body: dict) -> dict:
         """What the API takes for creating `body`."""
@@ -179,6 +181,27 @@ class Codec:
         """`body` with the names of `references` replaced by their `ids`, ready for
         `create_body` and `update_request`."""
         return body
+
+    def create_request(self, kind: Kind, body: dict) -> tuple[str, str, dict]:
+        """(method, path, JSON) of the create of `body` (resolved): by default a POST of
+        `create_body` to the collection; a Run:ai policy's is a PUT of its type's path."""
+        return "POST", kind.api_path, self.create_body(kind, body)
+
+    def dry_run_request(self, kind: Kind, body: dict) -> tuple[str, str, dict] | None:
+        """(method, path, JSON) of the server's dry run of writing `body` (resolved): the
+        write that validates without storing (a Run:ai policy's `validateOnly=true`),
+        which `plan` sends for each create and update; None for a type without one."""
+        return None
+
+    def lookups(self, kind: Kind, answer: Any) -> tuple[str, ...]:
+        """The paths the client GETs after reading `answer`, to name what it gives only
+        by id (a Run:ai policy's project or department); their answers reach `read_at`."""
+        return ()
+
+    def read_at(self, kind: Kind, answer: Any, path: str, found: Mapping[str, Any]) -> Any:
+        """The engine's flat body of `answer`, read from `path` (the request's), with the
+        answers of `lookups` (path -> answer): by default `read`."""
+        return self.read(kind, answer)
 
     def update_request(self, kind: Kind, item: str, patch: dict,
                        whole: Mapping | None) -> tuple[str, str, Any, bool]:
@@ -226,8 +249,11 @@ class Hooks:
 
     def shown(self, kind: Kind, body: dict) -> dict:
         """The body as a plan lists a create's fields: what the engine keeps only for itself
-        (an organisation unit's `projectId`, its cluster) left out."""
-        return body
+        left out (the `projectId` of a type in no project: the middle of its address, an
+        organisation unit's cluster, a Run:ai policy's scope)."""
+        if kind.in_project:
+            return body
+        return {k: v for k, v in body.items() if k != "projectId"}
 
     def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
         """What deleting the resource whose live body is `live` deletes besides it, beyond
@@ -268,6 +294,10 @@ class Hooks:
         """The live body `live` as the resource at an address named `name` shows it (a
         plan's `before`): as read, where the server keeps the name a spec gives."""
         return live
+    def export_path(self, kind: Kind, doc: dict) -> str | None:
+        """Where `export` writes `doc` (from `export_shape`) below its folder; None: the
+        usual place, `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
+        return None
 
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
     # messages that name a place in it; () when the kind carries none.

@@ -156,9 +156,6 @@ class OrgHooks(Hooks):
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
 
-    def shown(self, kind: Kind, body: dict) -> dict:
-        return {k: v for k, v in body.items() if k != "projectId"}
-
     def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
         namespace = live.get("namespace") if isinstance(live, Mapping) else None
         return [f"namespace {namespace}"] if namespace else []

@@ -73,7 +73,8 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions,
                                        sensitive=sensitive.get(str(item["id"]), ()))
         rel = exporting.relative_path(doc)
         docs[rel] = doc
-        ids[rel] = (exporting.address(doc, str(live.get("projectId"))), item["id"])
+        ids[rel] = (exporting.address(doc, str(live.get("projectId")), live.get("name")),
+                    item["id"])
     shared: dict[str, dict] = {}
     intended = docs
     if options.defaults:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler import errors, gpus
-from reconciler.plans import Plan
+from reconciler.plans import DRY_RUN_REFUSED, Plan
 from reconciler.watch import modes
 
 
@@ -54,13 +54,21 @@ def finish(the_plan: Plan, rules: list | None, files: Sequence[str]) -> Plan:
 
 
 def policy_refusal(the_plan: Plan) -> str | None:
-    """Why apply refuses `the_plan` for its policy results, None when it does not."""
+    """Why apply refuses `the_plan` for its policy results, or for a write the server's
+    dry run refused (a Run:ai policy's); None when it does not."""
+    reasons = []
+    refused = [c for c in the_plan.changes
+               if c.dry_run is not None and c.dry_run.verdict == DRY_RUN_REFUSED]
+    if refused:
+        reasons.append("the server's dry run refused " + "; ".join(
+            f"{c.address} ({c.dry_run.message})" for c in refused))
     report = the_plan.policy
-    if report is None or report.passed:
-        return None
-    failed = report.failed
-    return (f"the plan breaks {len(failed)} deny rule{'s' if len(failed) != 1 else ''} of the "
-            f"policy ({', '.join(r.name for r in failed)})")
+    if report is not None and not report.passed:
+        failed = report.failed
+        reasons.append(f"the plan breaks {len(failed)} deny rule"
+                       f"{'s' if len(failed) != 1 else ''} of the policy "
+                       f"({', '.join(r.name for r in failed)})")
+    return "; and ".join(reasons) or None
 
 
 def refuse_denied(the_plan: Plan) -> None:

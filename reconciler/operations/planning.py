@@ -2,7 +2,8 @@
 specs (`loading`), refreshing live and planning (`make_plan`), the GPU quotas of the
 plan's projects (`live.projects.read_projects`: each with its quota, name, or why it is
 unknown), and finishing a plan with its GPU impact and the policy rules' results
-(`judging.finish`).
+(`judging.finish`), and the server's dry run of the writes that have one (`dry_run`: a
+Run:ai policy's).
 Every read of the API is `reconciler.refresh`'s and `reconciler.live`'s, imported only
 when a client is (`--no-refresh` starts without the HTTP client).
 
@@ -198,6 +199,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                                           pending, desired=desired,
                                                           progress=progress, seen=seen,
                                                           reuse=reuse)
+        if client is not None:
+            await dry_run(client, the_plan)
         if early is not None:  # (a project this plan creates has no id to read yet)
             projects = {c.project_id for c in the_plan.changes
                         if gpus.in_project(c.kind) and "projectId" not in c.known_after}
@@ -231,6 +234,25 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             early.cancel()
             await asyncio.gather(early, return_exceptions=True)
     return the_plan, live, desired
+
+
+async def dry_run(client, the_plan: Plan) -> None:
+    """The server's dry run of each write the plan would send whose type has one (a
+    Run:ai policy's create or update: `Codec.dry_run_request`), all at once; each
+    verdict is put on its change (`ResourceChange.dry_run`). Nothing is stored: the
+    server validates and answers. A refusal fails the plan (`judging.policy_refusal`)."""
+    from reconciler import kinds
+    from reconciler.plans import DryRun
+
+    checked = [c for c in the_plan.changes
+               if c.action in (Action.CREATE, Action.UPDATE, Action.REPLACE) and c.after
+               and kinds.get(c.kind).codec.dry_runs]
+    if not checked:
+        return
+    verdicts = await asyncio.gather(*(client.dry_run(kinds.get(c.kind), c.after)
+                                      for c in checked))
+    for change, (verdict, message) in zip(checked, verdicts):
+        change.dry_run = DryRun(verdict, message)
 
 
 async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,

@@ -219,6 +219,8 @@ def _resource_change(rc: ResourceChange, bodies: _Bodies) -> dict[str, Any]:
         "state_changes": rc.state_changes,
         **({"takes_with": list(rc.takes_with)}
            if rc.takes_with and rc.action in (Action.DELETE, Action.REPLACE) else {}),
+        **({"dry_run": {"verdict": rc.dry_run.verdict, "message": rc.dry_run.message}}
+           if rc.dry_run is not None else {}),
     }
 
 

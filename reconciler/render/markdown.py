@@ -317,7 +317,18 @@ def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
     if going:
         lines.append(f"# {going}")
     body = _fence("\n".join(lines), "diff") + "\n" if lines else ""
+    verdict = words.dry_run(rc)
+    if verdict is not None:
+        summary += " · " + html.escape(f"the server's dry run: {rc.dry_run.verdict}")
+        body = f"{_sentence(verdict)}\n\n{body}"
     return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n\n"
+
+
+def _sentence(verdict: str) -> str:
+    """The dry-run verdict as a line of the section (the server's message as code)."""
+    head, _, message = verdict.partition(": ")
+    word, _, why = message.partition(": ")
+    return f"{head.capitalize()}: **{word}**" + (f": {_code(why)}" if why else "")
 
 
 def _diff_lines(c: FieldChange, sensitive: tuple[str, ...]) -> list[str]:

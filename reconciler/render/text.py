@@ -125,6 +125,10 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
         f"{words.project_shown(rc)}"
         + (f", {rc.project_name})" if rc.project_name else ")"),
     ]
+    verdict = words.dry_run(rc)
+    if verdict is not None:
+        refused = rc.dry_run is not None and rc.dry_run.verdict == "refused"
+        out.append("      " + paint(_RED if refused else _BOLD, f"# {verdict}"))
     changes = list(rc.changes)
     implied = words.phase_change(rc)
     if implied is not None:

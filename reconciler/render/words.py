@@ -82,6 +82,17 @@ def takes_with(rc: ResourceChange) -> str:
     return "takes with it: " + ", ".join(rc.takes_with)
 
 
+def dry_run(rc: ResourceChange) -> str | None:
+    """The server's dry-run verdict on the change's write, in words (None: none was
+    sent): `the server's dry run: accepted`, `... refused: <its message>`, or
+    `... unchecked: <why>`."""
+    found = rc.dry_run
+    if found is None:
+        return None
+    return f"the server's dry run: {found.verdict}" + (f": {found.message}"
+                                                        if found.message else "")
+
+
 def header(rc: ResourceChange) -> str:
     """`# <address> will be ...`."""
     return f"# {rc.address} {phrase(rc)}"

@@ -12,6 +12,7 @@ modules take the `Simulator` their handlers act on:
     org         departments, projects made through the API, node pools, priorities, ranks
     access      GET  /api/v1/authorization/roles;      access rules (no update)
     policies    /api/v2/policy/{kind}                  PUT, PATCH (validateOnly), GET, DELETE
+                /api/v2/policy                         GET (the list)
     admin       /_sim/requests, /_sim/workloads, /_sim/faults, /_sim/workload-types,
                 forced phases
 

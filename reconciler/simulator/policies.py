@@ -4,6 +4,7 @@ under /api/v2/policy/{kind}, one `PolicyKind` entry of `POLICY_KINDS` per kind:
     PUT    /api/v2/policy/{kind}[?validateOnly=true]     200, the policy (replaces it)
     PATCH  /api/v2/policy/{kind}[?validateOnly=true]     200, the policy (merged; `reset`)
     GET    /api/v2/policy/{kind}?scope=...&<scope id>=   200, the policy; 404 if none
+    GET    /api/v2/policy[?workloadType=&scope=&<scope id>=]  200, {policies: [{type, meta}]}
     DELETE /api/v2/policy/{kind}?scope=...&<scope id>=   204; 404 if none
 
 A policy is kept per kind, `meta.scope` and that scope's id (`clusterId`,
@@ -17,10 +18,16 @@ is silent:
   and stores nothing.
 - A policy is refused with a 400 `Error` naming the field when a key is unknown, a value
   has the wrong type, the scope's id is missing, or a rule's `min` is above its `max`.
+- The list (`PolicyListResponse`) holds each stored policy's `type` and `meta` (no
+  `status`: the simulator syncs to no cluster), filtered by the parameters given; it has
+  no paging (the API's has none), so `limit` and `offset` are ignored.
 - PATCH merges `policy` into the stored one (objects key by key; any other value
   replaced), after clearing the defaults and rules of each `reset` path; with nothing
-  stored it creates the policy. `effective` is the policy itself (no policy of a wider
-  scope is merged in).
+  stored it creates the policy.
+- `effective` is the policies of the kind merged down tenant → cluster → department →
+  project (objects key by key, the narrower scope's value winning where two set one):
+  a project's takes its department's (its `parentId`) and its cluster's. The policy
+  itself (`policy`) is what was written at that scope alone.
 """
 
 from __future__ import annotations
@@ -96,8 +103,38 @@ def routes(sim: Simulator) -> list[Route]:
             return await handle(sim, kind, request)
         return endpoint
 
-    return [Route(f"/api/v2/policy/{kind.path}", bound(kind),
-                  methods=["GET", "PUT", "PATCH", "DELETE"]) for kind in POLICY_KINDS]
+    async def listing(request):
+        return await list_policies(sim, request)
+
+    return [Route("/api/v2/policy", listing, methods=["GET"]),
+            *(Route(f"/api/v2/policy/{kind.path}", bound(kind),
+                    methods=["GET", "PUT", "PATCH", "DELETE"]) for kind in POLICY_KINDS)]
+
+
+# The list's `workloadType` filter, by the kind's path (policies.yml spells it so; NIM
+# has none).
+_WORKLOAD_TYPES = {"trainings": "Training", "workspaces": "Workspace",
+                   "inferences": "Inference", "distributed": "Distributed",
+                   "distributed-inferences": "DistributedInference"}
+
+
+async def list_policies(sim: Simulator, request: Request) -> Response:
+    sim.auth(request)
+    q = request.query_params
+    by_path = {k.path: k for k in POLICY_KINDS}
+    out = []
+    for key, made in sorted(sim.org.data["policy"].items()):
+        kind = by_path[key.split("|", 1)[0]]
+        meta = made["meta"]
+        if q.get("workloadType") and _WORKLOAD_TYPES.get(kind.path) != q["workloadType"]:
+            continue
+        if q.get("scope") and meta.get("scope") != q["scope"]:
+            continue
+        if any(q.get(f) and str(meta.get(f)) != q[f]
+               for f in ("projectId", "departmentId", "clusterId")):
+            continue
+        out.append({"type": kind.list_type, "meta": copy.deepcopy(meta)})
+    return JSONResponse({"policies": out})
 
 
 def _key(kind: PolicyKind, scope: str, scope_id: Any) -> str:
@@ -140,7 +177,7 @@ async def handle(sim: Simulator, kind: PolicyKind, request: Request) -> Response
         if key not in kept:
             raise ApiError(404, "Policy not found")
         if request.method == "GET":
-            return JSONResponse(_answer(kept[key]))
+            return JSONResponse(_answer(kept[key], _wider(sim, kind, kept[key]["meta"])))
         del kept[key]
         sim.store.save()
         return committed(sim, Response(status_code=204))
@@ -183,15 +220,44 @@ async def handle(sim: Simulator, kind: PolicyKind, request: Request) -> Response
                      "createdBy": old["meta"]["createdBy"] if old else who,
                      "updatedAt": now, "updatedBy": who},
             "policy": policy}
+    wider = _wider(sim, kind, made["meta"])
     if validate_only == "true":
-        return JSONResponse(_answer(made))
+        return JSONResponse(_answer(made, wider))
     kept[key] = made
     sim.store.save()
-    return committed(sim, JSONResponse(_answer(made)))
+    return committed(sim, JSONResponse(_answer(made, wider)))
 
 
-def _answer(made: dict) -> dict:
-    return {**made, "effective": made["policy"], "effectiveUpdatedAt": made["meta"]["updatedAt"]}
+def _wider(sim: Simulator, kind: PolicyKind, meta: dict) -> list[dict]:
+    """The policies of `kind` stored at the scopes wider than `meta`'s that hold it,
+    widest first: the tenant's, its cluster's, and a project's department's."""
+    kept = sim.org.data["policy"]
+    scope = meta.get("scope")
+    cluster, department = meta.get("clusterId"), None
+    if scope == "project":
+        rec = sim.org.data["project"].get(str(meta.get("projectId")))
+        body = rec["body"] if rec is not None else {}
+        department = body.get("parentId")
+        cluster = cluster or body.get("clusterId")
+    elif scope == "department":
+        rec = sim.org.data["department"].get(str(meta.get("departmentId")))
+        cluster = cluster or (rec["body"].get("clusterId") if rec is not None else None)
+    order = ["tenant", "cluster", "department", "project"]
+    wanted = [("tenant", None), ("cluster", cluster), ("department", department)]
+    found = []
+    for wider, scope_id in wanted[:order.index(scope) if scope in order else 0]:
+        if wider == "tenant" or scope_id is not None:
+            policy = kept.get(_key(kind, wider, scope_id))
+            if policy is not None:
+                found.append(policy["policy"])
+    return found
+
+
+def _answer(made: dict, wider: list[dict] = ()) -> dict:
+    effective: Any = {}
+    for policy in (*wider, made["policy"]):
+        effective = _merge(effective, policy)
+    return {**made, "effective": effective, "effectiveUpdatedAt": made["meta"]["updatedAt"]}
 
 
 def _clear(node: Any, path: list[str]) -> None:

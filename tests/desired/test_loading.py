@@ -301,13 +301,14 @@ def test_the_example_specs_load():
     assert set(loaded) >= {"DistributedTraining/7/bert-ddp", "DistributedTraining/7/resnet-mpi",
                            "DistributedInference/7/llama-70b-serve", "Training/7/llama-8b-lora",
                            "Workspace/7/jupyter-research", "Inference/7/mistral-7b-chat"}
-    units = {a for a in loaded if a.split("/")[1] == SIM_CLUSTER}
+    units = {a for a in loaded if a.split("/")[1] in (SIM_CLUSTER, "project:team-nlp")}
     assert units == {f"Department/{SIM_CLUSTER}/research", f"Project/{SIM_CLUSTER}/team-nlp",
                      f"Project/{SIM_CLUSTER}/team-vision",
-                     f"AccessRule/{SIM_CLUSTER}/nlp-researchers"}
+                     f"AccessRule/{SIM_CLUSTER}/nlp-researchers",
+                     "Policy/project:team-nlp/training"}
     for w in loaded.values():
         kept_stopped = w.address == "Workspace/7/jupyter-research"
-        assert w.cluster_id == (SIM_CLUSTER if w.address in units else CLUSTER)
+        assert w.cluster_id == (SIM_CLUSTER if w.address in units else CLUSTER), w.address
         assert w.desired_phase == ("Stopped" if kept_stopped else "Running")
         # A unit is protected unless its spec opts out; the examples' workloads are not.
         assert w.lifecycle.prevent_destroy is w.address.startswith(("Department", "Project"))

@@ -42,7 +42,7 @@ def cli(*args: str, **env: str | None):
 # Each option, given before the command and after it: the same effect, one that its default
 # would not have (so the option after the command is shown to be read, not ignored).
 CASES = {
-    "--sim": (["--sim"], ["plan", "--no-refresh"], "13 to create"),
+    "--sim": (["--sim"], ["plan", "--no-refresh"], "14 to create"),
     "--state": (["--state", "elsewhere.json"], ["state", "list"], "No state at elsewhere.json"),
     "--state-name": (["--state-name", "team-b"], ["state", "list"],
                      "Error: --state-name selects a state in a PostgreSQL --state"),
@@ -51,8 +51,8 @@ CASES = {
                       "Invalid value for '--parallelism': 0 is not in the range"),
     "--lock-timeout": (["--lock-timeout", "-1"], ["drift"],
                        "Invalid value for '--lock-timeout'"),
-    "--no-color": (["--no-color", "--sim"], ["validate"], "13 specs valid"),
-    "--insecure": (["--insecure", "--sim"], ["plan", "--no-refresh"], "13 to create"),
+    "--no-color": (["--no-color", "--sim"], ["validate"], "14 specs valid"),
+    "--insecure": (["--insecure", "--sim"], ["plan", "--no-refresh"], "14 to create"),
 }
 
 
@@ -134,7 +134,7 @@ def test_no_color_after_the_command_on_a_terminal(folder):
     for args in (["--no-color", "--sim", "plan"], ["plan", "--no-color", "--sim"]):
         code, out, err = _run(folder, *args, tty=True)
         assert code == 0, err
-        assert "\x1b[" not in out and "13 to create" in out, args
+        assert "\x1b[" not in out and "14 to create" in out, args
 
 
 def test_verbose_after_the_command_logs_the_requests(folder):

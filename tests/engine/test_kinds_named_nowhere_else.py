@@ -18,7 +18,8 @@ from tests.helpers.constants import ROOT
 ENTRIES = frozenset(n for n in kinds.__all__ if isinstance(getattr(kinds, n), kinds.Kind))
 FAMILIES = frozenset({"reconciler.kinds.flat", "reconciler.kinds.nim",
                       "reconciler.kinds.manifests", "reconciler.kinds.org",
-                      "reconciler.kinds.access"})
+                      "reconciler.kinds.access",
+                      "reconciler.kinds.workload_policies"})
 ONE_TYPE_FLAGS = frozenset({"manifest_body", "envelope"})
 
 
