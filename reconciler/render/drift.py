@@ -31,7 +31,8 @@ def render_text(report) -> str:
         lines.append(NO_DRIFT)
     else:
         n = len(report.drifted)
-        lines += [f"Drift: {n} workload{'s' if n != 1 else ''} changed outside runai-reconcile.", ""]
+        noun = words.resources_noun([item.kind for item in report.drifted], n)
+        lines += [f"Drift: {n} {noun} changed outside runai-reconcile.", ""]
         for item in report.drifted:
             lines.append(f"  # {item.address}{words.address_note(item.manifest_kind, None)} "
                          f"{_WORDS[item.reason]}")
@@ -44,7 +45,8 @@ def render_text(report) -> str:
                 else:
                     lines.append(f"      ~ {p.path}: state {state}, live {live}")
             if item.reason == "deleted_outside":
-                lines.append(f"      - workload {item.workload_id} is in the state, gone from live")
+                lines.append(f"      - {words.resources_noun([item.kind], 1)} "
+                             f"{item.workload_id} is in the state, gone from live")
             if item.gpus_state != item.gpus_live:
                 lines.append(f"      GPUs: state {impact.amount(item.gpus_state)}, live "
                              f"{impact.amount(item.gpus_live)} "

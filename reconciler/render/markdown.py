@@ -84,8 +84,8 @@ def render_drift(report, *, limit: int = GITHUB_LIMIT) -> str:
     if not n:
         head.append(NO_DRIFT)
     else:
-        head += [f"**Drift:** {n} workload{'s' if n != 1 else ''} changed outside "
-                 "runai-reconcile.", ""]
+        noun = words.resources_noun([item.kind for item in report.drifted], n)
+        head += [f"**Drift:** {n} {noun} changed outside runai-reconcile.", ""]
         head += ["| kind | changed | suspended or resumed | deleted |", "|---|---:|---:|---:|"]
         by_kind: dict[str, list[int]] = {}
         for item in report.drifted:

@@ -347,3 +347,12 @@ def manifest_type(rc) -> str:
     parenthesis), else ``."""
     kind = manifest_kind(rc)
     return f"{kind}, " if kind else ""
+
+
+def resources_noun(kind_names: Sequence[str], n: int) -> str:
+    """"workload(s)" when every kind named is one that lives in a project (a workload),
+    else "resource(s)" (a department, a project, an access rule or a Run:ai policy among
+    them), for `n` of them."""
+    found = [kinds.KINDS.get(name) for name in kind_names]
+    word = "workload" if all(k is None or k.in_project for k in found) else "resource"
+    return word + ("s" if n != 1 else "")

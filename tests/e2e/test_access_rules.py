@@ -114,6 +114,11 @@ def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server
     sim_server.admin.delete(f"/_sim/org/access-rules/{live['id']}").raise_for_status()
     res = ws.cli("drift", str(ws.specs), "--detailed-exitcode")
     assert res.exit_code == 2 and RULE_AT in res.output, res.output
+    # A rule is no workload: the report counts resources.
+    assert "Drift: 1 resource changed outside runai-reconcile." in res.output
+    assert f"- resource {live['id']} is in the state, gone from live" in res.output
+    md = ws.cli("drift", str(ws.specs), "--format", "markdown")
+    assert "**Drift:** 1 resource changed outside runai-reconcile." in md.output, md.output
     res = ws.apply()
     assert res.exit_code == 0 and f"{RULE_AT}: created" in res.output, res.output
     [live] = _rules(sim_server)

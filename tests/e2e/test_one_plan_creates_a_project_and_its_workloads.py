@@ -85,6 +85,8 @@ def test_one_plan_that_creates_a_department_a_project_and_a_training_in_it_appli
     assert res.exit_code == 0, res.output
     assert "+ Training train-1 (project (known after apply), team-a)" in res.output
     assert "+ projectId: (known after apply)" in res.output
+    # The GPU impact names the project by its name until it has an id.
+    assert "  project team-a (new): 0 -> 1 (+1)" in res.output, res.output
     # An organisation unit's create lists no projectId (it holds the cluster).
     unit_lines = res.output[res.output.index(PROJECT_AT):res.output.index(PLANNED_AT)]
     assert "projectId" not in unit_lines, res.output
