@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """The CLI as a process of its own (its pid is what a data file's owner is named by)."""
+    """The CLI as a process of its own: a second `sim serve` on a file in use is refused,
+    and one that was not would serve until stopped."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
     env["NO_COLOR"] = "1"
     return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd, env=env,
@@ -56,7 +57,7 @@ def test_one_data_file_has_one_owner_and_the_second_is_told_who(tmp_path):
     data = ".runai-sim/data.json"
     with sim_serve(tmp_path, "--data", data, "--client-secret", "hush-hush") as server:
         pid = server.proc.pid
-        refused = run(tmp_path, "--sim", "apply", "--auto-approve")
+        refused = invoke(tmp_path, "--sim", "apply", "--auto-approve")
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         (line,) = refused.stderr.splitlines()
         assert line.startswith(f"Error: simulator data {data} is in use by process {pid} (")
