@@ -1,5 +1,6 @@
-"""The small things a user hits, through the CLI (as a subprocess where the process shows
-them: stderr on a terminal, a port, a refused connection's timing): the
+"""The small things a user hits, through the CLI (in this process, and as a subprocess where
+the process shows them: stderr on a terminal, a port in use, a refused connection's timing,
+the spec loaders' child processes): the
 wait for --lock-timeout, -v's request log, a refused connection, `sim serve` on a port
 in use, validate's last line, `state list` without a state, and the progress line on a
 terminal (a pty) and nowhere else."""
@@ -22,6 +23,12 @@ from tests.helpers.constants import CLIENT_SECRET, CLUSTER
 from tests.helpers.cli import PROGRESS, invoke, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
+
+
+def cli(ws, *args: str, **extra: str):
+    """The CLI on the workspace in this process (`invoke`: its stderr holds the warnings and
+    -v's log, as a process's does)."""
+    return invoke(ws.root, "--state", str(ws.state_path), *args, **{**ws.env, **extra})
 
 
 def fleet(ws, n: int) -> None:
@@ -68,10 +75,10 @@ def test_a_wait_for_the_lock_says_once_for_whom_and_then_either_proceeds_or_name
 
 def test_verbose_logs_every_request_over_http_without_token_or_secret(ws, sim_server):
     fleet(ws, 2)
-    quiet = run(ws, "apply", str(ws.specs), "--auto-approve")
+    quiet = cli(ws, "apply", str(ws.specs), "--auto-approve")
     assert quiet.returncode == 0 and " -> 20" not in quiet.stderr  # without -v: no request log
     sim_server.clear_requests()
-    res = run(ws, "-v", "plan", str(ws.specs), "--refresh=full")
+    res = cli(ws, "-v", "plan", str(ws.specs), "--refresh=full")
     assert res.returncode == 0, res.stderr
     logged = [m.groups() for m in re.finditer(r"^INFO: (\w+) (\S+) -> (\d+) in \d+ ms$",
                                               res.stderr, re.M)]
@@ -102,7 +109,7 @@ def test_a_refused_connection_is_said_in_words_within_seconds(ws):
 
 def test_a_port_out_of_range_is_one_error_line(ws):
     fleet(ws, 1)
-    res = run(ws, "plan", str(ws.specs), RUNAI_URL="http://127.0.0.1:99999")
+    res = cli(ws, "plan", str(ws.specs), RUNAI_URL="http://127.0.0.1:99999")
     assert res.returncode == 1
     assert error_lines(res.stderr) == [
         "Error: the Run:ai URL 'http://127.0.0.1:99999' is malformed: Port out of range 0-65535"]
@@ -147,7 +154,7 @@ def test_validate_with_a_bad_spec_says_how_many_are_valid_and_claims_no_write(ws
 # --- state list ---------------------------------------------------------------------
 
 def test_state_list_without_a_state_says_there_is_none_and_exits_0(ws):
-    res = run(ws, "state", "list")
+    res = cli(ws, "state", "list")
     assert (res.returncode, res.stdout) == (0, "")
     assert res.stderr == f"No state at {ws.state_path}: nothing has been applied with it yet.\n"
     assert not ws.state_path.exists()
@@ -155,9 +162,9 @@ def test_state_list_without_a_state_says_there_is_none_and_exits_0(ws):
 
 def test_state_list_of_a_state_emptied_by_state_rm_says_so(ws):
     fleet(ws, 1)
-    assert run(ws, "apply", str(ws.specs), "--auto-approve").returncode == 0
-    assert run(ws, "state", "rm", "DistributedTraining/7/job-000").returncode == 0
-    res = run(ws, "state", "list")
+    assert cli(ws, "apply", str(ws.specs), "--auto-approve").returncode == 0
+    assert cli(ws, "state", "rm", "DistributedTraining/7/job-000").returncode == 0
+    res = cli(ws, "state", "list")
     assert (res.returncode, res.stdout) == (0, "")
     assert res.stderr == f"The state at {ws.state_path} tracks no workloads.\n"
 

@@ -1,8 +1,8 @@
 """The global options work after the command too, where a Terraform user
 types them (`runai-reconcile plan --no-color`), as they do before it; given in both
 places, the one after the command wins (docs/command-line.md). Through the CLI: click's
-runner in process, a subprocess where the option acts on the process (-v's log, colour on a
-terminal)."""
+runner in process (`invoke` for -v's log, which it hands the root logger as a process has
+it), a subprocess where the option acts on the process (colour on a terminal)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
+from tests.helpers.cli import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,13 +102,10 @@ def test_a_bad_global_option_after_the_command_is_one_error_line_and_exit_1(fold
     assert "Traceback" not in res.output
 
 
-def _run(folder: Path, *args: str, tty: bool = False) -> tuple[int, str, str]:
+def _on_a_terminal(folder: Path, *args: str) -> tuple[int, str, str]:
+    """The CLI as a process with its stdout on a pseudo-terminal: (exit code, what the
+    terminal got, stderr)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_") and k != "NO_COLOR"}
-    if not tty:
-        proc = subprocess.run([sys.executable, "-m", "reconciler.cli", *args], env=env,
-                              cwd=folder, capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
-        return proc.returncode, proc.stdout, proc.stderr
     master, slave = pty.openpty()  # stdout on a terminal: colour unless told otherwise
     proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], env=env,
                             cwd=folder, stdout=slave, stderr=subprocess.PIPE,
@@ -129,18 +127,19 @@ def _run(folder: Path, *args: str, tty: bool = False) -> tuple[int, str, str]:
 
 
 def test_no_color_after_the_command_on_a_terminal(folder):
-    code, coloured, _ = _run(folder, "--sim", "plan", tty=True)
+    code, coloured, _ = _on_a_terminal(folder, "--sim", "plan")
     assert code == 0 and "\x1b[" in coloured  # the terminal gets colour by default
     for args in (["--no-color", "--sim", "plan"], ["plan", "--no-color", "--sim"]):
-        code, out, err = _run(folder, *args, tty=True)
+        code, out, err = _on_a_terminal(folder, *args)
         assert code == 0, err
         assert "\x1b[" not in out and "14 to create" in out, args
 
 
 def test_verbose_after_the_command_logs_the_requests(folder):
-    code, _, quiet = _run(folder, "--sim", "plan")
-    assert code == 0 and "INFO:" not in quiet
+    """In this process (`invoke` gives the CLI the root logger, as a process has it)."""
+    quiet = invoke(folder, "--sim", "plan")
+    assert quiet.returncode == 0 and "INFO:" not in quiet.stderr
     for args in (["-v", "--sim", "plan"], ["plan", "-v", "--sim"], ["plan", "--sim", "--verbose"]):
-        code, _, err = _run(folder, *args)
-        assert code == 0, err
-        assert "INFO: GET /api/v1/workloads" in err, args
+        res = invoke(folder, *args)
+        assert res.returncode == 0, res.stderr
+        assert "INFO: GET /api/v1/workloads" in res.stderr, args

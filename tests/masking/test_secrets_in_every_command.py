@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.helpers.constants import CLUSTER
-from tests.helpers.cli import PROGRESS, run, run_on_a_terminal
+from tests.helpers.cli import PROGRESS, invoke, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 
@@ -51,8 +51,15 @@ SECRETS = ("DEFAULTS-SECRET-1", "SPEC-SECRET-1", "image-secret-1")
 FORMATS = ("text", "json", "markdown")
 
 
+def run(ws, *args: str):
+    """`runai-reconcile ARGS` on the workspace, in this process (`invoke`): -v's log is on
+    the stderr returned, as a process's would be. Only the progress line needs a process
+    (a terminal: `run_on_a_terminal`)."""
+    return invoke(ws.root, "--state", str(ws.state_path), *args, **ws.env)
+
+
 def clean(res, *, exits=(0,)) -> str:
-    """The output of a CLI run (a process, `run`: -v's log is on its stderr)."""
+    """The output of a CLI run, stdout and stderr (-v's log)."""
     out = res.stdout + res.stderr
     assert res.returncode in exits, out
     for secret in SECRETS:

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli import main
-from tests.helpers.cli import run
+from tests.helpers.cli import invoke
 from tests.helpers.receiver import Receiver
 from tests.helpers.simserve import free_port
 from tests.helpers.watchproc import Watch
@@ -70,9 +70,11 @@ def test_no_secret_in_any_encoding_in_any_output_or_file(ws, sim_server, monkeyp
 
     def cli(*args: str, secret: str = ENV_1, exits=(0,), verbose: bool = False,
             **env: str) -> str:
-        """One command: in process, or with -v (its request log) as a process of its own."""
+        """One command, in this process; with -v through `invoke`, which hands the CLI the
+        root logger as a process of its own has it, so its request log is in the stderr."""
         if verbose:
-            res = run(ws, "-v", *args, MY_SECRET=secret, **env)
+            res = invoke(ws.root, "--state", str(ws.state_path), "-v", *args,
+                         **{**ws.env, "MY_SECRET": secret, **env})
             code, stdout, text = res.returncode, res.stdout, res.stdout + res.stderr
         else:
             done = CliRunner().invoke(main, ["--state", str(ws.state_path), *args],

@@ -7,6 +7,7 @@ and the `runai_reconcile_info` metric with that version."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -51,11 +52,18 @@ def test_the_wheel_installed_alone_runs_the_readmes_first_command(tmp_path):
     else:
         assert f"v{version}" in git("tag", "--points-at", "HEAD").split(), version
 
+    # A new environment, installed into by this pip (`--python`: no copy of pip of its own
+    # to set up), in one go: the locked runtime dependencies and the wheel by its hash, so
+    # the wheel's own requirements must all be pinned in the runtime lock.
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
-    pip = [venv / "bin" / "python", "-m", "pip", "--disable-pip-version-check", "-q"]
-    run([*pip, "install", "--no-compile", "-r", ROOT / "requirements" / "runtime.txt"], cwd=tmp_path)
-    run([*pip, "install", "--no-compile", "--no-deps", wheel], cwd=tmp_path)
+    run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path)
+    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python",
+           "--disable-pip-version-check", "-q"]
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    wanted = tmp_path / "requirements.txt"
+    wanted.write_text(f"-r {ROOT / 'requirements' / 'runtime.txt'}\n"
+                      f"runai-reconcile @ {wheel.as_uri()} --hash=sha256:{digest}\n")
+    run([*pip, "install", "--no-compile", "-r", wanted], cwd=tmp_path)
     run([*pip, "check"], cwd=tmp_path)
 
     work = tmp_path / "work"

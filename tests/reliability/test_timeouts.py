@@ -1,4 +1,4 @@
-"""Through the CLI: one retry budget for the whole command
+"""Through the CLI, run in the test's process: one retry budget for the whole command
 (`--timeout`, RUNAI_RECONCILE_TIMEOUT), said when the first retry starts and in the final
 error with the real time waited; a refused token request asked once; credentials never
 echoed (in a URL, or quoted back by the API); no NaN from the API reaches a plan.
@@ -12,19 +12,19 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import subprocess
-import sys
 import threading
 import time
+from dataclasses import dataclass
 
 import pytest
 
+from tests.helpers.cli import invoke
 from tests.helpers.reliability import convergence, live_names, spawn, wait_for_posts, write_fleet
 
 pytestmark = pytest.mark.http
 
-# Start-up of a subprocess on a loaded machine, beyond the budget under test: generous,
-# since what is caught here took minutes (327 s for a failing token endpoint).
+# What a loaded machine adds beyond the budget under test: generous, since what is caught
+# here took minutes (327 s for a failing token endpoint).
 SLACK = 10
 
 
@@ -32,15 +32,23 @@ def error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("Error:")]
 
 
-def run(ws, *args: str, env: dict | None = None, timeout: float = 60):
-    """`runai-reconcile ARGS` as a subprocess (its own stderr, its own clock): (proc, s)."""
+@dataclass
+class Ran:
+    returncode: int
+    out: str
+    err: str
+
+
+def run(ws, *args: str, env: dict | None = None):
+    """`runai-reconcile ARGS` in this process (`invoke`: stdout and stderr apart, its
+    warnings in that stderr, an exception let out fails the test): (what it printed, s).
+    The waits are the client's own, on the real clock; a process would add its start-up
+    and prove nothing more about the budget (the Ctrl-C and kill tests are processes)."""
     if env:
         ws.env = dict(ws.env, **env)
     started = time.monotonic()
-    proc = spawn(ws, *args)
-    out, err = proc.communicate(timeout=timeout)
-    proc.out, proc.err = out, err
-    return proc, time.monotonic() - started
+    res = invoke(ws.root, "--state", str(ws.state_path), *args, **ws.env)
+    return Ran(res.returncode, res.stdout, res.stderr), time.monotonic() - started
 
 
 def token_requests(sim) -> int:
