@@ -87,11 +87,16 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
         ws, sim_server):
     ws.write("team-a.yaml", PROJECT)
     spec = ws.write("team-a-training-policy.yaml", POLICY)
-    # The project does not exist yet: the policy cannot be dry-run, and says why.
+    # The project does not exist yet: the policy cannot be dry-run (none is sent), and
+    # the plan says why.
+    sim_server.clear_requests()
     res = ws.plan()
     assert res.exit_code == 0, res.output
     assert f"+ Policy training (scope project:team-a)" in res.output, res.output
-    assert "the server's dry run: unchecked: no project is named 'team-a'" in res.output
+    assert ("the server's dry run: unchecked: Project/" in res.output
+            and "/team-a is created by this plan: the server checks this write when apply "
+                "sends it" in res.output), res.output
+    assert not [r for r in sim_server.requests() if "validateOnly" in str(r)]
     assert _policy_writes(sim_server) == []
 
     # One apply: the project first (waited for until Ready), then its policy, by a PUT of
