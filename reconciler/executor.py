@@ -147,6 +147,8 @@ class Executor:
         # address -> its API steps so far, [action, "sent" | "done" | "failed"]; by seq too
         self.steps: dict[str, list[list[str]]] = {}
         self._step_of: dict[int, list[str]] = {}
+        # (id of a body, its sensitive paths) -> (the body, it hashed): `_hashed`
+        self._hashes: dict[tuple[int, frozenset[str]], tuple[dict, dict]] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
@@ -185,8 +187,8 @@ class Executor:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = self.result = ApplyResult(plan=plan)
         if self.state.secret_key() is None and any(
-                masking.has_sensitive(ch.after, ch.sensitive) for ch in plan.changes
-                if ch.after is not None and ch.changes_state):
+                self._hashed(ch.after, ch.sensitive, key=False) is None
+                for ch in plan.changes if ch.after is not None and ch.changes_state):
             self.state.secret_key(create=True)
             await asyncio.to_thread(self.store.write, self.state)
         self._journal = _Journal(self.store, self.state.lineage)
@@ -474,11 +476,29 @@ class Executor:
             res.completed = True
         return res
 
-    def _hashed(self, body: dict | None, sensitive) -> dict | None:
-        """`body` with each sensitive value as its keyed hash (the state's key)."""
-        if body is None or not masking.has_sensitive(body, sensitive):
-            return body
-        return masking.hash_sensitive(body, sensitive, self.state.secret_key(create=True))
+    def _hashed(self, body: dict | None, sensitive, *, key: bool = True) -> dict | None:
+        """`body` with each sensitive value as its keyed hash (the state's key).
+
+        A change's body is recorded up to four times (the check for a key, the intent, the
+        `maybe`, the record): each body is walked once, and the answer kept for as long as
+        this executor holds the body (its identity and its sensitive paths are the memo's
+        key). Without `key` (no key made yet): None when the body holds a sensitive value."""
+        if body is None:
+            return None
+        memo = (id(body), frozenset(sensitive))
+        hit = self._hashes.get(memo)
+        if hit is not None and hit[0] is body:
+            return hit[1]
+        if not key:
+            if masking.has_sensitive(body, sensitive):
+                return None
+            out = body  # nothing to hash: the same with any key
+        else:
+            secret = self.state.secret_key(create=True) if masking.has_sensitive(
+                body, sensitive) else None
+            out = body if secret is None else masking.hash_sensitive(body, sensitive, secret)
+        self._hashes[memo] = (body, out)
+        return out
 
     async def _record_noop(self, ch: ResourceChange) -> None:
         prev = self.state.resources.get(ch.address)
