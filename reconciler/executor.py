@@ -9,7 +9,8 @@ then creates.
 
 Durability: before each API write an *intent* is appended to the store's journal, and
 after it the address's new record (or a *close* when it failed): one short line each,
-flushed and fsynced, with concurrent appends sharing one fsync (group commit). The state
+flushed and fsynced, with concurrent appends sharing one fsync (group commit); a body is
+written once, in its intent, and the records after it name it. The state
 file itself is rewritten once, when the run ends (compaction). A `kill -9` at any moment
 leaves at most the intents in flight open; the next read sees the workloads they may
 have created as "known by name only", and `recover` looks each one up by name.
@@ -149,6 +150,8 @@ class Executor:
         self._step_of: dict[int, list[str]] = {}
         # (id of a body, its sensitive paths) -> (the body, it hashed): `_hashed`
         self._hashes: dict[tuple[int, frozenset[str]], tuple[dict, dict]] = {}
+        # id of a body an intent wrote to this run's journal -> (the body, the intent's seq)
+        self._journaled: dict[int, tuple[dict, int]] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
@@ -192,6 +195,7 @@ class Executor:
             self.state.secret_key(create=True)
             await asyncio.to_thread(self.store.write, self.state)
         self._journal = _Journal(self.store, self.state.lineage)
+        self._journaled.clear()
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
 
@@ -239,6 +243,7 @@ class Executor:
             # for the next read to see, as after a kill.
             if not self._abandoned:
                 await asyncio.to_thread(self.store.write, self.state)
+                self._journaled.clear()  # the journal is gone, and the bodies it held
         result.interrupted = self._stop
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()
@@ -416,9 +421,11 @@ class Executor:
         step = self._step_of[seq] = [action, "sent"]
         self.steps.setdefault(ch.address, []).append(step)
         prev = self.state.resources.get(ch.address)
+        hashed = self._hashed(body, ch.sensitive)
+        if hashed is not None:  # on disk once: later records name it by `seq`
+            self._journaled[id(hashed)] = (hashed, seq)
         entry = journal.Intent(seq, action, ch.address, workload_id=workload_id,
-                               body=self._hashed(body, ch.sensitive), maybe=maybe,
-                               prev=prev).to_json()
+                               body=hashed, maybe=maybe, prev=prev).to_json()
         await self._journal_write(entry)
         return seq
 
@@ -433,11 +440,15 @@ class Executor:
     async def _set(self, address: str, res: ResourceState | None, *, closes: int | None = None) -> None:
         if closes in self._step_of:
             self._step_of[closes][1] = "done"
+        applied_of = None
         if res is None:
             self.state.resources.pop(address, None)
         else:
             self.state.resources[address] = res
-        await self._journal_write(journal.set_entry(address, res, closes))
+            known = self._journaled.get(id(res.applied))
+            if known is not None and known[0] is res.applied:
+                applied_of = known[1]
+        await self._journal_write(journal.set_entry(address, res, closes, applied_of))
 
     async def _close(self, seq: int) -> None:
         if seq in self._step_of:
