@@ -504,10 +504,10 @@ class Executor:
             if masking.has_sensitive(body, sensitive):
                 return None
             out = body  # nothing to hash: the same with any key
-        else:
-            secret = self.state.secret_key(create=True) if masking.has_sensitive(
-                body, sensitive) else None
-            out = body if secret is None else masking.hash_sensitive(body, sensitive, secret)
+        else:  # one walk: the key is made (or read) at the first sensitive value
+            key_of = self.state.secret_key
+            out = masking.map_sensitive(body, sensitive,
+                                        lambda _, v: masking.keyed_hash(v, key_of(create=True)))
         self._hashes[memo] = (body, out)
         return out
 
