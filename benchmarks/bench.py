@@ -16,6 +16,12 @@ folder of generated specs (`specgen`). Each step runs the real CLI in a subproce
                        spec cache off (every file parsed)
   raw aiohttp GETs (floor)
                        N GETs by id with raw aiohttp, no CLI: the per-GET floor
+  apply (N creates), default P / raw aiohttp creates, default P
+                       side by side, `--repeat` pairs, each from an empty simulator: the
+                       CLI's apply of the fleet to a new state, and raw aiohttp sending the
+                       same create bodies (and the same suspends) at the same P, timed
+                       from its first request to its last answer; the CLI's CPU (user +
+                       system) and the raw client's are printed per create
 
 Every CLI run has the spec cache in the work folder (XDG_CACHE_HOME), so the first
 plan fills it and the later ones use it, as a user's repeated plans do. The package's
@@ -66,6 +72,10 @@ AUTO_STEP = "plan (unchanged), auto, default P"  # --refresh=auto, side by side 
 AUTO_COLD_STEP = "plan (unchanged), auto, default P, no spec cache"
 FULL_STEP = "plan (unchanged), full, default P"  # the same in the same run, --refresh=full
 FLOOR_STEP = "raw aiohttp GETs (floor), default P"  # N GETs by id, no CLI: the per-GET floor
+APPLY_STEP = "apply (N creates), default P"  # side by side with the raw creates
+RAW_APPLY_STEP = "raw aiohttp creates, default P"  # the same bodies, no CLI
+RAW_APPLY_TARGET = 1.5  # the apply within 1.5 x the raw client's time
+APPLY_CPU_TARGET_MS = 1.0  # CLI CPU per create
 # Terraform refreshes 10 at a time: 1,000 objects at 50 ms take it at least 5 s; the
 # issue asks for at least twice as fast at our default parallelism.
 TERRAFORM_PARALLELISM = 10
@@ -137,6 +147,7 @@ class Row:
     # The step's API requests, first received to last answered (the simulator's log): the
     # refresh alone, as the floor row's own clock times its GETs.
     span_s: float | None = None
+    cpu_s: float | None = None  # the CLI's (or the raw client's) user + system seconds
 
     @property
     def ratio(self) -> float | None:
@@ -201,9 +212,10 @@ class Sim:
 
 
 def run_cli(args: list[str], env: dict, cwd: Path,
-            stderr_out: list[str] | None = None) -> tuple[float, float, int]:
+            stderr_out: list[str] | None = None,
+            cpu_out: list[float] | None = None) -> tuple[float, float, int]:
     """(wall seconds, peak RSS in MB, exit code) of one CLI run; what it wrote to stderr is
-    appended to `stderr_out` when given."""
+    appended to `stderr_out` when given, its CPU seconds (user + system) to `cpu_out`."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], env=env, cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -212,6 +224,8 @@ def run_cli(args: list[str], env: dict, cwd: Path,
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     proc.stderr.close()
+    if cpu_out is not None:
+        cpu_out.append(usage.ru_utime + usage.ru_stime)
     if stderr_out is not None:
         stderr_out.append(stderr.decode(errors="replace"))
     if proc.returncode not in (0, 2):
@@ -281,6 +295,7 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
         rows.append(floor_row(sim, n, default_bound, repeat))
         print(format_row(rows[-1]), file=sys.stderr, flush=True)
+        rows += raw_apply_pairs(n, sim, env, work, specs, repeat, default_bound)
         if timelines is not None:
             for label in (AUTO_STEP, AUTO_COLD_STEP):
                 cold = label == AUTO_COLD_STEP
@@ -347,6 +362,76 @@ def floor_row(sim: Sim, n: int, bound: float, repeat: int) -> Row:
     return runs[len(runs) // 2]
 
 
+def raw_apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, repeat: int,
+                    bound: float) -> list[Row]:
+    """`repeat` pairs, each from an empty simulator: the CLI's apply of the fleet to a new
+    state at the default P, then raw aiohttp sending the same create bodies (and a suspend
+    after each create whose spec asks for it, as the apply does) at the same P, timed
+    from its first request to its last answer, no start-up, specs, plan or state. The
+    median row of each; `cpu_s` is the CLI process's user + system seconds, and the raw
+    client's own CPU while it sends."""
+    import asyncio
+
+    import aiohttp
+
+    from reconciler import kinds
+    from reconciler.desired.loader import load_specs
+
+    todo = []
+    for d in load_specs(specs):
+        kind = kinds.get(d.kind)
+        todo.append((kind.api_path, kind.create_body(d.body),
+                     d.desired_phase == "Stopped" and kind.can_suspend))
+
+    async def raw() -> float:
+        async with aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=DEFAULT_PARALLELISM)) as http:
+            async with http.post(sim.url + "/api/v1/token", json={
+                    "grantType": "client_credentials", "clientID": CLIENT_ID,
+                    "clientSecret": CLIENT_SECRET}) as resp:
+                token = (await resp.json())["accessToken"]
+            headers = {"Authorization": f"Bearer {token}"}
+            slots = asyncio.Semaphore(DEFAULT_PARALLELISM)
+
+            async def one(path: str, body: dict, suspend: bool) -> None:
+                async with slots:
+                    async with http.post(sim.url + path, json=body, headers=headers) as resp:
+                        created = await resp.json()
+                    if suspend:
+                        async with http.post(f"{sim.url}{path}/{created['workloadId']}/suspend",
+                                             headers=headers) as resp:
+                            await resp.read()
+
+            start = time.perf_counter()
+            await asyncio.gather(*(one(*t) for t in todo))
+            return time.perf_counter() - start
+
+    runs: dict[str, list[Row]] = {APPLY_STEP: [], RAW_APPLY_STEP: []}
+    for i in range(max(1, repeat)):
+        sim.admin("DELETE", "/_sim/workloads")
+        sim.admin("DELETE", "/_sim/requests")
+        cpu0, cpu = sim.cpu_seconds(), []
+        wall, rss, code = run_cli(["--state", str(work / f"apply-{i}.json"), "apply", str(specs),
+                                   "--auto-approve"], env, work, cpu_out=cpu)
+        runs[APPLY_STEP].append(Row(APPLY_STEP, n, sim.latency_ms, DEFAULT_PARALLELISM, wall,
+                                    bound, sim.request_count(), rss, sim.cpu_seconds() - cpu0,
+                                    code, cpu_s=cpu[0]))
+        sim.admin("DELETE", "/_sim/workloads")
+        sim.admin("DELETE", "/_sim/requests")
+        cpu0, own = sim.cpu_seconds(), time.process_time()
+        wall = asyncio.run(raw())
+        runs[RAW_APPLY_STEP].append(Row(RAW_APPLY_STEP, n, sim.latency_ms, DEFAULT_PARALLELISM,
+                                        wall, bound, sim.request_count(), 0.0,
+                                        sim.cpu_seconds() - cpu0, 0,
+                                        cpu_s=time.process_time() - own))
+    rows = []
+    for label, got in runs.items():
+        got.sort(key=lambda r: r.wall_s)
+        rows.append(got[len(got) // 2])
+        print(format_row(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, state_url: str,
                 parallelism: int, repeat: int, bound: float) -> list[Row]:
     """`repeat` pairs of applies of n creates, state file then PostgreSQL, each from an
@@ -395,7 +480,8 @@ def _drop_states(url: str, names: list[str]) -> None:
 
 
 HEADER = ("| step | N | latency | P | wall s | bound s (N·L/P) | ratio | requests | span s "
-          "| peak RSS MB | sim CPU s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| peak RSS MB | sim CPU s | CPU ms per create |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def format_row(r: Row) -> str:
@@ -403,9 +489,10 @@ def format_row(r: Row) -> str:
     ratio = f"{r.ratio:.2f}×" if r.ratio else "–"
     flag = "" if r.exit_code in (0, 2) else f" (exit {r.exit_code})"
     span = f"{r.span_s:.2f}" if r.span_s is not None else "–"
+    cpu = f"{1000 * r.cpu_s / r.n:.2f}" if r.cpu_s is not None else "–"
     return (f"| {r.step}{flag} | {r.n:,} | {r.latency_ms:g} ms | {r.parallelism} | {r.wall_s:.2f} "
             f"| {bound} | {ratio} | {r.requests:,} | {span} | {r.rss_mb:.0f} "
-            f"| {r.sim_cpu_s:.2f} |")
+            f"| {r.sim_cpu_s:.2f} | {cpu} |")
 
 
 def checks(rows: list[Row]) -> list[str]:
@@ -471,6 +558,14 @@ def checks(rows: list[Row]) -> list[str]:
         if auto and full:
             out.append(_check(n, f"plan (unchanged), auto against full ({full.wall_s:.2f} s) "
                               "in the same run", auto.wall_s, full.wall_s))
+        applied, raw = by.get((n, APPLY_STEP)), by.get((n, RAW_APPLY_STEP))
+        if applied and raw:
+            out.append(_check(n, f"apply ≤ {RAW_APPLY_TARGET:g} × raw aiohttp sending the same "
+                              f"bodies at the same P ({raw.wall_s:.2f} s)", applied.wall_s,
+                              RAW_APPLY_TARGET * raw.wall_s))
+        if applied and applied.cpu_s is not None:
+            out.append(_check(n, "apply: CLI CPU per create (user + system)",
+                              1000 * applied.cpu_s / n, APPLY_CPU_TARGET_MS, unit=" ms"))
         on_file, on_pg = by.get((n, FILE_APPLY)), by.get((n, PG_APPLY))
         if on_file and on_pg:
             out.append(_check(n, f"apply on a PostgreSQL state ≤ {PG_TARGET:g} × on a state file "

@@ -14,7 +14,8 @@ bounded by `wait_timeout_s` (apply's --timeout).
 
 Durability: before each API write an *intent* is appended to the store's journal, and
 after it the address's new record (or a *close* when it failed): one short line each,
-flushed and fsynced, with concurrent appends sharing one fsync (group commit). The state
+flushed and fsynced, with concurrent appends sharing one fsync (group commit); a body is
+written once, in its intent, and the records after it name it. The state
 file itself is rewritten once, when the run ends (compaction). A `kill -9` at any moment
 leaves at most the intents in flight open; the next read sees the workloads they may
 have created as "known by name only", and `recover` looks each one up by name.
@@ -155,6 +156,10 @@ class Executor:
         # address -> its API steps so far, [action, "sent" | "done" | "failed"]; by seq too
         self.steps: dict[str, list[list[str]]] = {}
         self._step_of: dict[int, list[str]] = {}
+        # (id of a body, its sensitive paths) -> (the body, it hashed): `_hashed`
+        self._hashes: dict[tuple[int, frozenset[str]], tuple[dict, dict]] = {}
+        # id of a body an intent wrote to this run's journal -> (the body, the intent's seq)
+        self._journaled: dict[int, tuple[dict, int]] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
@@ -193,11 +198,12 @@ class Executor:
         """Perform the plan's changes; the state is compacted (written whole) at the end."""
         result = self.result = ApplyResult(plan=plan)
         if self.state.secret_key() is None and any(
-                masking.has_sensitive(ch.after, ch.sensitive) for ch in plan.changes
-                if ch.after is not None and ch.changes_state):
+                self._hashed(ch.after, ch.sensitive, key=False) is None
+                for ch in plan.changes if ch.after is not None and ch.changes_state):
             self.state.secret_key(create=True)
             await asyncio.to_thread(self.store.write, self.state)
         self._journal = _Journal(self.store, self.state.lineage)
+        self._journaled.clear()
         sem = asyncio.Semaphore(self.parallelism)
         finished = {ch.address: asyncio.Event() for ch in plan.changes}
 
@@ -245,6 +251,7 @@ class Executor:
             # for the next read to see, as after a kill.
             if not self._abandoned:
                 await asyncio.to_thread(self.store.write, self.state)
+                self._journaled.clear()  # the journal is gone, and the bodies it held
         result.interrupted = self._stop
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()
@@ -458,9 +465,11 @@ class Executor:
         step = self._step_of[seq] = [action, "sent"]
         self.steps.setdefault(ch.address, []).append(step)
         prev = self.state.resources.get(ch.address)
+        hashed = self._hashed(body, ch.sensitive)
+        if hashed is not None:  # on disk once: later records name it by `seq`
+            self._journaled[id(hashed)] = (hashed, seq)
         entry = journal.Intent(seq, action, ch.address, workload_id=workload_id,
-                               body=self._hashed(body, ch.sensitive), maybe=maybe,
-                               prev=prev).to_json()
+                               body=hashed, maybe=maybe, prev=prev).to_json()
         await self._journal_write(entry)
         return seq
 
@@ -475,11 +484,15 @@ class Executor:
     async def _set(self, address: str, res: ResourceState | None, *, closes: int | None = None) -> None:
         if closes in self._step_of:
             self._step_of[closes][1] = "done"
+        applied_of = None
         if res is None:
             self.state.resources.pop(address, None)
         else:
             self.state.resources[address] = res
-        await self._journal_write(journal.set_entry(address, res, closes))
+            known = self._journaled.get(id(res.applied))
+            if known is not None and known[0] is res.applied:
+                applied_of = known[1]
+        await self._journal_write(journal.set_entry(address, res, closes, applied_of))
 
     async def _close(self, seq: int) -> None:
         if seq in self._step_of:
@@ -518,11 +531,29 @@ class Executor:
             res.completed = True
         return res
 
-    def _hashed(self, body: dict | None, sensitive) -> dict | None:
-        """`body` with each sensitive value as its keyed hash (the state's key)."""
-        if body is None or not masking.has_sensitive(body, sensitive):
-            return body
-        return masking.hash_sensitive(body, sensitive, self.state.secret_key(create=True))
+    def _hashed(self, body: dict | None, sensitive, *, key: bool = True) -> dict | None:
+        """`body` with each sensitive value as its keyed hash (the state's key).
+
+        A change's body is recorded up to four times (the check for a key, the intent, the
+        `maybe`, the record): each body is walked once, and the answer kept for as long as
+        this executor holds the body (its identity and its sensitive paths are the memo's
+        key). Without `key` (no key made yet): None when the body holds a sensitive value."""
+        if body is None:
+            return None
+        memo = (id(body), frozenset(sensitive))
+        hit = self._hashes.get(memo)
+        if hit is not None and hit[0] is body:
+            return hit[1]
+        if not key:
+            if masking.has_sensitive(body, sensitive):
+                return None
+            out = body  # nothing to hash: the same with any key
+        else:  # one walk: the key is made (or read) at the first sensitive value
+            key_of = self.state.secret_key
+            out = masking.map_sensitive(body, sensitive,
+                                        lambda _, v: masking.keyed_hash(v, key_of(create=True)))
+        self._hashes[memo] = (body, out)
+        return out
 
     async def _record_noop(self, ch: ResourceChange) -> None:
         prev = self.state.resources.get(ch.address)

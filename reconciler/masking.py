@@ -26,12 +26,15 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import orjson
+
 from reconciler import kinds
 
 MASK = "(sensitive)"
 # What `export` writes in place of a sensitive value; `validate` refuses it.
 SECRET_PLACEHOLDER = "<secret not exported: give a secret reference or the value>"
 _SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
+_SECRET_NAME_FOLDED = re.compile(_SECRET_NAME.pattern)  # for ASCII text in lower case
 # The Run:ai API's `environmentVariables[NAME].value`, and a Kubernetes container's
 # `env[NAME].value` (inside a Manifest's pod templates).
 _ENV_VALUE = re.compile(r"(?:environmentVariables|(?:^|\.)env)\[(?P<name>[^\]]*)\]\.value$")
@@ -185,8 +188,29 @@ def map_sensitive(body: Any, sensitive: Sequence[str], leaf: Callable[[str, Any]
     """A copy of `body` (found at `path`) with each scalar at or under a sensitive path
     replaced by `leaf(its path, it)`; `body` itself when there is none. The items of a
     list without item keys share their list's path."""
+    if not sensitive and not _may_name_a_secret(path, body):
+        return body
     out, _ = _map(path, body, tuple(sensitive), leaf, False)
     return out
+
+
+def _may_name_a_secret(path: str, body: Any) -> bool:
+    """False when no name in `body` (found at `path`) can look like a secret's: neither
+    the path nor the body's JSON text holds a secret-looking word. Without
+    `lifecycle.sensitive` paths, only an environment variable with such a name is
+    sensitive, and its name is in the text as it is (JSON escapes no letter), so the
+    walk is needed only when the text holds one; the text costs far less than the walk
+    (docs/performance.md)."""
+    if _SECRET_NAME.search(path):
+        return True
+    try:
+        text = orjson.dumps(body)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits, a key that is no string
+        return True
+    found = text.decode()
+    if found.isascii():  # folded by `lower`, searched as `_SECRET_NAME` would, but faster
+        return _SECRET_NAME_FOLDED.search(found.lower()) is not None
+    return _SECRET_NAME.search(found) is not None  # Unicode's case folding (a Kelvin sign)
 
 
 def _map(path: str, value: Any, sensitive: tuple[str, ...], leaf: Callable[[str, Any], Any],

@@ -39,7 +39,7 @@ import socket
 import ssl
 import time
 import urllib.parse
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 
 import httpx
 
@@ -542,7 +542,7 @@ class RunaiClient:
                     sensitive: tuple[str, ...] = (), any_json: bool = False,
                     array: bool = False) -> Any:
         budget = self._budget
-        hidden = _body_secrets(json, sensitive)
+        hidden = _BodySecrets(json, sensitive)  # found only when a message needs them
         started: float | None = None  # when this request's first attempt was sent
         attempt = 0
         renewed = False
@@ -717,7 +717,7 @@ class RunaiClient:
         return data
 
     def _error(self, resp: httpx.Response, method: str, path: str, auth: bool,
-               hidden: tuple[str, ...] = (), **extra: Any) -> errors.ApiError:
+               hidden: Iterable[str] = (), **extra: Any) -> errors.ApiError:
         status = resp.status_code
         api_message, details, issues = _parse_error_body(resp)
         api_message = self._redact(api_message, hidden)
@@ -762,7 +762,7 @@ class RunaiClient:
         return (f"cannot connect to {host}:{port}: connection refused (nothing "
                 "listens there: check the URL, and that the control plane is up)")
 
-    def _redact(self, text: str | None, hidden: tuple[str, ...] = ()) -> str:
+    def _redact(self, text: str | None, hidden: Iterable[str] = ()) -> str:
         """`text` with every credential this client knows, and `hidden`, masked: the token
         and the client secret in use, those of the environment it is not using, a database
         password, and the secret values of the request's body; each as it is, JSON-escaped,
@@ -879,10 +879,20 @@ def _what_failed(failure: errors.RetryableError, path: str) -> str:
     return text
 
 
-def _body_secrets(body: Any, sensitive: tuple[str, ...] = ()) -> tuple[str, ...]:
+class _BodySecrets:
     """The values in a request body that the API may quote back and must not be shown:
     those `masking` never shows (an environment variable whose name looks like a secret,
-    a path of the spec's `lifecycle.sensitive`)."""
-    if not isinstance(body, dict):
-        return ()
-    return tuple(masking.secret_values(body, sensitive))
+    a path of the spec's `lifecycle.sensitive`). Iterated, they are found on first use:
+    only a message about a failure reads them, and finding them walks the whole body."""
+
+    __slots__ = ("_body", "_sensitive", "_found")
+
+    def __init__(self, body: Any, sensitive: tuple[str, ...] = ()):
+        self._body, self._sensitive = body, sensitive
+        self._found: tuple[str, ...] | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        if self._found is None:
+            self._found = (tuple(masking.secret_values(self._body, self._sensitive))
+                           if isinstance(self._body, dict) else ())
+        return iter(self._found)

@@ -14,6 +14,12 @@ replays the journal over the state file on every read and folds it into the file
     {"op": "set", "address": "...", "resource": {ResourceState} | null, "closes": 4}
     {"op": "close", "seq": 4}                                     failed, state unchanged
 
+A body is written once: a ResourceState in the journal (an intent's `maybe`, a set's
+`resource`) whose `applied` is the body of an intent before it holds `"applied_of": seq`
+in its place (format version 2; version 1, where every record holds its own, is read
+as before). A create's body is then on disk once, not in its intent, its `maybe` and
+its record.
+
 An intent with no set or close after it was in flight when the process died: the API
 may or may not have performed it. Replay records its `maybe` (for a create: the address
 with no workload id, the body as applied), which makes the next refresh look the
@@ -34,7 +40,7 @@ import orjson
 from reconciler.errors import StateError
 from reconciler.state.model import ResourceState, State
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2
 
 
 @dataclass
@@ -48,9 +54,14 @@ class Intent:
     prev: ResourceState | None = None  # the record before it (restored when it never happened)
 
     def to_json(self) -> dict[str, Any]:
+        """The entry; a `maybe` whose `applied` is this intent's body names it by `seq`."""
+        maybe = None
+        if self.maybe is not None:
+            maybe = _record(self.maybe, self.seq if self.body is not None
+                            and self.maybe.applied is self.body else None)
         return {"op": "intent", "seq": self.seq, "action": self.action,
                 "address": self.address, "workload_id": self.workload_id,
-                "body": self.body, "maybe": self.maybe.to_json() if self.maybe else None,
+                "body": self.body, "maybe": maybe,
                 "prev": self.prev.to_json() if self.prev else None}
 
 
@@ -58,9 +69,21 @@ def header(lineage: str) -> dict[str, Any]:
     return {"journal": JOURNAL_VERSION, "lineage": lineage}
 
 
-def set_entry(address: str, resource: ResourceState | None, closes: int | None = None) -> dict:
+def set_entry(address: str, resource: ResourceState | None, closes: int | None = None,
+              applied_of: int | None = None) -> dict:
+    """The address's new record (None: removed); `applied_of`: the seq of an intent earlier
+    in this journal whose body is the record's `applied`, written there and not again."""
     return {"op": "set", "address": address,
-            "resource": resource.to_json() if resource is not None else None, "closes": closes}
+            "resource": _record(resource, applied_of) if resource is not None else None,
+            "closes": closes}
+
+
+def _record(resource: ResourceState, applied_of: int | None) -> dict[str, Any]:
+    out = resource.to_json()
+    if applied_of is not None:
+        del out["applied"]
+        out["applied_of"] = applied_of
+    return out
 
 
 def close(seq: int) -> dict:
@@ -105,6 +128,7 @@ def replay(state: State, raw: bytes, where: str) -> list[Intent]:
             f"file has {state.lineage}); both were left unchanged: move the journal away if "
             "the state file was replaced on purpose")
     open_: dict[int, Intent] = {}
+    bodies: dict[int, dict] = {}  # seq -> its intent's body, which later records may name
     last = len(lines) - 1
     for n, line in enumerate(lines[1:], start=2):
         try:
@@ -115,13 +139,13 @@ def replay(state: State, raw: bytes, where: str) -> list[Intent]:
             raise
         op = entry["op"]
         if op == "intent":
-            open_[entry["seq"]] = _intent(entry, f"{where} line {n}")
+            open_[entry["seq"]] = _intent(entry, bodies, f"{where} line {n}")
         elif op == "set":
             address = entry["address"]
             if entry.get("resource") is None:
                 state.resources.pop(address, None)
             else:
-                res = ResourceState.from_json(entry["resource"], where=f"{where} line {n}")
+                res = _resource(entry["resource"], bodies, f"{where} line {n}")
                 state.resources[address] = res
             if entry.get("closes") is not None:
                 open_.pop(entry["closes"], None)
@@ -168,7 +192,7 @@ def _entry(line: bytes, where: str) -> dict[str, Any]:
     return entry
 
 
-def _intent(entry: dict, where: str) -> Intent:
+def _intent(entry: dict, bodies: dict[int, dict], where: str) -> Intent:
     maybe = entry.get("maybe")
     prev = entry.get("prev")
     body = entry.get("body")
@@ -177,10 +201,25 @@ def _intent(entry: dict, where: str) -> Intent:
             (wid is not None and not isinstance(wid, str)):
         raise StateError(f"journal {where} is corrupt (a malformed intent); the state file "
                          "was left unchanged")
+    if body is not None:  # its `maybe`, and the records after it, may name it
+        bodies[entry["seq"]] = body
     return Intent(seq=entry["seq"], action=entry["action"], address=entry["address"],
                   workload_id=wid, body=body,
-                  maybe=ResourceState.from_json(maybe, where=where) if maybe is not None else None,
+                  maybe=_resource(maybe, bodies, where) if maybe is not None else None,
                   prev=ResourceState.from_json(prev, where=where) if prev is not None else None)
+
+
+def _resource(data: Any, bodies: dict[int, dict], where: str) -> ResourceState:
+    """A record as the journal holds it: its `applied` in place, or named by `applied_of`
+    (the body of an intent before it)."""
+    if isinstance(data, dict) and "applied_of" in data:
+        seq = data["applied_of"]
+        if not _int(seq) or seq not in bodies or "applied" in data:
+            raise StateError(f"journal {where} is corrupt (a record names the body of no "
+                             "intent before it); the state file was left unchanged")
+        data = {k: v for k, v in data.items() if k != "applied_of"}
+        data["applied"] = bodies[seq]
+    return ResourceState.from_json(data, where=where)
 
 
 def _int(v: Any) -> bool:

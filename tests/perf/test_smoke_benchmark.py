@@ -24,7 +24,8 @@ def test_smoke_benchmark(tmp_path, capsys):
     # P = 32 as the targets say, and the CLI's default when it differs
     assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
                          "plan --no-refresh", bench.AUTO_STEP, bench.FULL_STEP,
-                         bench.AUTO_COLD_STEP, bench.FLOOR_STEP} | (
+                         bench.AUTO_COLD_STEP, bench.FLOOR_STEP, bench.APPLY_STEP,
+                         bench.RAW_APPLY_STEP} | (
         {bench.DEFAULT_STEP} if bench.DEFAULT_PARALLELISM != 32 else set())
     # --refresh=full: 100 GETs, a token and the GPU quota of each project
     assert rows["plan (unchanged)"]["requests"] == 101 + specgen.PROJECTS
@@ -38,6 +39,12 @@ def test_smoke_benchmark(tmp_path, capsys):
         assert rows[bench.DEFAULT_STEP]["requests"] == 101 + specgen.PROJECTS
         assert rows[bench.DEFAULT_STEP]["parallelism"] == bench.DEFAULT_PARALLELISM
     assert rows["plan --no-refresh"]["requests"] == 0
+    # The apply beside the raw client sending the same bodies: a token, then the same
+    # creates and suspends (the apply also lists each project before and after, and reads
+    # its quota).
+    raw, applied = rows[bench.RAW_APPLY_STEP], rows[bench.APPLY_STEP]
+    assert raw["requests"] > 100 and raw["cpu_s"] > 0 and applied["cpu_s"] > 0
+    assert 0 < applied["requests"] - raw["requests"] <= 3 * specgen.PROJECTS
     assert rows["plan (new fleet)"]["requests"] <= 100 + 10
     # Generous: the bound at N=100, 20 ms, P=32 is 0.06 s; start-up alone is ~0.5 s.
     assert rows["plan (unchanged)"]["wall_s"] < 20
