@@ -21,7 +21,6 @@ Callers: the CLI (`validate`, `plan`, `apply`).
 from __future__ import annotations
 
 import asyncio
-import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -233,15 +232,10 @@ class PendingSpecs:
         for index, (process, conn) in enumerate(self._children):
             if conn not in ready:
                 continue
-            collecting = gc.isenabled()
-            gc.disable()  # the workloads are many containers, none of them garbage
             try:
                 reply = conn.recv()
             except (EOFError, OSError):
                 reply = (None, None, None, _death(process))
-            finally:
-                if collecting:
-                    gc.enable()
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
