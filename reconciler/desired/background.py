@@ -6,13 +6,14 @@
     pending.cancel()                   # kills the children still running (idempotent)
 
 The parent lists the files (`sources.find_files`) and forks one `multiprocessing.Process`
-per share of them; each runs `loader.load_share` and sends back its workloads, problems
-and keys through a pipe. When the user's spec cache (`desired.cache`) has a file of this
-tool for the folder, one child (the indexer) does the cache's work instead: it hashes the
-files, reads and checks the cache file and loads the files it lacks, and sends back the
-keys and the entries too; the parent makes the workloads of the files served. The parent
-joins the shares in file order and checks across
-files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
+per share of them; each runs `loader.load_share` and sends back its workloads (`PART` at a
+time, each part's bodies that are the state's replaced by the state's objects as it
+arrives), problems and keys through a pipe. When the user's spec cache (`desired.cache`)
+has a file of this tool for the folder, one child (the indexer) does the cache's work
+instead: it hashes the files, reads and checks the cache file and loads the files it
+lacks, and sends back the keys and the entries too; the parent makes the workloads of the
+files served. The parent joins the shares in file order and checks across files, so the
+outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
 Callers: the CLI (`validate`, `plan`, `apply`).
@@ -21,6 +22,7 @@ Callers: the CLI (`validate`, `plan`, `apply`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -28,6 +30,8 @@ import signal
 import sys
 import threading
 from typing import Any
+
+import orjson
 
 from reconciler import timeline
 from reconciler.desired import references, sources
@@ -40,6 +44,10 @@ __all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "s
 MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
 FILES_PER_PROCESS = 200  # one more child for every this many files
 MAX_PROCESSES = 4
+# A child sends its workloads this many at a time before its reply: the parent holds one
+# part's pickled bytes at once, and a part's bodies that are the state's give way to the
+# state's objects as it arrives (`PendingSpecs.share_bodies`).
+PART = 500
 
 
 def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
@@ -151,6 +159,7 @@ class PendingSpecs:
         self._keys: dict[str, bytes] = {}
         self._cache: SpecCache | None = None
         self._indexing = False  # the one child is `_index`: its reply is adopted first
+        self._parts: dict[int, list[DesiredWorkload]] = {}  # a child's workloads so far
         self.parsed = 0  # files loaded (not served by the cache)
 
     @classmethod
@@ -190,9 +199,24 @@ class PendingSpecs:
 
     def share_bodies(self, bodies: Any) -> None:
         """Before the workloads are asked for: address -> the body the state last
-        applied. A workload the cache serves whose body is exactly that one takes that
-        object (`cache.SpecCache.workloads`): an unchanged fleet is held once."""
+        applied. A workload the cache serves (`cache.SpecCache.workloads`) or a child sends
+        from then on (`_shared`) whose body is exactly that one takes that object: an
+        unchanged fleet is held once."""
         self._share = bodies
+
+    def _shared(self, workloads: list[DesiredWorkload]) -> list[DesiredWorkload]:
+        """`workloads` (a child's part, or its whole reply), each whose body is exactly the state's
+        (`share_bodies`: the same JSON, types and all) taking the state's object."""
+        share = self._share
+        if not share:
+            return workloads
+        out = []
+        for w in workloads:
+            other = share.get(w.address)
+            if other is not None and other == w.body and _same_json(other, w.body):
+                w = dataclasses.replace(w, body=other)
+            out.append(w)
+        return out
 
     def result(self) -> list[DesiredWorkload]:
         """The workloads in file order, once the children sent them; SpecError as
@@ -236,6 +260,14 @@ class PendingSpecs:
                 reply = conn.recv()
             except (EOFError, OSError):
                 reply = (None, None, None, _death(process))
+            if type(reply[0]) is str:  # ("part", workloads): more to come
+                self._parts.setdefault(index, []).extend(self._shared(reply[1]))
+                continue
+            parts = self._parts.pop(index, None)
+            if reply[0]:  # the last part, or all of a short reply
+                reply = ((parts or []) + self._shared(reply[0]), *reply[1:])
+            elif parts is not None and reply[0] is not None:
+                reply = (parts, *reply[1:])
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
@@ -410,6 +442,11 @@ def _child(work: tuple[Any, tuple], send: Any, others: list[Any]) -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         reply = (None, None, None, f"{type(exc).__name__}: {exc}")
     try:
+        workloads = reply[0]
+        if workloads and len(workloads) > PART:
+            for at in range(0, len(workloads), PART):
+                send.send(("part", workloads[at:at + PART]))
+            reply = ([], *reply[1:])  # the parent puts the parts together
         send.send(reply)
     except OSError:
         pass  # the parent has cancelled
@@ -425,3 +462,13 @@ def _death(process: Any) -> str:
         except ValueError:  # a real-time signal
             return f"the loader process was killed (signal {-code})"
     return f"the loader process exited with status {code} before sending the specs"
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two bodies are the same JSON, types and all (`==` also has True == 1):
+    orjson's text, keys sorted."""
+    try:
+        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+            b, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # not JSON data (an integer beyond 64 bits): not shared
+        return False
