@@ -39,10 +39,14 @@ from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError, SpecError
 
-__all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "start_loading"]
+__all__ = ["EVERY_CPU_FILES", "FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs",
+           "start_loading"]
 
 MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
 FILES_PER_PROCESS = 200  # one more child for every this many files
+# From this many files to load the caller's own work (the state, the refresh) is short
+# beside the load: the children take every CPU, the caller's too.
+EVERY_CPU_FILES = 2000
 MAX_PROCESSES = 4
 # A child sends its workloads this many at a time before its reply: the parent holds one
 # part's pickled bytes at once, and a part's bodies that are the state's give way to the
@@ -54,8 +58,8 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
                   processes: int | None = None, cache: SpecCache | None = None) -> PendingSpecs:
     """Start loading the specs under `directory`; the outcome is `load_specs(directory)`'s.
 
-    `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it;
-    False when it only waits (validate). `processes` overrides how many children share
+    `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it
+    below EVERY_CPU_FILES files to load; False when it only waits (validate). `processes` overrides how many children share
     the files (0: load here, now). They load here, at once, below MIN_FILES files, off
     Linux (fork is not safe elsewhere), with one CPU or with other threads running.
     `cache`: the files it holds (by content) are taken from it, the others loaded; after
@@ -78,7 +82,8 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
         alone = len(to_load) < MIN_FILES or not _can_fork()
-        processes = 0 if alone else max(1, min(_cpus() - caller_busy, MAX_PROCESSES,
+        busy = caller_busy and len(to_load) < EVERY_CPU_FILES
+        processes = 0 if alone else max(1, min(_cpus() - busy, MAX_PROCESSES,
                                                len(to_load) // FILES_PER_PROCESS))
     processes = min(processes, len(to_load))
     pending = PendingSpecs([], listed)

@@ -88,6 +88,27 @@ def test_a_big_folder_loads_in_one_child_with_the_same_workloads_in_order(genera
     assert pending.result() == expected  # asked again: the same answer
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: loads in process")
+def test_a_busy_caller_keeps_a_cpu_unless_the_folder_is_big(monkeypatch, generated):
+    """Below EVERY_CPU_FILES the caller (plan, apply) keeps a CPU for its own work; from
+    there the load is the long pole, and the children take every CPU."""
+    root, expected = generated
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", 10)  # 120 files: up to 12 children
+    monkeypatch.setattr(background, "MAX_PROCESSES", 8)
+    monkeypatch.setattr(background, "EVERY_CPU_FILES", GENERATED + 1)
+    pending = start_loading(root)
+    assert len(pending.pids) == min(cpus - 1, 8)
+    assert pending.result() == expected
+    monkeypatch.setattr(background, "EVERY_CPU_FILES", GENERATED)
+    pending = start_loading(root)
+    assert len(pending.pids) == min(cpus, 8)
+    assert pending.result() == expected
+    waiting_only = start_loading(root, caller_busy=False)  # validate: it only waits
+    assert len(waiting_only.pids) == min(cpus, 8)
+    assert waiting_only.result() == expected
+
+
 def test_few_spec_files_load_in_process_and_are_done_at_once():
     pending = start_loading(EXAMPLES)
     assert not pending.in_background and pending.pids == [] and pending.done()
