@@ -59,9 +59,10 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     """Start loading the specs under `directory`; the outcome is `load_specs(directory)`'s.
 
     `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it
-    below EVERY_CPU_FILES files to load; False when it only waits (validate). `processes` overrides how many children share
-    the files (0: load here, now). They load here, at once, below MIN_FILES files, off
-    Linux (fork is not safe elsewhere), with one CPU or with other threads running.
+    below EVERY_CPU_FILES files to load; False when it only waits (validate).
+    `processes` overrides how many children share the files (0: load here, now). They
+    load here, at once, below MIN_FILES files, off Linux (fork is not safe elsewhere),
+    with one CPU or with other threads running.
     `cache`: the files it holds (by content) are taken from it, the others loaded; after
     a load without problems it keeps them (`PendingSpecs.save_cache`). When its file is
     on disk and MIN_FILES are listed, its work is an indexer child's (`_start_indexing`)
@@ -210,8 +211,8 @@ class PendingSpecs:
         self._share = bodies
 
     def _shared(self, workloads: list[DesiredWorkload]) -> list[DesiredWorkload]:
-        """`workloads` (a child's part, or its whole reply), each whose body is exactly the state's
-        (`share_bodies`: the same JSON, types and all) taking the state's object."""
+        """`workloads` (a child's part, or its whole reply), each whose body is exactly
+        the state's (`share_bodies`: the same JSON, types and all) taking that object."""
         share = self._share
         if not share:
             return workloads
@@ -268,11 +269,9 @@ class PendingSpecs:
             if type(reply[0]) is str:  # ("part", workloads): more to come
                 self._parts.setdefault(index, []).extend(self._shared(reply[1]))
                 continue
-            parts = self._parts.pop(index, None)
-            if reply[0]:  # the last part, or all of a short reply
-                reply = ((parts or []) + self._shared(reply[0]), *reply[1:])
-            elif parts is not None and reply[0] is not None:
-                reply = (parts, *reply[1:])
+            parts = self._parts.pop(index, [])
+            if reply[0] is not None:  # not a failure: the parts, then the reply's own
+                reply = (parts + self._shared(reply[0]), *reply[1:])
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
