@@ -1022,7 +1022,8 @@ def _tune_collector() -> None:
     an operation loads its specs and plans, what exists then frozen as it resumes (its
     next passes, over the actions' garbage, need not walk the specs, state and live bodies
     again); in a watch, what exists frozen after a cycle that parsed the specs (the full
-    collections that came every few cycles walked it all to find nothing).
+    collections that came every few cycles walked it all to find nothing); a watch cycle's
+    parse paused too, resumed without freezing (the cycle may yet fail).
     docs/performance.md has what each buys."""
     import gc
 
@@ -1042,11 +1043,18 @@ def _tune_collector() -> None:
             gc.freeze()
             gc.enable()
 
+    def parsed() -> None:
+        nonlocal paused
+        if paused:
+            paused = False
+            gc.enable()
+
     def settled() -> None:
         gc.collect()
         gc.freeze()
 
-    memory.hooks = memory.Hooks(loading=loading, planned=planned, settled=settled)
+    memory.hooks = memory.Hooks(loading=loading, planned=planned, parsed=parsed,
+                                settled=settled)
 
 
 if __name__ == "__main__":  # python -m reconciler.cli

@@ -6,13 +6,14 @@
     pending.cancel()                   # kills the children still running (idempotent)
 
 The parent lists the files (`sources.find_files`) and forks one `multiprocessing.Process`
-per share of them; each runs `loader.load_share` and sends back its workloads, problems
-and keys through a pipe. When the user's spec cache (`desired.cache`) has a file of this
-tool for the folder, one child (the indexer) does the cache's work instead: it hashes the
-files, reads and checks the cache file and loads the files it lacks, and sends back the
-keys and the entries too; the parent makes the workloads of the files served. The parent
-joins the shares in file order and checks across
-files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
+per share of them; each runs `loader.load_share` and sends back its workloads (`PART` at a
+time, each part's bodies that are the state's replaced by the state's objects as it
+arrives), problems and keys through a pipe. When the user's spec cache (`desired.cache`)
+has a file of this tool for the folder, one child (the indexer) does the cache's work
+instead: it hashes the files, reads and checks the cache file and loads the files it
+lacks, and sends back the keys and the entries too; the parent makes the workloads of the
+files served. The parent joins the shares in file order and checks across files, so the
+outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
 Callers: the CLI (`validate`, `plan`, `apply`).
@@ -21,7 +22,7 @@ Callers: the CLI (`validate`, `plan`, `apply`).
 from __future__ import annotations
 
 import asyncio
-import gc
+import dataclasses
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -30,27 +31,38 @@ import sys
 import threading
 from typing import Any
 
+import orjson
+
 from reconciler import timeline
 from reconciler.desired import references, sources
 from reconciler.desired.cache import SpecCache
 from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import ReconcileError, SpecError
 
-__all__ = ["FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs", "start_loading"]
+__all__ = ["EVERY_CPU_FILES", "FILES_PER_PROCESS", "MAX_PROCESSES", "MIN_FILES", "PendingSpecs",
+           "start_loading"]
 
 MIN_FILES = 100  # below, loading here is as fast: a child's start would eat the gain
 FILES_PER_PROCESS = 200  # one more child for every this many files
+# From this many files to load the caller's own work (the state, the refresh) is short
+# beside the load: the children take every CPU, the caller's too.
+EVERY_CPU_FILES = 2000
 MAX_PROCESSES = 4
+# A child sends its workloads this many at a time before its reply: the parent holds one
+# part's pickled bytes at once, and a part's bodies that are the state's give way to the
+# state's objects as it arrives (`PendingSpecs.share_bodies`).
+PART = 500
 
 
 def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
                   processes: int | None = None, cache: SpecCache | None = None) -> PendingSpecs:
     """Start loading the specs under `directory`; the outcome is `load_specs(directory)`'s.
 
-    `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it;
-    False when it only waits (validate). `processes` overrides how many children share
-    the files (0: load here, now). They load here, at once, below MIN_FILES files, off
-    Linux (fork is not safe elsewhere), with one CPU or with other threads running.
+    `caller_busy`: the caller works meanwhile (plan, apply), so one CPU is left to it
+    below EVERY_CPU_FILES files to load; False when it only waits (validate).
+    `processes` overrides how many children share the files (0: load here, now). They
+    load here, at once, below MIN_FILES files, off Linux (fork is not safe elsewhere),
+    with one CPU or with other threads running.
     `cache`: the files it holds (by content) are taken from it, the others loaded; after
     a load without problems it keeps them (`PendingSpecs.save_cache`). When its file is
     on disk and MIN_FILES are listed, its work is an indexer child's (`_start_indexing`)
@@ -71,7 +83,8 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
         alone = len(to_load) < MIN_FILES or not _can_fork()
-        processes = 0 if alone else max(1, min(_cpus() - caller_busy, MAX_PROCESSES,
+        busy = caller_busy and len(to_load) < EVERY_CPU_FILES
+        processes = 0 if alone else max(1, min(_cpus() - busy, MAX_PROCESSES,
                                                len(to_load) // FILES_PER_PROCESS))
     processes = min(processes, len(to_load))
     pending = PendingSpecs([], listed)
@@ -152,6 +165,7 @@ class PendingSpecs:
         self._keys: dict[str, bytes] = {}
         self._cache: SpecCache | None = None
         self._indexing = False  # the one child is `_index`: its reply is adopted first
+        self._parts: dict[int, list[DesiredWorkload]] = {}  # a child's workloads so far
         self.parsed = 0  # files loaded (not served by the cache)
 
     @classmethod
@@ -191,9 +205,24 @@ class PendingSpecs:
 
     def share_bodies(self, bodies: Any) -> None:
         """Before the workloads are asked for: address -> the body the state last
-        applied. A workload the cache serves whose body is exactly that one takes that
-        object (`cache.SpecCache.workloads`): an unchanged fleet is held once."""
+        applied. A workload the cache serves (`cache.SpecCache.workloads`) or a child sends
+        from then on (`_shared`) whose body is exactly that one takes that object: an
+        unchanged fleet is held once."""
         self._share = bodies
+
+    def _shared(self, workloads: list[DesiredWorkload]) -> list[DesiredWorkload]:
+        """`workloads` (a child's part, or its whole reply), each whose body is exactly
+        the state's (`share_bodies`: the same JSON, types and all) taking that object."""
+        share = self._share
+        if not share:
+            return workloads
+        out = []
+        for w in workloads:
+            other = share.get(w.address)
+            if other is not None and other == w.body and _same_json(other, w.body):
+                w = dataclasses.replace(w, body=other)
+            out.append(w)
+        return out
 
     def result(self) -> list[DesiredWorkload]:
         """The workloads in file order, once the children sent them; SpecError as
@@ -233,15 +262,16 @@ class PendingSpecs:
         for index, (process, conn) in enumerate(self._children):
             if conn not in ready:
                 continue
-            collecting = gc.isenabled()
-            gc.disable()  # the workloads are many containers, none of them garbage
             try:
                 reply = conn.recv()
             except (EOFError, OSError):
                 reply = (None, None, None, _death(process))
-            finally:
-                if collecting:
-                    gc.enable()
+            if type(reply[0]) is str:  # ("part", workloads): more to come
+                self._parts.setdefault(index, []).extend(self._shared(reply[1]))
+                continue
+            parts = self._parts.pop(index, [])
+            if reply[0] is not None:  # not a failure: the parts, then the reply's own
+                reply = (parts + self._shared(reply[0]), *reply[1:])
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
@@ -416,6 +446,11 @@ def _child(work: tuple[Any, tuple], send: Any, others: list[Any]) -> None:
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
         reply = (None, None, None, f"{type(exc).__name__}: {exc}")
     try:
+        workloads = reply[0]
+        if workloads and len(workloads) > PART:
+            for at in range(0, len(workloads), PART):
+                send.send(("part", workloads[at:at + PART]))
+            reply = ([], *reply[1:])  # the parent puts the parts together
         send.send(reply)
     except OSError:
         pass  # the parent has cancelled
@@ -431,3 +466,13 @@ def _death(process: Any) -> str:
         except ValueError:  # a real-time signal
             return f"the loader process was killed (signal {-code})"
     return f"the loader process exited with status {code} before sending the specs"
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two bodies are the same JSON, types and all (`==` also has True == 1):
+    orjson's text, keys sorted."""
+    try:
+        return orjson.dumps(a, option=orjson.OPT_SORT_KEYS) == orjson.dumps(
+            b, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # not JSON data (an integer beyond 64 bits): not shared
+        return False

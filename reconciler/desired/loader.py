@@ -17,9 +17,7 @@ Callers: the CLI (`validate`, `plan`, `apply`), `background` and tests.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import gc
 import json
 import os
 import re
@@ -46,24 +44,6 @@ def load_specs(directory: str | os.PathLike) -> list[DesiredWorkload]:
     Raises SpecError listing all problems when any file or document is invalid. An
     existing directory without spec files gives an empty list.
     """
-    with _collector_paused():
-        return _load_all(directory)
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    """Loading builds many containers per spec and frees none: the cycle collector's
-    passes over the growing heap would find nothing to free."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
-
-
-def _load_all(directory: str | os.PathLike) -> list[DesiredWorkload]:
     files, problems = sources.find_files(directory)
     workloads, file_problems = load_share(files)
     problems.extend(file_problems)
@@ -82,28 +62,27 @@ def load_share(files: list[sources.Found]) -> tuple[list[DesiredWorkload], list[
     file's problems by line). Blind to the other files: no check across files (the
     folder defaults a spec takes are read for it, their own problems are reported where
     the `_defaults.yaml` is listed)."""
-    with _collector_paused():
-        workloads: list[DesiredWorkload] = []
-        problems: list[Problem] = []
-        folders = defaults.Folders()
-        for path, display, chain in files:
-            if path.name.lower() == defaults.NAME:
-                problems.extend(defaults.read(path, display)[1])
-                continue
-            docs, file_problems = sources.read_documents(path, display)
-            found: list[Problem] = list(file_problems)
-            lower = folders.layer(chain) if chain else None
-            if chain and lower is None:
-                docs = []  # a broken _defaults.yaml above: its problems say why
-            for doc in docs:
-                layered = doc if lower is None else defaults.Layered(doc, lower)
-                workload, doc_problems = _load_document(layered)
-                found.extend(doc_problems)
-                if workload is not None and not doc.flawed:  # a duplicate key: not valid
-                    workloads.append(workload)
-            found.sort(key=lambda p: (p.specs != (), p.line is None, p.line or 0))
-            problems.extend(found)
-        return workloads, problems
+    workloads: list[DesiredWorkload] = []
+    problems: list[Problem] = []
+    folders = defaults.Folders()
+    for path, display, chain in files:
+        if path.name.lower() == defaults.NAME:
+            problems.extend(defaults.read(path, display)[1])
+            continue
+        docs, file_problems = sources.read_documents(path, display)
+        found: list[Problem] = list(file_problems)
+        lower = folders.layer(chain) if chain else None
+        if chain and lower is None:
+            docs = []  # a broken _defaults.yaml above: its problems say why
+        for doc in docs:
+            layered = doc if lower is None else defaults.Layered(doc, lower)
+            workload, doc_problems = _load_document(layered)
+            found.extend(doc_problems)
+            if workload is not None and not doc.flawed:  # a duplicate key: not valid
+                workloads.append(workload)
+        found.sort(key=lambda p: (p.specs != (), p.line is None, p.line or 0))
+        problems.extend(found)
+    return workloads, problems
 
 
 def workload_keys(workloads: list[DesiredWorkload]) -> list[tuple[str, str, int | None]]:

@@ -63,14 +63,24 @@ class _Loader(_BaseLoader):
         self.count = self.depth = 0
 
     def resolve(self, kind, value, implicit):
-        if kind is ScalarNode and implicit[0] and not self.yaml_path_resolvers:
-            tag = self._tags.get(value)
-            if tag is None:
-                if len(self._tags) > 50_000:
-                    self._tags.clear()
-                tag = self._tags[value] = super().resolve(kind, value, implicit)
-            return tag
-        return super().resolve(kind, value, implicit)
+        if kind is ScalarNode:
+            if implicit[0]:
+                tag = self._tags.get(value)
+                if tag is None:
+                    if len(self._tags) > 50_000:
+                        self._tags.clear()
+                    tag = self._tags[value] = super().resolve(kind, value, implicit)
+                return tag
+            return _STR_TAG  # quoted, or `!`: text (as PyYAML's resolver says)
+        return _MAP_TAG if kind is MappingNode else _SEQ_TAG
+
+    # The composer calls these around every node for path resolvers, which this loader
+    # never has (`yaml_path_resolvers` is empty): nothing to do.
+    def descend_resolver(self, current_node, current_index):
+        pass
+
+    def ascend_resolver(self):
+        pass
 
     def construct_document(self, node):
         built: dict[int, Any] = {}  # an alias is the same node: build it once, share it

@@ -1,7 +1,7 @@
 """The specs folder a watch reads: its specs re-read only when a file under it changed,
 and then only the changed files parsed (`SpecsFolder`, over the spec cache kept in
-memory); with `--pull`, the git tree fast-forwarded first (`pull`, through the git
-command line) and its commit noted.
+memory, the program's collector hooks called around a parse); with `--pull`, the git
+tree fast-forwarded first (`pull`, through the git command line) and its commit noted.
 
 Caller: the package's `watching`.
 """
@@ -13,6 +13,7 @@ import os
 import subprocess
 
 from reconciler import errors
+from reconciler.operations import memory
 
 GIT_TIMEOUT_S = 120.0
 
@@ -63,8 +64,12 @@ class SpecsFolder:
         from reconciler.desired import start_loading
 
         self._workloads, self._seen = None, None
-        pending = start_loading(self.directory, processes=0, cache=self.cache)
-        workloads = pending.result()
+        memory.hooks.loading()  # the program's choice (the CLI pauses the cycle collector)
+        try:
+            pending = start_loading(self.directory, processes=0, cache=self.cache)
+            workloads = pending.result()
+        finally:
+            memory.hooks.parsed()
         pending.save_cache()
         self.parsed = pending.parsed
         self._workloads, self._seen = workloads, seen

@@ -5,6 +5,7 @@ the load, a cancel or a Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import signal
@@ -87,6 +88,27 @@ def test_a_big_folder_loads_in_one_child_with_the_same_workloads_in_order(genera
     assert pending.result() == expected  # asked again: the same answer
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: loads in process")
+def test_a_busy_caller_keeps_a_cpu_unless_the_folder_is_big(monkeypatch, generated):
+    """Below EVERY_CPU_FILES the caller (plan, apply) keeps a CPU for its own work; from
+    there the load is the long pole, and the children take every CPU."""
+    root, expected = generated
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", 10)  # 120 files: up to 12 children
+    monkeypatch.setattr(background, "MAX_PROCESSES", 8)
+    monkeypatch.setattr(background, "EVERY_CPU_FILES", GENERATED + 1)
+    pending = start_loading(root)
+    assert len(pending.pids) == min(cpus - 1, 8)
+    assert pending.result() == expected
+    monkeypatch.setattr(background, "EVERY_CPU_FILES", GENERATED)
+    pending = start_loading(root)
+    assert len(pending.pids) == min(cpus, 8)
+    assert pending.result() == expected
+    waiting_only = start_loading(root, caller_busy=False)  # validate: it only waits
+    assert len(waiting_only.pids) == min(cpus, 8)
+    assert waiting_only.result() == expected
+
+
 def test_few_spec_files_load_in_process_and_are_done_at_once():
     pending = start_loading(EXAMPLES)
     assert not pending.in_background and pending.pids == [] and pending.done()
@@ -131,6 +153,31 @@ def test_shares_join_into_the_same_workloads_in_order(generated, processes):
     assert len(set(pids)) == processes
     assert pending.result() == expected
     assert all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize(("processes", "part"), [(1, 7), (2, 7), (1, background.PART)])
+def test_children_send_their_workloads_in_parts_that_take_the_states_identical_bodies(
+        monkeypatch, generated, processes, part):
+    """A child's workloads come in parts (a few at a time, so the parent never holds the
+    whole folder twice), and a body exactly the state's becomes the state's object as
+    its part arrives: an unchanged fleet is held once. One that only compares equal
+    (`true` for 1) keeps its own."""
+    root, expected = generated
+    monkeypatch.setattr(background, "PART", part)  # the children are forked: they see it
+    state = {w.address: json.loads(json.dumps(w.body)) for w in expected}
+    odd = expected[3]
+    state[odd.address]["spec"] = dict(state[odd.address]["spec"], odd=1)
+    loose = next(w for w in expected if w.body.get("masterSpecSameAsWorker") is True)
+    state[loose.address]["masterSpecSameAsWorker"] = 1  # == True, not the same JSON
+    pending = start_loading(root, processes=processes)
+    pending.share_bodies(state)
+    got = pending.result()
+    assert got == expected  # every workload, in file order
+    for w in got:
+        assert (w.body is state[w.address]) is (w.address not in (odd.address, loose.address))
+    assert got[3].body["spec"].get("odd") is None
+    assert next(w for w in got if w.address == loose.address).body[
+        "masterSpecSameAsWorker"] is True
 
 
 def test_a_duplicate_across_shares_alone_is_found(specdir):
