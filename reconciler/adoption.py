@@ -44,6 +44,10 @@ def applied_body(kind: kinds.Kind, live: Mapping[str, Any]) -> dict[str, Any]:
     hashes them for the state)."""
     spec = export.spec_from_live(kind.name, dict(live), include_secrets=True)
     body = {key: spec[key] for key in ("name", "clusterId", *kind.body_keys) if key in spec}
+    # A spec that says its name otherwise (a Run:ai policy's is its workload type) still
+    # has one in the body, as an applied one does.
+    if "name" not in body and live.get("name") is not None:
+        body["name"] = live["name"]
     body["projectId"] = _str(live.get("projectId"))
     return body
 

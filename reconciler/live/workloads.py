@@ -39,7 +39,10 @@ async def find_by_name(client, wanted: Iterable[DesiredWorkload]) -> dict[str, s
         where = [f"projectId=={project_id}"]
         if len(names) == 1:
             where.insert(0, f"name=={next(iter(names))}")
-        listed = await client.iter_workloads(filter_by=where)
+        # The workloads list shows only the listed kinds (an organisation unit, an access
+        # rule or a Run:ai policy is found in its own collection alone).
+        listed = await client.iter_workloads(filter_by=where) \
+            if any(kinds.get(d.kind).listed for d in specs) else []
         return match_listed(specs, listed + await listed_apart(
             client, where, {d.kind for d in specs}))
 

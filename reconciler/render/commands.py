@@ -54,6 +54,11 @@ def export_text(result, out_dir: str) -> str:
 # --- import ---------------------------------------------------------------------------
 
 
+def _noun(addresses, n: int) -> str:
+    """"workload(s)", or "resource(s)" when one of `addresses` is no workload."""
+    return words.resources_noun([a.split("/", 1)[0] for a in addresses], n)
+
+
 def imported_one(result, where: str) -> str:
     """`import ADDR WORKLOAD_ID`."""
     (address, workload_id), = result.adopted
@@ -64,12 +69,13 @@ def imported_one(result, where: str) -> str:
 
 def imported_all(result, where: str) -> str:
     """`import --all`: each adoption, each spec not found live or not adopted, a total."""
-    lines = [f"Adopted {address} (workload {workload_id})"
+    lines = [f"Adopted {address} ({_noun([address], 1)} {workload_id})"
              for address, workload_id in result.adopted]
     lines += [f"Not found live: {address}" for address in result.not_found]
     lines += [f"Not adopted: {address}: {why}" for address, why in result.skipped]
     n = len(result.adopted)
-    head = (f"Adopted {n} workload{'s' if n != 1 else ''} into {where} (serial "
+    noun = _noun([address for address, _ in result.adopted], n)
+    head = (f"Adopted {n} {noun} into {where} (serial "
             f"{result.serial})" if n else f"Nothing adopted; {where} is unchanged")
     lines.append(f"{head}: {len(result.not_found)} not found live, {len(result.skipped)} not "
                  f"adopted, {result.known} in the state already. No API write was made.")

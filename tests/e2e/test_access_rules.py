@@ -165,7 +165,7 @@ def test_a_rule_is_found_by_its_identity_whatever_its_handle(ws, sim_server):
     # `import --all` of the same specs into another state adopts the rule under the
     # spec's own handle (the server keeps none: it is found by subject, role and scope).
     res = _other_state(ws, "import", "--all", str(ws.specs))
-    assert res.exit_code == 0 and f"Adopted {RULE_AT} (workload {live['id']})" in res.output, \
+    assert res.exit_code == 0 and f"Adopted {RULE_AT} (resource {live['id']})" in res.output, \
         res.output
     res = _other_state(ws, "plan", str(ws.specs), "--refresh=full", "--detailed-exitcode")
     assert res.exit_code == 0, res.output

@@ -15,6 +15,10 @@ from reconciler.state import LocalFileStore, journal
 
 from tests.helpers.constants import CLUSTER
 from tests.helpers.adoption import TRAININGS, SECRET, post_training, examples_live_without_state
+from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as SIM_CLUSTER
+
+# The examples' access rule (specs/organisation).
+RULE_AT = f"AccessRule/{SIM_CLUSTER}/nlp-researchers"
 
 pytestmark = pytest.mark.http
 
@@ -216,12 +220,12 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
     assert text.exit_code == 2, text.output
     assert "apply adopts them into the state instead of creating them:" in text.stdout
     assert "  = Workspace/7/jupyter-research" in text.stdout
-    assert ", 9 to adopt." in text.stdout and "1 to create" in text.stdout
+    assert ", 14 to adopt." in text.stdout and "1 to create" in text.stdout
     md = ws.plan("--format", "markdown").stdout
-    assert "1 to create" in md and "9 to adopt" in md and "**Adopted**" in md
+    assert "1 to create" in md and "14 to adopt" in md and "**Adopted**" in md
     doc = ws.plan_json()
-    assert doc["summary"]["adopt"] == 9 and doc["summary"]["create"] == 1
-    assert sum(rc["adopted"] for rc in doc["resource_changes"]) == 9
+    assert doc["summary"]["adopt"] == 14 and doc["summary"]["create"] == 1
+    assert sum(rc["adopted"] for rc in doc["resource_changes"]) == 14
 
     sim_server.clear_requests()
     res = ws.cli("import", "--all", str(ws.specs))
@@ -230,7 +234,10 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
     lists = [r for r in sim_server.requests() if r["path"] == "/api/v1/workloads"]
     assert len(lists) == 1  # one list request for the 10 specs, not one per spec
     assert "Not found live: Training/7/not-live" in res.stdout
-    assert "Adopted 9 workloads" in res.stdout and "1 not found live" in res.stdout
+    # The organisation's resources among them: they are counted as resources.
+    assert "Adopted 14 resources" in res.stdout and "1 not found live" in res.stdout
+    assert "Adopted Workspace/7/jupyter-research (workload " in res.stdout
+    assert f"Adopted {RULE_AT} (resource " in res.stdout
     state = ws.state()
     assert state["serial"] == 1  # one write
     assert {a: r["workload_id"] for a, r in state["resources"].items()} == ids
@@ -244,7 +251,7 @@ def test_import_all_adopts_what_the_specs_name_in_one_write_then_plans_clean(ws,
 
     again = ws.cli("import", "--all", str(ws.specs))
     assert again.exit_code == 0 and "Nothing adopted" in again.stdout
-    assert "9 in the state already" in again.stdout and ws.state()["serial"] == 1
+    assert "14 in the state already" in again.stdout and ws.state()["serial"] == 1
 
 
 def test_import_all_filters_by_kind_and_by_project_id_or_name(ws, sim_server):
@@ -267,7 +274,8 @@ def test_import_all_filters_by_kind_and_by_project_id_or_name(ws, sim_server):
                                             "NIMService/7/llama-8b-nim"}
     res = ws.cli("import", "--all", "--project", "7", str(ws.specs))
     assert res.exit_code == 0, res.output
-    assert set(ws.state()["resources"]) == set(ids)
+    # Every workload of the examples; the organisation's resources are in no project.
+    assert set(ws.state()["resources"]) == {a for a in ids if a.split("/")[1] == "7"}
     before = ws.state_path.read_bytes()
     err = one_error_line(ws.cli("import", "--all", "--project", "team-z", str(ws.specs)))
     assert "--project team-z: no spec names this project" in err
