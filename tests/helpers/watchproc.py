@@ -17,6 +17,9 @@ from tests.helpers.constants import CLUSTER
 
 
 class Watch:
+    """`watch` as a subprocess, its JSON log in `log_path`; `launcher` goes before the
+    interpreter in the command line (e.g. a shell that ignores SIGINT, then execs it)."""
+
     def __init__(self, ws, *args: str, state: str | None = None, name: str = "watch",
                  extra_env: dict | None = None, state_name: str | None = None,
                  extra_args: tuple[str, ...] = (), launcher: tuple[str, ...] = ()):
