@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from reconciler import __version__, errors, kinds, operations, timeline
+from reconciler.operations import running
 from reconciler.plans import Action, Plan
 
 DEFAULT_STATE = "state/state.json"
@@ -262,9 +263,12 @@ def main(ctx: click.Context, **global_values) -> None:
 
 
 # --- SIGTERM as Ctrl-C --------------------------------------------------------------
-# CI cancellation and pod shutdown send SIGTERM: it goes to the SIGINT handler in force
-# (Python's KeyboardInterrupt, asyncio's, or the executor's own during an apply), and
-# the exit code says which signal it was: 130 after Ctrl-C, 143 after SIGTERM.
+# CI cancellation and pod shutdown send SIGTERM: while an operation runs its coroutine it
+# stops it as asyncio stops it on Ctrl-C (`running.interrupt`: the main task is
+# cancelled and unwinds), whatever SIGINT's disposition (ignored in a background job, in
+# many containers); otherwise it goes to the SIGINT handler in force (Python's
+# KeyboardInterrupt). The executor and the watch handle SIGTERM themselves while they
+# run. The exit code says which signal it was: 130 after Ctrl-C, 143 after SIGTERM.
 
 _SIGTERM_SEEN: list[bool] = []
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -277,6 +281,8 @@ def _on_sigterm(signum, frame) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         return
     _SIGTERM_SEEN.append(True)
+    if running.interrupt():
+        return
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
         handler(signal.SIGINT, frame)

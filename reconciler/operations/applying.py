@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations import running
 from reconciler.operations.judging import finish, load_policy, refuse_denied
 from reconciler.operations.planning import (
     Approve,
@@ -195,7 +196,7 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
                 await after(client, result)
             return result
 
-    return asyncio.run(run())
+    return running.run(run())
 
 
 def _refuse_stale(path: str, problems: list[str]) -> None:

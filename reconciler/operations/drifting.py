@@ -5,10 +5,9 @@ Caller: `reconciler.cli`, through `reconciler.operations`.
 
 from __future__ import annotations
 
-import asyncio
-
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations import running
 from reconciler.operations.planning import (
     ClientFactory,
     interrupted,
@@ -39,7 +38,7 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, pr
                 f"no state at {store.where}: nothing has been applied with it, so "
                 "nothing can drift. Point --state at the state your applies write.")
         if not state.resources:
-            return drifts.find_drift(asyncio.run(resolved_without_refresh(specs, connect)),
+            return drifts.find_drift(running.run(resolved_without_refresh(specs, connect)),
                                      state, {})
 
         async def run() -> tuple[dict, list]:
@@ -66,5 +65,5 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, pr
                 # recorded: live is the state's record there.
                 return got.live, resolved
 
-        live, desired = asyncio.run(run())
+        live, desired = running.run(run())
     return drifts.find_drift(list(desired), state, live, interrupted=interrupted(pending))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import errors
+from reconciler.operations import running
 from reconciler.operations.planning import ClientFactory
 from reconciler.operations.specfiles import write_all
 
@@ -64,7 +65,7 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions,
         for record in store.read().resources.values():
             if record.workload_id and record.sensitive:
                 sensitive[str(record.workload_id)] = list(record.sensitive)
-    found, skipped = asyncio.run(_read_for_export(connect, options))
+    found, skipped = running.run(_read_for_export(connect, options))
     docs: dict[str, dict] = {}
     ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
     for item, live, kind, project_name in found:

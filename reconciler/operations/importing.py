@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from reconciler import errors
 from reconciler.desired.types import DesiredWorkload
+from reconciler.operations import running
 from reconciler.operations.planning import ClientFactory, loading, validate
 from reconciler.operations.states import refuse_pending
 from reconciler.state.model import State
@@ -62,7 +63,7 @@ def import_workload(store, connect: ClientFactory, address: str,
             async with connect() as client:
                 return await _live_by_id(Reader(client, 1), kinds.get(kind_name), workload_id)
 
-        found_kind, live = asyncio.run(run())
+        found_kind, live = running.run(run())
         problems = adoption.mismatches(address, found_kind.name, live)
         if problems:
             raise errors.ReconcileError(
@@ -171,7 +172,7 @@ def import_all(specs_dir: str, store, connect: ClientFactory, *,
                                                 for d in listed_wanted))
                 return chosen, wanted, {d.address: b for d, b in zip(listed_wanted, bodies)}
 
-        chosen, wanted, live = asyncio.run(run())
+        chosen, wanted, live = running.run(run())
         result = ImportResult(adopted=[], serial=state.serial, not_found=[], skipped=[],
                               known=len(chosen) - len(wanted))
         for d in sorted(wanted, key=lambda d: d.address):

@@ -26,7 +26,7 @@ from typing import Any, AsyncContextManager
 
 from reconciler import errors, gpus, kinds, planner, timeline
 from reconciler.desired.types import DesiredWorkload
-from reconciler.operations import memory
+from reconciler.operations import memory, running
 from reconciler.operations.judging import finish, load_policy
 from reconciler.operations.reuse import Reuse
 from reconciler.plans import Action, Plan
@@ -153,7 +153,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
                         warm.cancel()
                         await asyncio.gather(warm, return_exceptions=True)
 
-        the_plan, live, desired = asyncio.run(run())
+        the_plan, live, desired = running.run(run())
     folder = check_specs_folder(specs_dir, store, state, the_plan, options)
     finish(the_plan, rules, options.policy)
     result = PlanResult(plan=the_plan, desired=list(desired), live=live)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from reconciler import errors, planner
-from reconciler.operations import judging, memory, reporting, specfolder
+from reconciler.operations import judging, memory, reporting, running, specfolder
 from reconciler.operations.planning import ClientFactory, PlanOptions, make_plan
 from reconciler.operations.reuse import Reuse, StateReads
 from reconciler.plans import Plan
@@ -106,7 +106,7 @@ def watch(specs_dir: str, store, connect: ClientFactory, options: WatchOptions,
         board = status.StatusBoard(_empty(specs_dir, store, options))
     loop = _Loop(specs_dir, store, connect, options, board, rules, list(observers), log,
                  election.controller_lock(store))
-    return asyncio.run(loop.run())
+    return running.run(loop.run())
 
 
 def _empty(specs_dir: str, store, options: WatchOptions) -> status.Snapshot:

@@ -83,12 +83,17 @@ def write_fleet(ws: Workspace, n: int, prefix: str = "job", image: str | None = 
     return names
 
 
-def spawn(ws: Workspace, *args: str) -> subprocess.Popen:
-    """`runai-reconcile --state <ws state> ARGS` as a subprocess (stdout, stderr piped)."""
+def spawn(ws: Workspace, *args: str, sigint_ignored: bool = False,
+          python: tuple[str, ...] = ("-m", "reconciler.cli")) -> subprocess.Popen:
+    """`runai-reconcile --state <ws state> ARGS` as a subprocess (stdout, stderr piped).
+    `sigint_ignored`: started as a background job of a non-interactive shell is (and as
+    many containers and CI runners start it), SIGINT ignored. `python`: what the
+    interpreter runs instead of the CLI's module (`-c` and a program calling it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNAI_")}
     env.update({k: v for k, v in ws.env.items() if v is not None})
+    shell = ("sh", "-c", 'trap "" INT; exec "$0" "$@"') if sigint_ignored else ()
     return subprocess.Popen(
-        [sys.executable, "-m", "reconciler.cli", *state_args(ws), *args],
+        [*shell, sys.executable, *python, *state_args(ws), *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         stdin=subprocess.DEVNULL, cwd=ws.root)
 

@@ -17,13 +17,16 @@ from tests.helpers.constants import CLUSTER
 
 
 class Watch:
+    """`watch` as a subprocess, its JSON log in `log_path`; `launcher` goes before the
+    interpreter in the command line (e.g. a shell that ignores SIGINT, then execs it)."""
+
     def __init__(self, ws, *args: str, state: str | None = None, name: str = "watch",
                  extra_env: dict | None = None, state_name: str | None = None,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), launcher: tuple[str, ...] = ()):
         self.log_path = ws.root / f"{name}.log"
         env = {k: v for k, v in {**os.environ, **ws.env, **(extra_env or {})}.items()
                if v is not None}
-        argv = [sys.executable, "-m", "reconciler.cli", "--state", state or str(ws.state_path),
+        argv = [*launcher, sys.executable, "-m", "reconciler.cli", "--state", state or str(ws.state_path),
                 *(("--state-name", state_name) if state_name else ()), *extra_args, "watch", str(ws.specs), "--log-format", "json", "--listen", "off", *args]
         ws.root.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "w")
