@@ -22,7 +22,7 @@ Callers: `operations.export` (the `export` command) and `import`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -103,15 +103,28 @@ def withheld(doc: dict) -> list[str]:
     return found
 
 
-def relative_path(doc: dict) -> str:
+def unit_folders(kind_and_docs: Iterable[tuple[kinds.Kind, Mapping]]
+                 ) -> dict[tuple[str, str], str]:
+    """The folder of each unit among `kind_and_docs` (exported specs, or flat live bodies)
+    by (scope type, name): where the specs placed beside it go (`Hooks.export_unit`)."""
+    out: dict[tuple[str, str], str] = {}
+    for kind, doc in kind_and_docs:
+        found = kind.hooks.export_unit(kind, doc)
+        if found is not None:
+            out[found[0]] = found[1]
+    return out
+
+
+def relative_path(doc: dict, folders: Mapping[tuple[str, str], str] | None = None) -> str:
     """Where `export` writes `doc` below its folder: `<project>/<kind>/<name>.yaml`, the
-    project's name when the document names it, else its id; an organisation unit (in no
-    project) under `organisation/`; or where its kind's hooks put it
-    (`Hooks.export_path`: a Run:ai policy's, by its scope)."""
-    found = kinds.get(doc["kind"]).hooks.export_path(kinds.get(doc["kind"]), doc)
+    project's name when the document names it, else its id; or where its kind's hooks put
+    it (`Hooks.export_path`: the organisation's types under `organisation/`, beside the
+    units of `folders`, `unit_folders`)."""
+    kind = kinds.get(doc["kind"])
+    found = kind.hooks.export_path(kind, doc, folders or {})
     if found is not None:
         return found
-    where = doc.get("project") or doc.get("projectId") or "organisation"
+    where = doc.get("project") or doc.get("projectId") or kinds.ORGANISATION_FOLDER
     return f"{where}/{doc['kind']}/{doc['name']}.yaml"
 
 

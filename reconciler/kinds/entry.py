@@ -294,9 +294,22 @@ class Hooks:
         """The live body `live` as the resource at an address named `name` shows it (a
         plan's `before`): as read, where the server keeps the name a spec gives."""
         return live
-    def export_path(self, kind: Kind, doc: dict) -> str | None:
-        """Where `export` writes `doc` (from `export_shape`) below its folder; None: the
-        usual place, `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
+    # Whether `export_unit` names a unit for some bodies of the type (export then reads
+    # the type's collection to place the specs beside its units, even when it exports
+    # none of them).
+    export_units: bool = False
+
+    def export_unit(self, kind: Kind, doc: Mapping) -> tuple[tuple[str, str], str] | None:
+        """((scope type, name), folder) when `doc` (an exported spec, or a flat live body)
+        is a unit that other exported specs sit beside (an organisation unit: its access
+        rules and Run:ai policies, in the folder it is written to); None: it is none."""
+        return None
+
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        """Where `export` writes `doc` (from `export_shape`) below its folder, given the
+        `folders` of the units exported with it (`export_unit`); None: the usual place,
+        `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
         return None
 
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
@@ -313,6 +326,11 @@ class Hooks:
     def manifest_warning(self, kind: Kind, manifest: Mapping) -> str | None:
         """What a spec is warned of offline about the type of the manifest it carries."""
         return None
+
+
+# The folder `export` writes the organisation's specs under (units in a folder per
+# department, the cluster's and the tenant's access rules and policies at its top).
+ORGANISATION_FOLDER = "organisation"
 
 
 class Quota:

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.kinds import pods
-from reconciler.kinds.entry import Codec, Hooks, Kind, Quota, Reference, fixed
+from reconciler.kinds.entry import (ORGANISATION_FOLDER, Codec, Hooks, Kind, Quota, Reference,
+                                    fixed)
 
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
@@ -148,13 +149,34 @@ class OrgCodec(Codec):
         return out
 
 
+# The department a project without one is in (the API's).
+DEFAULT_DEPARTMENT = "default"
+
+
 class OrgHooks(Hooks):
     """What `export` writes of a unit, and what a plan lists of its create: no `projectId`
-    (the engine's own: its address holds the cluster). A project's deletion takes its
-    namespace with it."""
+    (the engine's own: its address holds the cluster). Export writes a folder per
+    department, `organisation/<department>/`, holding the department as
+    `<department>.yaml` and its projects as `<project>.yaml` (a project of no department
+    in `organisation/default/`), their access rules and policies beside them. A project's
+    deletion takes its namespace with it."""
+
+    export_units = True
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
+
+    def export_unit(self, kind: Kind, doc: Mapping) -> tuple[tuple[str, str], str] | None:
+        if not doc.get("name"):
+            return None
+        folder = str(doc.get("department") or DEFAULT_DEPARTMENT) \
+            if "department" in kind.body_keys else str(doc["name"])
+        return (kind.name.lower(), str(doc["name"])), f"{ORGANISATION_FOLDER}/{folder}"
+
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        unit = self.export_unit(kind, doc)
+        return None if unit is None else f"{unit[1]}/{doc['name']}.yaml"
 
     def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
         namespace = live.get("namespace") if isinstance(live, Mapping) else None
@@ -217,7 +239,7 @@ PROJECT = Kind(
                "defaultNodePools", "nodeTypes", "schedulingRules"),
     containers=(),
     # Without a department, the API puts a project in the one named "default".
-    defaults={"": (fixed("department", "default"),)},
+    defaults={"": (fixed("department", DEFAULT_DEPARTMENT),)},
     list_types=frozenset({"project"}),
     pods=pods.none,
     updatable_paths=frozenset({"description", "resources", "defaultNodePools", "nodeTypes",
