@@ -127,16 +127,15 @@ class Reference:
     (`key` empty: the answer is a bare array, neither paged nor filtered, as the roles
     are), matched by `name` (and by `clusterId` when `cluster` is given); `what` names the
     thing in an error ("node pool", "department", "role"), `field` where the spec writes it
-    (`resources.a100`). `or_path` and `or_key`: the collection asked instead when `path`
-    is not served (404: a 3.0 control plane serves ranks, not priorities)."""
+    (`resources.a100`). `unserved`: what the plan's error adds when the control plane
+    does not serve `path` (404: a 3.0 control plane serves ranks, not priorities)."""
     what: str
     path: str
     key: str
     name: str
     cluster: str = ""
     field: str = ""
-    or_path: str = ""
-    or_key: str = ""
+    unserved: str = ""
 
 
 class Codec:
@@ -174,7 +173,7 @@ class Codec:
     def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         """The names in `body` that must name something on the control plane, checked
         when a plan is made (`reconciler.live.names`): its `references`, and the names the
-        API takes as they are (an organisation unit's quota `priority`)."""
+        API takes as they are (an organisation unit's quota `priority` or `rank`)."""
         return self.references(kind, body)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:

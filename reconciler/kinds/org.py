@@ -37,12 +37,22 @@ from reconciler.kinds.entry import (ORGANISATION_FOLDER, Codec, Hooks, Kind, Quo
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
 PROJECTS_PATH = "/api/v1/org-unit/projects"
-# A quota's `priority` names one of these (2.x), or of the ranks (a 3.0 control plane).
+# A quota's `priority` names one of these (2.x); its `rank`, in the place of the priority
+# on a 3.0 control plane, one of the ranks.
 PRIORITIES_PATH = "/api/v1/org-unit/priorities"
 RANKS_PATH = "/api/v1/org-unit/ranks"
 
-# The keys of one node pool's quota besides the pool (`Resources` in org-units.yml).
-QUOTA_KEYS = ("gpu", "cpu", "memory", "priority")
+# The keys of one node pool's quota besides the pool (`Resources` in org-units.yml; `rank`
+# from NVIDIA's 3.0 reference, CONTRACT.md §13, sent as written).
+QUOTA_KEYS = ("gpu", "cpu", "memory", "priority", "rank")
+# Where the quota's order names something (key, collection, its list key, what it is,
+# and what a plan's error adds when the control plane does not serve the collection).
+_ORDERS = (
+    ("priority", PRIORITIES_PATH, "priorities",
+     "a Run:ai 3.0 control plane ranks its units instead: write `rank`"),
+    ("rank", RANKS_PATH, "ranks",
+     "a control plane before Run:ai 3.0 takes a `priority` instead"),
+)
 # The fields a PUT of a unit replaces (`DataUpdatableFields`, and `resources`).
 UPDATABLE = ("description", "resources", "defaultNodePools", "nodeTypes", "schedulingRules")
 # What the unit answer holds that a spec writes as it is.
@@ -73,13 +83,13 @@ class OrgCodec(Codec):
 
     def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         quotas = body.get("resources")
-        priorities = [
-            Reference("priority", PRIORITIES_PATH, "priorities", str(quota["priority"]),
-                      field=f"resources.{pool}.priority", or_path=RANKS_PATH,
-                      or_key="ranks")
+        orders = [
+            Reference(key, path, list_key, str(quota[key]), field=f"resources.{pool}.{key}",
+                      unserved=unserved)
             for pool, quota in (quotas.items() if isinstance(quotas, Mapping) else ())
-            if isinstance(quota, Mapping) and quota.get("priority") is not None]
-        return (*self.references(kind, body), *priorities)
+            for key, path, list_key, unserved in _ORDERS
+            if isinstance(quota, Mapping) and quota.get(key) is not None]
+        return (*self.references(kind, body), *orders)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         by_name = {(ref.what, ref.name): found for ref, found in ids.items()}
