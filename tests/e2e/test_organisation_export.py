@@ -158,3 +158,21 @@ def test_rules_and_policies_alone_are_placed_beside_their_units(ws, sim_server):
     assert res.exit_code == 0, res.output
     res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
     assert res.exit_code == 0, res.output
+
+
+def test_two_rules_that_would_share_a_file_are_refused_and_nothing_is_written(ws, sim_server):
+    ws.write("team-a.yaml", PROJECT.replace("department: research\n", ""))
+    ws.write("spaced.yaml", PROJECT_RULE.replace("team-a-researchers", "spaced").replace(
+        "subjectType: user\nsubjectId: jane@example.com", "subjectType: group\nsubjectId: ML Team"))
+    ws.write("dashed.yaml", PROJECT_RULE.replace("team-a-researchers", "dashed").replace(
+        "subjectType: user\nsubjectId: jane@example.com", "subjectType: group\nsubjectId: ml-team"))
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+
+    out = ws.root / "exported"
+    res = _other_state(ws, "export", *ORG_KINDS, "--out", str(out))
+    assert res.exit_code == 1, res.output
+    path = out / "organisation" / "default" / "team-a.access-ml-team.l1-researcher.yaml"
+    assert f"would both be written to {path}; nothing was written" in res.output, res.output
+    assert "Traceback" not in res.output
+    assert not out.exists() or not list(out.rglob("*.yaml"))
