@@ -256,8 +256,14 @@ def _normal(value: Any, field: str = "") -> Any:
 
 def _shared(docs: list[dict]) -> dict:
     first, rest = docs[0], docs[1:]
+    # A project is shared only by specs in one (workloads): a folder of the organisation's
+    # specs (units, rules, policies) keeps a policy's `project:` in its file, where a
+    # project spec added beside it later would not take it.
+    in_projects = all(kinds.get(d["kind"]).in_project for d in docs
+                      if d.get("kind") in kinds.KINDS)
     shared: dict[str, Any] = {k: first[k] for k in _SHARED_SCALARS
-                              if k in first and all(_same(d.get(k), first[k]) for d in rest)}
+                              if k in first and all(_same(d.get(k), first[k]) for d in rest)
+                              and (k == "clusterId" or in_projects)}
     spec: dict[str, Any] = {}
     for field in _SHARED_WHOLE:
         value = first.get("spec", {}).get(field)
