@@ -22,7 +22,7 @@ Callers: `operations.export` (the `export` command) and `import`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -103,15 +103,28 @@ def withheld(doc: dict) -> list[str]:
     return found
 
 
-def relative_path(doc: dict) -> str:
+def unit_folders(kind_and_docs: Iterable[tuple[kinds.Kind, Mapping]]
+                 ) -> dict[tuple[str, str], str]:
+    """The folder of each unit among `kind_and_docs` (exported specs, or flat live bodies)
+    by (scope type, name): where the specs placed beside it go (`Hooks.export_unit`)."""
+    out: dict[tuple[str, str], str] = {}
+    for kind, doc in kind_and_docs:
+        found = kind.hooks.export_unit(kind, doc)
+        if found is not None:
+            out[found[0]] = found[1]
+    return out
+
+
+def relative_path(doc: dict, folders: Mapping[tuple[str, str], str] | None = None) -> str:
     """Where `export` writes `doc` below its folder: `<project>/<kind>/<name>.yaml`, the
-    project's name when the document names it, else its id; an organisation unit (in no
-    project) under `organisation/`; or where its kind's hooks put it
-    (`Hooks.export_path`: a Run:ai policy's, by its scope)."""
-    found = kinds.get(doc["kind"]).hooks.export_path(kinds.get(doc["kind"]), doc)
+    project's name when the document names it, else its id; or where its kind's hooks put
+    it (`Hooks.export_path`: the organisation's types under `organisation/`, beside the
+    units of `folders`, `unit_folders`)."""
+    kind = kinds.get(doc["kind"])
+    found = kind.hooks.export_path(kind, doc, folders or {})
     if found is not None:
         return found
-    where = doc.get("project") or doc.get("projectId") or "organisation"
+    where = doc.get("project") or doc.get("projectId") or kinds.ORGANISATION_FOLDER
     return f"{where}/{doc['kind']}/{doc['name']}.yaml"
 
 
@@ -243,8 +256,14 @@ def _normal(value: Any, field: str = "") -> Any:
 
 def _shared(docs: list[dict]) -> dict:
     first, rest = docs[0], docs[1:]
+    # A project is shared only by specs in one (workloads): a folder of the organisation's
+    # specs (units, rules, policies) keeps a policy's `project:` in its file, where a
+    # project spec added beside it later would not take it.
+    in_projects = all(kinds.get(d["kind"]).in_project for d in docs
+                      if d.get("kind") in kinds.KINDS)
     shared: dict[str, Any] = {k: first[k] for k in _SHARED_SCALARS
-                              if k in first and all(_same(d.get(k), first[k]) for d in rest)}
+                              if k in first and all(_same(d.get(k), first[k]) for d in rest)
+                              and (k == "clusterId" or in_projects)}
     spec: dict[str, Any] = {}
     for field in _SHARED_WHOLE:
         value = first.get("spec", {}).get(field)

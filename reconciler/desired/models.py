@@ -518,11 +518,21 @@ class MemoryQuota(CpuQuota):
 
 
 class NodePoolQuota(Strict):
-    """One node pool's quota (`Resources`, its `nodePool` the key it is written under)."""
+    """One node pool's quota (`Resources`, its `nodePool` the key it is written under).
+    Its order among the units is a `priority` (Run:ai 2.x) or a `rank` (3.0, in the place
+    of the priority): one of the two."""
     gpu: GpuQuota
     cpu: CpuQuota | None = None
     memory: MemoryQuota | None = None
     priority: NonEmpty | None = None
+    rank: NonEmpty | None = None
+
+    @model_validator(mode="after")
+    def _priority_or_rank(self):
+        if self.priority is not None and self.rank is not None:
+            raise rule_error("is not taken with priority: a quota has a priority (Run:ai "
+                             "2.x) or a rank (3.0), not both", "rank")
+        return self
 
 
 class SchedulingRules(Strict):

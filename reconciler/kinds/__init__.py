@@ -24,7 +24,7 @@ from reconciler.kinds.access import ACCESS_RULE
 # Run:ai's own workload policies (not this tool's --policy rules)
 from reconciler.kinds import workload_policies
 from reconciler.kinds.entry import (
-    BODY, FLAT, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Quota, Reference, ServerValue, Test,
+    BODY, FLAT, ORGANISATION_FOLDER, PLAIN, TYPE_FILLED, Codec, Hooks, Kind, Quota, Reference, ServerValue, Test,
     containers, fixed,
     generated, image_pull_policy, image_tag, labels, list_type_key, missing_facts,
     new_pvc_claim, same, under, under_any, workload_type)
@@ -43,7 +43,7 @@ __all__ = [
     "fixed", "generated",
     "same", "image_tag", "image_pull_policy", "new_pvc_claim", "workload_type", "BODY",
     "TYPE_FILLED", "missing_facts", "containers", "labels", "under", "under_any",
-    "list_type_key", "pods",
+    "list_type_key", "pods", "ORGANISATION_FOLDER",
     # list identity
     "ORDERED_LISTS", "SET_LISTS", "NAME_KEYED", "item_key", "item_key_any", "k8s_item_key",
     # the families and their entries

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.kinds import pods
-from reconciler.kinds.entry import Codec, Hooks, Kind, Reference
+from reconciler.kinds.entry import ORGANISATION_FOLDER, Codec, Hooks, Kind, Reference
 from reconciler.kinds.org import DEPARTMENTS_PATH, PROJECTS_PATH
 
 ACCESS_RULES_PATH = "/api/v1/authorization/access-rules"
@@ -143,6 +143,18 @@ class AccessRuleHooks(Hooks):
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
+
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        # Beside the unit it scopes, named so that it sorts with it:
+        # `<unit>.access-<subject>.<role>.yaml` in the unit's folder; a cluster's at the
+        # organisation's top, `cluster.access-<subject>.<role>.yaml`.
+        rest = f"access-{_slug(doc.get('subjectId'))}.{_slug(doc.get('role'))}.yaml"
+        scope_type, scope = str(doc.get("scopeType") or ""), doc.get("scope")
+        if SCOPES.get(scope_type) is not None and scope:
+            folder = (folders or {}).get((scope_type, str(scope)), ORGANISATION_FOLDER)
+            return f"{folder}/{scope}.{rest}"
+        return f"{ORGANISATION_FOLDER}/{_slug(scope_type)}.{rest}"
 
 
 ACCESS_RULE = Kind(

@@ -127,16 +127,15 @@ class Reference:
     (`key` empty: the answer is a bare array, neither paged nor filtered, as the roles
     are), matched by `name` (and by `clusterId` when `cluster` is given); `what` names the
     thing in an error ("node pool", "department", "role"), `field` where the spec writes it
-    (`resources.a100`). `or_path` and `or_key`: the collection asked instead when `path`
-    is not served (404: a 3.0 control plane serves ranks, not priorities)."""
+    (`resources.a100`). `unserved`: what the plan's error adds when the control plane
+    does not serve `path` (404: a 3.0 control plane serves ranks, not priorities)."""
     what: str
     path: str
     key: str
     name: str
     cluster: str = ""
     field: str = ""
-    or_path: str = ""
-    or_key: str = ""
+    unserved: str = ""
 
 
 class Codec:
@@ -174,7 +173,7 @@ class Codec:
     def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         """The names in `body` that must name something on the control plane, checked
         when a plan is made (`reconciler.live.names`): its `references`, and the names the
-        API takes as they are (an organisation unit's quota `priority`)."""
+        API takes as they are (an organisation unit's quota `priority` or `rank`)."""
         return self.references(kind, body)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
@@ -294,9 +293,22 @@ class Hooks:
         """The live body `live` as the resource at an address named `name` shows it (a
         plan's `before`): as read, where the server keeps the name a spec gives."""
         return live
-    def export_path(self, kind: Kind, doc: dict) -> str | None:
-        """Where `export` writes `doc` (from `export_shape`) below its folder; None: the
-        usual place, `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
+    # Whether `export_unit` names a unit for some bodies of the type (export then reads
+    # the type's collection to place the specs beside its units, even when it exports
+    # none of them).
+    export_units: bool = False
+
+    def export_unit(self, kind: Kind, doc: Mapping) -> tuple[tuple[str, str], str] | None:
+        """((scope type, name), folder) when `doc` (an exported spec, or a flat live body)
+        is a unit that other exported specs sit beside (an organisation unit: its access
+        rules and Run:ai policies, in the folder it is written to); None: it is none."""
+        return None
+
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        """Where `export` writes `doc` (from `export_shape`) below its folder, given the
+        `folders` of the units exported with it (`export_unit`); None: the usual place,
+        `<project>/<kind>/<name>.yaml` (`reconciler.export.relative_path`)."""
         return None
 
     # Where in a body the Kubernetes manifest it carries sits (`manifest`), for the
@@ -313,6 +325,11 @@ class Hooks:
     def manifest_warning(self, kind: Kind, manifest: Mapping) -> str | None:
         """What a spec is warned of offline about the type of the manifest it carries."""
         return None
+
+
+# The folder `export` writes the organisation's specs under (units in a folder per
+# department, the cluster's and the tenant's access rules and policies at its top).
+ORGANISATION_FOLDER = "organisation"
 
 
 class Quota:

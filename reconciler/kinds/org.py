@@ -31,17 +31,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.kinds import pods
-from reconciler.kinds.entry import Codec, Hooks, Kind, Quota, Reference, fixed
+from reconciler.kinds.entry import (ORGANISATION_FOLDER, Codec, Hooks, Kind, Quota, Reference,
+                                    fixed)
 
 NODE_POOLS_PATH = "/api/v1/node-pools"
 DEPARTMENTS_PATH = "/api/v1/org-unit/departments"
 PROJECTS_PATH = "/api/v1/org-unit/projects"
-# A quota's `priority` names one of these (2.x), or of the ranks (a 3.0 control plane).
+# A quota's `priority` names one of these (2.x); its `rank`, in the place of the priority
+# on a 3.0 control plane, one of the ranks.
 PRIORITIES_PATH = "/api/v1/org-unit/priorities"
 RANKS_PATH = "/api/v1/org-unit/ranks"
 
-# The keys of one node pool's quota besides the pool (`Resources` in org-units.yml).
-QUOTA_KEYS = ("gpu", "cpu", "memory", "priority")
+# The keys of one node pool's quota besides the pool (`Resources` in org-units.yml; `rank`
+# from NVIDIA's 3.0 reference, CONTRACT.md §13, sent as written).
+QUOTA_KEYS = ("gpu", "cpu", "memory", "priority", "rank")
+# Where the quota's order names something (key, collection, its list key, what it is,
+# and what a plan's error adds when the control plane does not serve the collection).
+_ORDERS = (
+    ("priority", PRIORITIES_PATH, "priorities",
+     "a Run:ai 3.0 control plane ranks its units instead: write `rank`"),
+    ("rank", RANKS_PATH, "ranks",
+     "a control plane before Run:ai 3.0 takes a `priority` instead"),
+)
 # The fields a PUT of a unit replaces (`DataUpdatableFields`, and `resources`).
 UPDATABLE = ("description", "resources", "defaultNodePools", "nodeTypes", "schedulingRules")
 # What the unit answer holds that a spec writes as it is.
@@ -72,13 +83,13 @@ class OrgCodec(Codec):
 
     def names(self, kind: Kind, body: Mapping) -> tuple[Reference, ...]:
         quotas = body.get("resources")
-        priorities = [
-            Reference("priority", PRIORITIES_PATH, "priorities", str(quota["priority"]),
-                      field=f"resources.{pool}.priority", or_path=RANKS_PATH,
-                      or_key="ranks")
+        orders = [
+            Reference(key, path, list_key, str(quota[key]), field=f"resources.{pool}.{key}",
+                      unserved=unserved)
             for pool, quota in (quotas.items() if isinstance(quotas, Mapping) else ())
-            if isinstance(quota, Mapping) and quota.get("priority") is not None]
-        return (*self.references(kind, body), *priorities)
+            for key, path, list_key, unserved in _ORDERS
+            if isinstance(quota, Mapping) and quota.get(key) is not None]
+        return (*self.references(kind, body), *orders)
 
     def resolve(self, kind: Kind, body: dict, ids: Mapping[Reference, str]) -> dict:
         by_name = {(ref.what, ref.name): found for ref, found in ids.items()}
@@ -148,13 +159,34 @@ class OrgCodec(Codec):
         return out
 
 
+# The department a project without one is in (the API's).
+DEFAULT_DEPARTMENT = "default"
+
+
 class OrgHooks(Hooks):
     """What `export` writes of a unit, and what a plan lists of its create: no `projectId`
-    (the engine's own: its address holds the cluster). A project's deletion takes its
-    namespace with it."""
+    (the engine's own: its address holds the cluster). Export writes a folder per
+    department, `organisation/<department>/`, holding the department as
+    `<department>.yaml` and its projects as `<project>.yaml` (a project of no department
+    in `organisation/default/`), their access rules and policies beside them. A project's
+    deletion takes its namespace with it."""
+
+    export_units = True
 
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         return {k: v for k, v in doc.items() if k != "projectId"}
+
+    def export_unit(self, kind: Kind, doc: Mapping) -> tuple[tuple[str, str], str] | None:
+        if not doc.get("name"):
+            return None
+        folder = str(doc.get("department") or DEFAULT_DEPARTMENT) \
+            if "department" in kind.body_keys else str(doc["name"])
+        return (kind.name.lower(), str(doc["name"])), f"{ORGANISATION_FOLDER}/{folder}"
+
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        unit = self.export_unit(kind, doc)
+        return None if unit is None else f"{unit[1]}/{doc['name']}.yaml"
 
     def takes_with(self, kind: Kind, live: Mapping | None) -> list[str]:
         namespace = live.get("namespace") if isinstance(live, Mapping) else None
@@ -217,7 +249,7 @@ PROJECT = Kind(
                "defaultNodePools", "nodeTypes", "schedulingRules"),
     containers=(),
     # Without a department, the API puts a project in the one named "default".
-    defaults={"": (fixed("department", "default"),)},
+    defaults={"": (fixed("department", DEFAULT_DEPARTMENT),)},
     list_types=frozenset({"project"}),
     pods=pods.none,
     updatable_paths=frozenset({"description", "resources", "defaultNodePools", "nodeTypes",

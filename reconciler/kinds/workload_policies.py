@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.kinds import pods
-from reconciler.kinds.entry import Codec, Hooks, Kind, Reference
+from reconciler.kinds.entry import ORGANISATION_FOLDER, Codec, Hooks, Kind, Reference
 
 POLICIES_PATH = "/api/v2/policy"
 PROJECTS_PATH = "/api/v1/org-unit/projects"
@@ -212,14 +212,18 @@ class PolicyHooks(Hooks):
                 out[key] = value
         return out
 
-    def export_path(self, kind: Kind, doc: dict) -> str | None:
-        # Beside the units of its scope: `<project>/Policy/<type>.yaml` for a project's or
-        # department's, `organisation/Policy/<scope>-<type>.yaml` for a cluster's or the
-        # tenant's.
-        scope = doc.get("scope")
+    def export_path(self, kind: Kind, doc: dict,
+                    folders: Mapping[tuple[str, str], str] | None = None) -> str | None:
+        # Beside the unit of its scope, named so that it sorts with it:
+        # `<unit>.policy-<type>.yaml` in the unit's folder; a cluster's or the tenant's at
+        # the organisation's top, `<scope>.policy-<type>.yaml`.
+        scope = str(doc.get("scope") or "")
+        rest = f"policy-{doc.get('workloadType')}.yaml"
         if scope in _UNITS and doc.get(scope):
-            return f"{doc[scope]}/{kind.name}/{doc.get('workloadType')}.yaml"
-        return f"organisation/{kind.name}/{scope}-{doc.get('workloadType')}.yaml"
+            unit = str(doc[scope])
+            folder = (folders or {}).get((scope, unit), ORGANISATION_FOLDER)
+            return f"{folder}/{unit}.{rest}"
+        return f"{ORGANISATION_FOLDER}/{scope}.{rest}"
 
 
 POLICY = Kind(

@@ -5,9 +5,10 @@ the plan (`errors.SpecError`, naming the spec file and line, the field and the n
 exist), not the apply's action.
 
 Each collection is read once per plan, and only when a spec names something in it: a plan
-of workloads alone sends nothing more. A collection that is not served (404) is read at
-its alternative when the reference gives one (`Reference.or_path`: the ranks of a 3.0
-control plane instead of the priorities).
+of workloads alone sends nothing more. A collection that is not served (404) names
+nothing: each name in it is an error saying so, with the reference's `unserved` hint (a
+quota's `priority` on a 3.0 control plane, which serves ranks; a `rank` on an earlier
+one).
 
 Caller: `operations.planning`, once the specs are loaded.
 """
@@ -26,8 +27,8 @@ from reconciler.desired.types import DesiredWorkload
 from reconciler.errors import SpecError
 from reconciler.kinds import Reference
 
-# A collection: (path, key, cluster, alternative path, alternative key).
-_Collection = tuple[str, str, str, str, str]
+# A collection: (path, key, cluster).
+_Collection = tuple[str, str, str]
 
 
 async def check_names(client, desired: Iterable[DesiredWorkload]) -> None:
@@ -48,7 +49,14 @@ async def check_names(client, desired: Iterable[DesiredWorkload]) -> None:
         planned.setdefault((kinds.get(d.kind).api_path, d.cluster_id), set()).add(d.name)
     problems = []
     for d, ref in named:
-        names = known[_collection(ref)] | planned.get((ref.path, ref.cluster), set())
+        served = known[_collection(ref)]
+        if served is None:
+            hint = f": {ref.unserved}" if ref.unserved else ""
+            problems.append(Problem(d.source, _line(d, ref.field), ref.field,
+                                    f"the control plane serves no {ref.what} (GET {ref.path} "
+                                    f"answers 404){hint}"))
+            continue
+        names = served | planned.get((ref.path, ref.cluster), set())
         if ref.name in names:
             continue
         where = f" in cluster {ref.cluster}" if ref.cluster else ""
@@ -73,16 +81,15 @@ def _line(d: DesiredWorkload, field: str) -> int | None:
 
 
 def _collection(ref: Reference) -> _Collection:
-    return ref.path, ref.key, ref.cluster, ref.or_path, ref.or_key
+    return ref.path, ref.key, ref.cluster
 
 
-async def _names_in(client, collection: _Collection) -> set[str]:
-    path, key, cluster, or_path, or_key = collection
+async def _names_in(client, collection: _Collection) -> set[str] | None:
+    """The names in `collection`; None when the control plane does not serve it (404)."""
+    path, key, cluster = collection
     try:
         items = await client.names_in(path, key, cluster)
     except api_errors.NotFound:
-        if not or_path:
-            raise
-        items = await client.names_in(or_path, or_key, cluster)
+        return None
     return {str(i["name"]) for i in items if i.get("name") is not None
             and (not cluster or i.get("clusterId") in (None, cluster))}

@@ -49,7 +49,8 @@ class ExportResult:
 def export(out_dir: str, connect: ClientFactory, options: ExportOptions,
            store=None) -> ExportResult:
     """Write one spec file per live workload, `<out_dir>/<project>/<kind>/<name>.yaml`
-    (`export.spec_from_live`), and nothing when any of them exists already, unless
+    (`export.spec_from_live`), the organisation's types under `<out_dir>/organisation/`
+    (`export.relative_path`), and nothing when any of them exists already, unless
     `options.force`. Reads the workloads list once, then GETs each workload; no API write.
     `store` (the state, read only) gives the paths each workload's record marks sensitive."""
     from reconciler import export as exporting
@@ -65,17 +66,28 @@ def export(out_dir: str, connect: ClientFactory, options: ExportOptions,
         for record in store.read().resources.values():
             if record.workload_id and record.sensitive:
                 sensitive[str(record.workload_id)] = list(record.sensitive)
-    found, skipped = running.run(_read_for_export(connect, options))
-    docs: dict[str, dict] = {}
-    ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
+    found, skipped, units = running.run(_read_for_export(connect, options))
+    made = []
     for item, live, kind, project_name in found:
         doc = exporting.spec_from_live(kind.name, live, project_name=project_name,
                                        include_secrets=options.include_secrets,
                                        sensitive=sensitive.get(str(item["id"]), ()))
-        rel = exporting.relative_path(doc)
+        made.append((kind, doc, exporting.address(doc, str(live.get("projectId")),
+                                                  live.get("name")), item["id"]))
+    # The organisation's specs sit beside the units they belong to (a folder per
+    # department): where each unit goes, from the units exported and those read to place.
+    folders = exporting.unit_folders([*units, *((kind, doc) for kind, doc, _, _ in made)])
+    docs: dict[str, dict] = {}
+    ids: dict[str, tuple[str, str]] = {}  # relative path -> (address, workload id)
+    for kind, doc, address, workload_id in made:
+        rel = exporting.relative_path(doc, folders)
+        if rel in ids:
+            raise errors.ReconcileError(
+                f"{address} and {ids[rel][0]} would both be written to "
+                f"{os.path.join(out_dir, rel)}; nothing was written: export them apart "
+                "(--kind or --name)")
         docs[rel] = doc
-        ids[rel] = (exporting.address(doc, str(live.get("projectId")), live.get("name")),
-                    item["id"])
+        ids[rel] = (address, workload_id)
     shared: dict[str, dict] = {}
     intended = docs
     if options.defaults:
@@ -183,8 +195,9 @@ def _read_defaults(path: str) -> dict | None:
 
 
 async def _read_for_export(connect: ClientFactory, options: ExportOptions):
-    """([(list item, live body, kind, project name or None)], skipped counts): the live
-    workloads that `options` select, read with at most `parallelism` GETs in flight."""
+    """([(list item, live body, kind, project name or None)], skipped counts, [(kind, flat
+    body)] of the units read only to place the others): the live workloads that `options`
+    select, read with at most `parallelism` GETs in flight."""
     import fnmatch
 
     from reconciler import export as exporting
@@ -220,7 +233,18 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
                 chosen.append((item, [kind] if kind else sorted(wanted_kinds,
                                                                 key=lambda k: k.name)))
         reader = reads.Reader(client, options.parallelism)
-        answers = await asyncio.gather(*(reader.get_any(item["id"], c) for item, c in chosen))
+        # The specs placed beside organisation units (access rules, Run:ai policies) need
+        # the units' folders, also when the units themselves are not exported: their
+        # collections are read for that alone.
+        placing = [k for k in sorted(kinds_mod.KINDS.values(), key=lambda k: k.name)
+                   if k.hooks.export_units and k not in wanted_kinds] if any(
+            k.address_scope != "project" and not k.hooks.export_units
+            for k in wanted_kinds) else []
+        answers, collections = await asyncio.gather(
+            asyncio.gather(*(reader.get_any(item["id"], c) for item, c in chosen)),
+            asyncio.gather(*(client.iter_collection(k) for k in placing)))
+    units = [(k, body) for k, bodies in zip(placing, collections) for body in bodies
+             if isinstance(body, dict)]
     found = []
     for (item, _), answer in zip(chosen, answers):
         reason = "deleted" if answer is None else exporting.skip_reason(answer[0].name, answer[1])
@@ -237,7 +261,7 @@ async def _read_for_export(connect: ClientFactory, options: ExportOptions):
                 "name; leave it out with --name")
         found.append((item, live, kind, names.get(str(live.get("projectId")))))
     skipped["deleted"] = len(gone)
-    return found, skipped
+    return found, skipped, units
 
 
 def _safe_file_name(name: str) -> bool:

@@ -48,6 +48,10 @@ from reconciler.simulator.store import Record, SimulatorDataError, Store
 DEFAULT_CLIENT_ID = "runai-sim"
 DEFAULT_CLIENT_SECRET = "runai-sim-secret"
 REQUEST_LOG_SIZE = 200_000
+# The Run:ai versions the simulator behaves as: NVIDIA's files here are 2.24's; 3.0 ranks
+# organisation units in their place (CONTRACT.md §13, `org`).
+CONTROL_PLANES = ("2.24", "3.0")
+DEFAULT_CONTROL_PLANE = "2.24"
 
 
 class Simulator:
@@ -55,8 +59,9 @@ class Simulator:
     projects and organisation, faults, request log, clock and random sources."""
 
     def __init__(self, *, data_path, client_id, client_secret, phase_seconds, faults, clock,
-                 seed, sleep, kinds):
+                 seed, sleep, kinds, control_plane=DEFAULT_CONTROL_PLANE):
         self.client_id, self.client_secret = client_id, client_secret
+        self.control_plane = control_plane  # the version it behaves as (CONTROL_PLANES)
         self.kinds: dict[str, Kind] = {k.type: k for k in kinds}
         self.faults = faults if faults is not None else Faults()
         self.start_faults = replace(self.faults)  # what DELETE /_sim/faults puts back
@@ -105,17 +110,22 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
                phase_seconds: float = 0.0, faults: Faults | None = None,
                clock: Callable[[], float] = time.time, seed: int | None = None,
                sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-               kinds: Sequence[Kind] = KINDS) -> Starlette:
+               kinds: Sequence[Kind] = KINDS,
+               control_plane: str = DEFAULT_CONTROL_PLANE) -> Starlette:
     """A simulated control plane. `app.state.sim` is its `Simulator` (state, faults, log).
     `kinds` are the workload kinds it serves (tests may pass a table of their own).
+    `control_plane` is the Run:ai version it behaves as (`CONTROL_PLANES`): "3.0" ranks
+    its organisation units (a quota's `rank`, no priorities route), "2.24" does not.
 
     Raises `store.SimulatorDataError` when `data_path` exists but cannot be read.
     """
+    if control_plane not in CONTROL_PLANES:
+        raise ValueError(f"control_plane: one of {', '.join(CONTROL_PLANES)}")
     if len({k.type for k in kinds}) != len(kinds) or len({k.path for k in kinds}) != len(kinds):
         raise ValueError("each kind needs a type and a path of its own")
     sim = Simulator(data_path=data_path, client_id=client_id, client_secret=client_secret,
                     phase_seconds=phase_seconds, faults=faults, clock=clock, seed=seed,
-                    sleep=sleep, kinds=kinds)
+                    sleep=sleep, kinds=kinds, control_plane=control_plane)
     listed, by_id = listing.routes(sim)
     project_api, project_admin = projects.routes(sim)
     # Order matters: a kind's path would otherwise be taken for a workload id.
@@ -136,5 +146,5 @@ def create_app(data_path: str | pathlib.Path | None = None, *,
     return app
 
 
-__all__ = ["create_app", "Faults", "Simulator", "SimulatedConnectionDrop",
+__all__ = ["create_app", "CONTROL_PLANES", "Faults", "Simulator", "SimulatedConnectionDrop",
            "DEFAULT_CLIENT_ID", "DEFAULT_CLIENT_SECRET"]

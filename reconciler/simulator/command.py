@@ -14,7 +14,8 @@ import socket
 import click
 
 from reconciler.simulator import datalock
-from reconciler.simulator.app import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
+from reconciler.simulator.app import (CONTROL_PLANES, DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET,
+                                      DEFAULT_CONTROL_PLANE, create_app)
 from reconciler.simulator.faults import Faults, SimulatedConnectionDrop
 from reconciler.simulator.store import SimulatorDataError
 
@@ -73,13 +74,17 @@ def sim() -> None:
               help="Lifetime of issued access tokens, seconds.")
 @click.option("--no-token-faults", is_flag=True,
               help="Exempt POST /api/v1/token from injected latency and errors.")
+@click.option("--control-plane", default=DEFAULT_CONTROL_PLANE, show_default=True,
+              type=click.Choice(CONTROL_PLANES),
+              help="The Run:ai version to behave as: 3.0 ranks organisation units (a "
+                   "quota's rank, no priorities route).")
 @click.option("--seed", type=int, help="Random seed for ids, name suffixes and faults.")
 @click.option("--quiet", is_flag=True,
               help="No log line per request (benchmarks: at hundreds of requests a second "
                    "the log costs more CPU than the API).")
 def serve(host, port, client_id, client_secret, data_path, phase_seconds, latency_ms, jitter_ms,
           error_rate, error_paths, error_status, commit_fail_rate, commit_fail_mode, retry_after,
-          token_ttl, no_token_faults, seed, quiet) -> None:
+          token_ttl, no_token_faults, control_plane, seed, quiet) -> None:
     """Serve the simulated control plane over HTTP until interrupted (Ctrl-C).
 
     Logs one line per request. Get a token with
@@ -102,7 +107,8 @@ def serve(host, port, client_id, client_secret, data_path, phase_seconds, latenc
         if data_path is not None:
             datalock.hold(data_path)  # for as long as this process serves it
         app = create_app(data_path, client_id=client_id, client_secret=client_secret,
-                         phase_seconds=phase_seconds, faults=faults, seed=seed)
+                         phase_seconds=phase_seconds, faults=faults, seed=seed,
+                         control_plane=control_plane)
     except SimulatorDataError as exc:
         raise click.ClickException(str(exc)) from None
     sock = _listen(host, port)

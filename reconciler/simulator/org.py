@@ -42,6 +42,11 @@ Choices where the API spec is silent:
 - The priorities are Low, Normal (the default) and High; the ranks (Run:ai 3.0) VeryLow
   to VeryHigh, MediumLow the default. `GET .../ranks` answers `{ranks: [{name, value,
   isDefault}]}`, the shape of a priority: the 2.24 files hold no `Rank`.
+- As a 3.0 control plane (`create_app(control_plane="3.0")`, `sim serve --control-plane
+  3.0`) a quota entry takes `rank` (one of the ranks' names) in the place of `priority`,
+  which is then an unknown key (400), and `GET .../priorities` is not served (404). As
+  2.24 (the default) a `rank` is the unknown key, and both routes are served (NVIDIA's
+  2.24 pages already point from the priorities to the ranks).
 """
 
 from __future__ import annotations
@@ -253,11 +258,17 @@ class Organisation:
 
     # --- checks -------------------------------------------------------------------
 
+    @property
+    def ranked(self) -> bool:
+        """Whether it behaves as a 3.0 control plane: quotas take a `rank`, no priority."""
+        return self.sim.control_plane == "3.0"
+
     def quotas(self, entries: list[dict], where: str) -> list[dict]:
         """The quota entries sent, checked, as stored: the pool's name filled in, and
         `gpu.deserved` 0 when not sent."""
         pools = {p["id"]: p for p in NODE_POOLS}
-        priorities = {p["name"] for p in PRIORITIES}
+        order, names = ("rank", RANKS) if self.ranked else ("priority", PRIORITIES)
+        allowed = {p["name"] for p in names}
         seen: set[str] = set()
         out = []
         for i, entry in enumerate(entries):
@@ -270,9 +281,9 @@ class Organisation:
             if pool_id in seen:
                 raise ApiError(400, f"{at}.nodePool.id: node pool {pool_id} is given twice")
             seen.add(pool_id)
-            if entry.get("priority") is not None and entry["priority"] not in priorities:
-                raise ApiError(400, f"{at}.priority: must be one of "
-                                    f"{', '.join(sorted(priorities))}")
+            if entry.get(order) is not None and entry[order] not in allowed:
+                raise ApiError(400, f"{at}.{order}: must be one of "
+                                    f"{', '.join(sorted(allowed))}")
             stored = {k: v for k, v in entry.items() if v is not None}
             stored["nodePool"] = {"id": pool_id, "name": pools[pool_id]["name"]}
             stored["gpu"] = {"deserved": 0, **(entry.get("gpu") or {})}
@@ -287,7 +298,8 @@ class Organisation:
             issues = [Issue(key, "cannot be changed: it is set when the "
                             f"{unit.type} is created") for key in unit.create_only
                       if key in body]
-        issues = issues or validator.validate(schema_, body)
+        issues = issues or validator.validate(
+            schema.ranked(schema_) if self.ranked else schema_, body)
         if issues:
             raise ApiError(400, issues_message(issues, f"{unit.type} request"))
 
@@ -324,9 +336,10 @@ def routes(sim: Simulator) -> list[Route]:
                          methods=["PUT", "PATCH"]))
     out += [Route("/api/v1/node-pools", bound(node_pools), methods=["GET"]),
             Route("/api/v1/node-pools/{nodepoolId}", bound(node_pool), methods=["GET"]),
-            Route("/api/v1/org-unit/priorities", bound(listed, "priorities", PRIORITIES),
-                  methods=["GET"]),
             Route("/api/v1/org-unit/ranks", bound(listed, "ranks", RANKS), methods=["GET"])]
+    if not sim.org.ranked:  # a 3.0 control plane serves the ranks alone
+        out.append(Route("/api/v1/org-unit/priorities",
+                         bound(listed, "priorities", PRIORITIES), methods=["GET"]))
     return out
 
 
@@ -421,7 +434,8 @@ async def resources(sim: Simulator, unit: UnitType, request: Request) -> Respons
     uid = request.path_params["unitId"]
     rec = org.unit(unit, uid)
     body = await read_json(request)
-    issues = validator.validate(schema.RESOURCES_UPDATE, body)
+    issues = validator.validate(schema.RESOURCES_UPDATE_RANKED if org.ranked
+                                else schema.RESOURCES_UPDATE, body)
     if issues:
         raise ApiError(400, issues_message(issues, "resources request"))
     if GONE in rec["phases"]:

@@ -351,6 +351,18 @@ QUOTA = Obj({
     "priority": _STR,
 }, nullable=False)  # (an entry of the list is never null; its fields may be)
 RESOURCES_UPDATE = Arr(QUOTA, nullable=False)  # ResourcesUpdateRequest
+# Run:ai 3.0's quota entry (NVIDIA's 3.0 REST reference, CONTRACT.md §13; the 2.24 files
+# hold none): `rank` in the place of `priority`.
+QUOTA_RANKED = Obj({**{k: v for k, v in QUOTA.properties.items() if k != "priority"},
+                    "rank": _STR}, nullable=False)
+RESOURCES_UPDATE_RANKED = Arr(QUOTA_RANKED, nullable=False)
+
+
+def ranked(unit: Obj) -> Obj:
+    """A unit's create or update schema (`PROJECT_CREATE`, ...) as a 3.0 control plane
+    takes it: its quota entries `QUOTA_RANKED`."""
+    return Obj({**unit.properties, "resources": RESOURCES_UPDATE_RANKED},
+               required=unit.required, nullable=unit.nullable)
 _UNIT_UPDATABLE = {  # DataUpdatableFields
     "description": _STR,
     "schedulingRules": Obj({key: _i(1) for key in (
@@ -504,7 +516,8 @@ def policy_request(spec: Obj, imposed=IMPOSED_ASSETS, *, change: bool = False) -
     return Obj(body, nullable=False)
 
 
-__all__ = ["QUOTA", "RESOURCES_UPDATE", "PROJECT_CREATE", "PROJECT_UPDATE",
+__all__ = ["QUOTA", "RESOURCES_UPDATE", "QUOTA_RANKED", "RESOURCES_UPDATE_RANKED", "ranked",
+           "PROJECT_CREATE", "PROJECT_UPDATE",
            "DEPARTMENT_CREATE", "DEPARTMENT_UPDATE", "ACCESS_RULE_CREATE", "POLICY_META",
            "SCOPE_TYPES", "policy_defaults", "policy_rules", "policy_request",
            "NIM_CREATE", "NIM_UPDATE", "META", "DISTRIBUTED_CREATE", "DI_CREATE",

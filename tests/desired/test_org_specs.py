@@ -69,3 +69,18 @@ def test_a_bad_field_is_named_with_its_file_and_line(specdir, replace, line, pat
     [problem] = exc.value.problems
     assert problem.startswith(f"{spec}:{line}: {path}: "), problem
     assert words in problem, problem
+
+
+def test_a_quota_takes_a_rank_in_the_place_of_a_priority(specdir):
+    specdir.write("org/team-a.yaml", PROJECT + "    rank: MediumHigh\n")
+    [d] = load_specs(specdir.root)
+    assert d.body["resources"]["a100"]["rank"] == "MediumHigh"
+
+
+def test_a_quota_with_both_a_priority_and_a_rank_is_refused_naming_the_rank(specdir):
+    spec = specdir.write("org/team-a.yaml", PROJECT + "    priority: High\n    rank: High\n")
+    with pytest.raises(SpecError) as exc:
+        load_specs(specdir.root)
+    [problem] = exc.value.problems
+    assert problem == (f"{spec}:10: resources.a100.rank: is not taken with priority: a "
+                       "quota has a priority (Run:ai 2.x) or a rank (3.0), not both"), problem

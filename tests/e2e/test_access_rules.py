@@ -131,7 +131,10 @@ def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server
     out = ws.root / "exported"
     res = _other_state(ws, "export", "--kind", "AccessRule", "--out", str(out))
     assert res.exit_code == 0, res.output
+    # Beside the project it scopes (in the folder of its department, "default").
     [path] = out.rglob("*.yaml")
+    assert path.relative_to(out).as_posix() == \
+        "organisation/default/team-a.access-ml-team.l2-researcher.yaml"
     doc = yaml.safe_load(path.read_text())
     assert doc == {"kind": "AccessRule", "name": "ml-team.l2-researcher.project-team-a",
                    "clusterId": CLUSTER, "subjectType": "group", "subjectId": "ml-team",

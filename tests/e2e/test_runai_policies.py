@@ -176,10 +176,14 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     out = ws.root / "exported"
     res = _other_state(ws, "export", "--kind", "Policy", "--out", str(out))
     assert res.exit_code == 0, res.output
-    # Each beside its scope: the project's with the project, the cluster's apart.
+    # Each beside its scope: the project's in its department's folder (the project is
+    # not exported, but read to place it: it is in no department, so in "default"), the
+    # cluster's at the organisation's top.
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml")) == [
-        "organisation/Policy/cluster-training.yaml", "team-a/Policy/training.yaml"]
-    doc = yaml.safe_load((out / "team-a" / "Policy" / "training.yaml").read_text())
+        "organisation/cluster.policy-training.yaml",
+        "organisation/default/team-a.policy-training.yaml"]
+    doc = yaml.safe_load((out / "organisation" / "default" / "team-a.policy-training.yaml"
+                          ).read_text())
     assert doc == {"kind": "Policy", "workloadType": "training", "scope": "project",
                    "project": "team-a", "clusterId": CLUSTER,
                    "defaults": {"compute": {"gpuDevicesRequest": 1},

@@ -221,3 +221,14 @@ def test_folder_defaults_go_only_where_allowed():
     assert left["p7/Workspace/c.yaml"] == docs["p7/Workspace/c.yaml"]
     for path, doc in left.items():
         assert _by_key(_merged(path, doc, shared)) == _by_key(docs[path]), path
+
+
+def test_folder_defaults_of_the_organisation_take_its_cluster_but_no_project():
+    # Two Run:ai policies of one project in its department's folder: the cluster is
+    # shared, the project stays in each (a project spec beside them would not take it).
+    docs = {f"organisation/research/team-a.policy-{t}.yaml": {
+        "kind": "Policy", "workloadType": t, "scope": "project", "project": "team-a",
+        "clusterId": CLUSTER} for t in ("training", "workspace")}
+    left, shared = export.factor_defaults(docs)
+    assert shared == {"_defaults.yaml": {"clusterId": CLUSTER}}
+    assert all(doc["project"] == "team-a" for doc in left.values())

@@ -84,8 +84,9 @@ def test_export_writes_a_spec_beside_its_scope():
                                "rules": RULES})
     assert doc == {"kind": "Policy", "workloadType": "training", "scope": "project",
                    "project": "team-a", "clusterId": CLUSTER, "rules": RULES}
-    assert POLICY.hooks.export_path(POLICY, doc) == "team-a/Policy/training.yaml"
+    assert POLICY.hooks.export_path(POLICY, doc, {("project", "team-a"): "organisation/ml"}) \
+        == "organisation/ml/team-a.policy-training.yaml"
     tenant = POLICY.export_shape({"kind": "Policy", "name": "workspace",
                                   "projectId": "tenant", "clusterId": None})
-    assert POLICY.hooks.export_path(POLICY, tenant) == "organisation/Policy/tenant-workspace.yaml"
+    assert POLICY.hooks.export_path(POLICY, tenant) == "organisation/tenant.policy-workspace.yaml"
     assert workload_policies.parse_scope_key(f"cluster:{CLUSTER}") == ("cluster", CLUSTER)

@@ -1,7 +1,8 @@
-"""A quota's `priority` on a control plane that serves ranks, not priorities (Run:ai 3.0:
-`GET /api/v1/org-unit/priorities` answers 404): the plan checks it against
-`GET /api/v1/org-unit/ranks` instead. The real client against the simulator in process,
-the priorities route answered 404 by the test."""
+"""A quota's order names a priority (Run:ai 2.x: `GET /api/v1/org-unit/priorities`) or a
+rank (3.0: `GET /api/v1/org-unit/ranks`, and no priorities route). The plan checks each
+against the collection it names, and a control plane that does not serve it fails the
+plan saying which word it takes. The real client against the simulator in process,
+as a 3.0 control plane and as 2.24."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
 from reconciler.state import MemoryStore
 
 PRIORITIES = "/api/v1/org-unit/priorities"
+RANKS = "/api/v1/org-unit/ranks"
 
 
-def _spec(priority: str) -> str:
+def _spec(order: str) -> str:
     return f"""\
 kind: Project
 name: team-a
@@ -25,23 +27,17 @@ clusterId: {CLUSTER}
 resources:
   default:
     gpu: {{deserved: 4}}
-    priority: {priority}
+    {order}
 """
 
 
-def _ranks_only():
-    app = create_app()
+def _connect(control_plane: str):
+    app = create_app(control_plane=control_plane)
     asked: list[str] = []
 
     async def outer(scope, receive, send):
         if scope["type"] == "http":
             asked.append(scope["path"])
-        if scope["type"] == "http" and scope["path"] == PRIORITIES:
-            await send({"type": "http.response.start", "status": 404,
-                        "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body",
-                        "body": b'{"code": 404, "message": "not found"}'})
-            return
         await app(scope, receive, send)
 
     def connect():
@@ -51,18 +47,44 @@ def _ranks_only():
     return connect, asked
 
 
-def test_a_priority_is_checked_against_the_ranks_when_priorities_are_not_served(tmp_path):
-    (tmp_path / "team-a.yaml").write_text(_spec("Normal"))
-    connect, asked = _ranks_only()
+def _problem(tmp_path, control_plane: str, order: str) -> tuple[str, list[str]]:
+    (tmp_path / "team-a.yaml").write_text(_spec(order))
+    connect, asked = _connect(control_plane)
     with pytest.raises(errors.SpecError) as exc:
         operations.plan(str(tmp_path), MemoryStore(), connect, operations.PlanOptions())
     [problem] = exc.value.problems
-    assert problem.startswith(f"{tmp_path / 'team-a.yaml'}:7: resources.default.priority: "
-                              "no priority is named 'Normal' (there are: "), problem
-    assert "MediumLow" in problem and "VeryHigh" in problem
-    assert PRIORITIES in asked and "/api/v1/org-unit/ranks" in asked
+    return problem, asked
 
-    (tmp_path / "team-a.yaml").write_text(_spec("MediumLow"))
-    result = operations.plan(str(tmp_path), MemoryStore(), _ranks_only()[0],
+
+def _creates(tmp_path, control_plane: str, order: str) -> int:
+    (tmp_path / "team-a.yaml").write_text(_spec(order))
+    result = operations.plan(str(tmp_path), MemoryStore(), _connect(control_plane)[0],
                              operations.PlanOptions())
-    assert result.plan.counts()["create"] == 1
+    return result.plan.counts()["create"]
+
+
+def test_a_rank_is_checked_against_the_ranks_of_a_3_0_control_plane(tmp_path):
+    assert _creates(tmp_path, "3.0", "rank: MediumLow") == 1
+    problem, asked = _problem(tmp_path, "3.0", "rank: Normal")
+    assert problem.startswith(f"{tmp_path / 'team-a.yaml'}:7: resources.default.rank: "
+                              "no rank is named 'Normal' (there are: "), problem
+    assert "MediumLow" in problem and "VeryHigh" in problem
+    assert RANKS in asked and PRIORITIES not in asked
+
+
+def test_a_priority_on_a_3_0_control_plane_fails_the_plan_saying_to_write_rank(tmp_path):
+    problem, asked = _problem(tmp_path, "3.0", "priority: Normal")
+    assert problem == (
+        f"{tmp_path / 'team-a.yaml'}:7: resources.default.priority: the control plane "
+        f"serves no priority (GET {PRIORITIES} answers 404): a Run:ai 3.0 control plane "
+        "ranks its units instead: write `rank`"), problem
+    assert PRIORITIES in asked
+
+
+def test_a_priority_is_checked_against_the_priorities_of_a_2_24_control_plane(tmp_path):
+    assert _creates(tmp_path, "2.24", "priority: High") == 1
+    problem, asked = _problem(tmp_path, "2.24", "priority: MediumLow")
+    assert problem.startswith(f"{tmp_path / 'team-a.yaml'}:7: resources.default.priority: "
+                              "no priority is named 'MediumLow' (there are: High, Low, "
+                              "Normal)"), problem
+    assert RANKS not in asked
