@@ -146,7 +146,8 @@ def over_by(p: ProjectImpact) -> str:
 
 
 def project_label(p: ProjectImpact) -> str:
-    if not p.project_id:  # created by this plan: no id yet
+    # Created by this plan: no id yet, or its workloads' placeholder `project=<name>`.
+    if not p.project_id or p.project_id.startswith("project="):
         return f"project {p.project_name} (new)"
     return f"project {p.project_id}" + (f" ({p.project_name})" if p.project_name else "")
 
