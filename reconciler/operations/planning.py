@@ -252,7 +252,21 @@ async def dry_run(client, the_plan: Plan) -> None:
     verdicts = await asyncio.gather(*(client.dry_run(kinds.get(c.kind), c.after)
                                       for c in checked))
     for change, (verdict, message) in zip(checked, verdicts):
+        if verdict == "unchecked":
+            message = _created_here(the_plan, change) or message
         change.dry_run = DryRun(verdict, message)
+
+
+def _created_here(the_plan: Plan, change) -> str | None:
+    """Why a write whose scope the same plan creates is unchecked (its lookup by name
+    found nothing yet, as it should), or None. A policy's `project_id` is its scope,
+    `project:<name>` or `department:<name>`."""
+    for other in the_plan.changes:
+        if (other.address in change.waits_for and other.action is Action.CREATE
+                and f"{other.kind.lower()}:{other.name}" == change.project_id):
+            return (f"{other.kind.lower()} {other.name} is created by this plan: the server "
+                    f"checks this write when apply sends it")
+    return None
 
 
 async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,

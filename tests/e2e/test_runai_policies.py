@@ -91,7 +91,8 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     res = ws.plan()
     assert res.exit_code == 0, res.output
     assert f"+ Policy training (scope project:team-a)" in res.output, res.output
-    assert "the server's dry run: unchecked: no project is named 'team-a'" in res.output
+    assert ("the server's dry run: unchecked: project team-a is created by this plan: the "
+            "server checks this write when apply sends it") in res.output
     assert _policy_writes(sim_server) == []
 
     # One apply: the project first (waited for until Ready), then its policy, by a PUT of
