@@ -23,13 +23,16 @@ PAGE = ROOT / "docs" / "onboarding.md"
 def test_the_onboarding_page_prints_what_it_shows(tmp_path):
     page = console_page.blocks(PAGE.read_text(encoding="utf-8"))
     files = [b.path for b in page if b.path]
-    assert files == ["specs/organisation/research/team-speech.yaml",
+    assert files == ["specs/vision/vit-pretrain.yaml",
+                     "specs/organisation/research/team-speech.yaml",
                      "specs/organisation/research/speech-researchers.yaml",
                      "specs/organisation/research/team-speech-training-policy.yaml",
                      "specs/speech/whisper-finetune.yaml", "review-policy.yaml",
-                     "specs/organisation/research/team-vision.yaml"]
+                     "specs/organisation/research/team-vision.yaml",
+                     "specs/organisation/research/team-vision.yaml",
+                     "specs/organisation/research/research.yaml"]
     consoles = [b for b in page if not b.path]
-    assert len(consoles) == 5
+    assert len(consoles) == 7
 
     work = tmp_path / "work"
     shutil.copytree(ROOT / "specs", work / "specs")
