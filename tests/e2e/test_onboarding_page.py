@@ -39,7 +39,7 @@ def test_the_onboarding_page_prints_what_it_shows(tmp_path):
     env = console_page.cli_env(tmp_path, ROOT)
     start = console_page.readme_first_run((ROOT / "README.md").read_text(encoding="utf-8"))
     res = subprocess.run(
-        ["bash", "-c", f"git init -q -b main . && git add specs && git commit -qm specs "
+        ["bash", "-c", f"git init -q . && git add specs && git commit -qm specs "
                        f"&& {start}"],
         cwd=work, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=120)
