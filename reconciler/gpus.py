@@ -201,9 +201,10 @@ def impact(plan: plans.Plan, quotas: Mapping[str, float | None] | None = None,
             if q.action is not plans.Action.DELETE else None
         quota_before = _total(p.deserved_before for p in q.pools) \
             if q.action is not plans.Action.CREATE else None
+        pid = q.project_id or pending.get(key, "")
         projects.append(ProjectImpact(
-            q.project_id or pending.get(key, ""), name or q.name, before, after, quota_after,
-            None if quota_after is not None else why.get(key),
+            pid, name or q.name, before, after, quota_after,
+            None if quota_after is not None else why.get(key) or why.get(pid),
             quota_before=quota_before, pools=q.pools,
             planned_by=q.address if q.action is not plans.Action.NOOP else None))
     warnings = [plans.QuotaWarning(plans.BELOW_HELD, p.planned_by or "", _below_held(p))

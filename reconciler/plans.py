@@ -227,6 +227,15 @@ BELOW_HELD = "quota_below_held"
 DEPARTMENT_OVER = "department_quota_exceeded"
 
 
+def project_words(project_id: str, name: str | None) -> str:
+    """A project as outputs name it: `project 7 (team-a)`, `project 7`; one the plan
+    creates (no id yet, or its workloads' placeholder id `project=<name>`) by its name:
+    `project team-a (new)`."""
+    if name and (not project_id or project_id.startswith("project=")):
+        return f"project {name} (new)"
+    return f"project {project_id}" + (f" ({name})" if name else "")
+
+
 @dataclass(frozen=True)
 class ProjectImpact:
     """One project of the plan: the total GPUs of its workloads that the specs and the

@@ -47,7 +47,7 @@ from pydantic import Field, StringConstraints, model_validator
 from reconciler import gpus, kinds, masking
 from reconciler.desired.fields import Strict, rule_error
 from reconciler import plans
-from reconciler.plans import Action, Plan, ResourceChange
+from reconciler.plans import Action, Plan, ResourceChange, project_words
 
 Enforcement = plans.Enforcement
 Scope = Literal["changed", "all"]
@@ -195,8 +195,7 @@ class _Context:
         return found if found is not None else gpus.change_gpus(rc)
 
     def project(self, pid: str) -> str:
-        name = self.names.get(pid)
-        return f"project {pid} ({name})" if name else f"project {pid}"
+        return project_words(pid, self.names.get(pid))
 
 
 # The actions that make a workload what the rules judge: what else the plan holds is left

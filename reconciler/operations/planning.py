@@ -252,8 +252,8 @@ async def dry_run(client, the_plan: Plan) -> None:
     # What the plan creates, by the collection it is in and its name: a write naming one
     # cannot be checked until apply has made it (the server would answer "no such
     # project"), so it is not sent.
-    created = {(kinds.get(c.kind).api_path, c.name): c.address for c in the_plan.changes
-               if c.action is Action.CREATE}
+    created = {(kinds.get(c.kind).api_path, c.name): f"{c.kind.lower()} {c.name}"
+               for c in the_plan.changes if c.action is Action.CREATE}
 
     def waits_for(change) -> str | None:
         kind = kinds.get(change.kind)

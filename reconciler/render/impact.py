@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.plans import (NO_GPUS, Action, GpuImpact, Gpus, PoolQuota, ProjectImpact,
-                              QuotaChange, QuotaWarning, WorkloadGpus, tidy)
+                              QuotaChange, QuotaWarning, WorkloadGpus, project_words, tidy)
 
 TITLE = "GPU impact"
 # What the numbers are, said once under the title.
@@ -146,11 +146,7 @@ def over_by(p: ProjectImpact) -> str:
 
 
 def project_label(p: ProjectImpact) -> str:
-    # Created by this plan: no id yet (or the provisional `project=<name>` its workloads'
-    # addresses hold until apply).
-    if not p.project_id or p.project_id.startswith("project="):
-        return f"project {p.project_name} (new)"
-    return f"project {p.project_id}" + (f" ({p.project_name})" if p.project_name else "")
+    return project_words(p.project_id, p.project_name)
 
 
 def workloads(impact: GpuImpact) -> list[WorkloadGpus]:

@@ -38,7 +38,7 @@ _PROJECTS_LISTED = 50  # rows of the GPU impact table; the total counts every pr
 
 def render_plan(plan: Plan, *, limit: int = GITHUB_LIMIT) -> str:
     """The plan as a PR comment of at most `limit` characters."""
-    todo = sorted(plan.actionable(), key=lambda rc: rc.address)
+    todo = words.in_apply_order(plan.actionable())
     head = [PLAN_TITLE, ""]
     if plan.targets:
         head += ["> " + words.targets_note(plan.targets), ""]

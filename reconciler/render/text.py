@@ -33,7 +33,7 @@ _SIGN_COLOR = {"+": _GREEN, "~": _YELLOW, "-": _RED}
 def render_plan(plan: Plan, *, color: bool = False) -> str:
     """The plan as text ending in a newline, `NO_CHANGES` when there is nothing to do."""
     paint = _painter(color)
-    todo = sorted(plan.actionable(), key=lambda rc: rc.address)
+    todo = words.in_apply_order(plan.actionable())
     note = [words.targets_note(plan.targets), ""] if plan.targets else []
     adopting = _adopting(plan)
     recording = words.state_only_lines(plan)

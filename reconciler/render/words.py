@@ -61,6 +61,24 @@ _HEADERS: dict[tuple[Action, str | None], str] = {
 }
 
 
+_WORKLOAD_RANK = 40  # `Kind.rank` of every workload type
+
+
+def in_apply_order(changes) -> list[ResourceChange]:
+    """The changes in the order apply takes them, for a reviewer reading from the top:
+    creates and updates by their type's rank (a department, then its projects, then
+    access rules and Run:ai policies, then workloads), an organisation unit's deletion
+    after its workloads' (deletes in reverse); by address within a rank. A plan of
+    workloads alone keeps the order of their addresses."""
+    def key(rc: ResourceChange) -> tuple[int, str]:
+        kind = kinds.KINDS.get(rc.kind)
+        rank = kind.rank if kind is not None else _WORKLOAD_RANK
+        if rc.action is Action.DELETE:
+            rank = 2 * _WORKLOAD_RANK - rank
+        return rank, rc.address
+    return sorted(changes, key=key)
+
+
 def phrase(rc: ResourceChange) -> str:
     """`will be ...`, with the drift said in words when it is drift."""
     return _HEADERS.get((rc.action, rc.reason)) or _HEADERS[(rc.action, None)]

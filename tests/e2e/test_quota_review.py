@@ -131,3 +131,31 @@ def test_a_department_whose_projects_deserve_more_than_it_does_is_a_warning(ws, 
     assert f"> **Warning:** {over}" in ws.plan("--format", "markdown").output
     dept.write_text(DEPARTMENT.replace("deserved: 16", "deserved: 20"))
     assert "Warning:" not in ws.plan().output
+
+
+def test_a_project_the_plan_creates_is_judged_by_the_quota_its_spec_plans_or_fails_unknown(
+        ws, sim_server):
+    """Its training is judged against the quota its spec plans, the project named by its
+    name (it has no id yet); a spec that plans no quota leaves the quota unknown, which a
+    deny rule fails, saying why (not as a project without a limit)."""
+    policy = write_policy(ws, """
+        rules:
+          - name: quota
+            withinProjectQuota: true
+        """)
+    spec = ws.write("team-a.yaml", PROJECT.replace("deserved: 16, limit: 24", "deserved: 2"))
+    ws.write("finetune.yaml", TRAINING)
+    res = ws.plan("--policy", policy)
+    assert res.exit_code == 1, res.output
+    assert ("FAIL project team-a (new): rule quota (withinProjectQuota): 8 GPUs planned "
+            "(now 0), quota 6") in res.output, res.output
+
+    spec.write_text(PROJECT.split("resources:")[0])
+    res = ws.plan("--policy", policy)
+    assert res.exit_code == 1, res.output
+    assert "no GPU quota limit" not in res.output
+    assert (f"FAIL project team-a (new): rule quota (withinProjectQuota): could not be "
+            f"checked: its GPU quota is "
+            f"unknown ({PROJECT_AT} is created by this plan: its quota is read once it "
+            "exists); 8 GPUs planned (now 0)") in res.output, res.output
+    assert sim_server.writes() == []

@@ -87,3 +87,18 @@ def test_a_read_quota_per_node_pool_is_shown_unchanged():
     assert p["node_pools"] == [{"node_pool": "default", "deserved": {"before": 64, "after": 64},
                                 "limit": {"before": None, "after": None}}]
     assert (p["planned_by"], p["quota_before"], p["quota_below_held"]) == (None, 64, False)
+
+
+def test_a_project_the_plan_creates_is_named_new_in_the_gpu_impact_not_by_its_placeholder():
+    """Its workload's project id is the placeholder `project=team-s` until apply knows
+    the real one: the reviewer reads the project's name, marked new, in text and
+    markdown, and no placeholder."""
+    plan = finished(Plan([
+        unit("team-s", None, {"default": (2, 4), "a100": (4, None)}, action=Action.CREATE,
+             unit_id=None),
+        dt("whisper", project="project=team-s", project_name="team-s", workers=1)]))
+    text = text_render.render_plan(plan)
+    assert "  project team-s (new): 0 -> 16 (+16), quota none -> 6: over quota by 10\n" in text, text
+    markdown = markdown_render.render_plan(plan)
+    assert "| team-s (new) | 0 | 16 | +16 | none → 6 | **over quota by 10** |" in markdown, markdown
+    assert "project=team-s (" not in text + markdown
