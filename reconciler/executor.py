@@ -264,17 +264,17 @@ class Executor:
         planned_at = ch.address
         if ch.known_after:
             ch = self._known_now(ch)
+        if ch.action is Action.REPLACE and ch.goes_with and ch.workload_id:
+            # The deletion of what it is in (its project) took it: no delete of ours.
+            self.on_event(f"{planned_at}: deleted with {ch.goes_with}; waiting for "
+                          f"workload {ch.workload_id} to be gone")
+            await self._wait_gone(kind, ch.workload_id)
+        if planned_at != ch.address:
+            self.on_event(f"{planned_at}: its project is {ch.project_id} now: creating it as "
+                          f"{ch.address}")
         if ch.action is Action.NOOP:
             await self._record_noop(ch)
-        elif ch.action is Action.CREATE:
-            await self._forget_moved(planned_at, ch)
-            await self._create(kind, ch)
-        elif ch.action is Action.REPLACE and ch.goes_with:
-            # The deletion of what it is in (its project) took it: no delete of ours.
-            if ch.workload_id:
-                self.on_event(f"{planned_at}: deleted with {ch.goes_with}; waiting for "
-                              f"workload {ch.workload_id} to be gone")
-                await self._wait_gone(kind, ch.workload_id)
+        elif ch.action is Action.CREATE or ch.action is Action.REPLACE and ch.goes_with:
             await self._forget_moved(planned_at, ch)
             await self._create(kind, ch)
         elif ch.action is Action.REPLACE:
@@ -320,7 +320,6 @@ class Executor:
         d = self.desired.get(ch.address)
         if d is not None and d.project_id != project_id:
             self.desired = {**self.desired, address: d.with_project_id(project_id)}
-        self.on_event(f"{ch.address}: its project is {project_id} now: creating it as {address}")
         return dataclasses.replace(ch, address=address, project_id=project_id, after=after,
                                    known_after={})
 

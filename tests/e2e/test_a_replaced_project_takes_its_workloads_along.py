@@ -58,9 +58,13 @@ def _check_applied(ws, sim_server, old: str, output: str) -> None:
                       ("POST", "/api/v1/workloads/trainings")], output
     [sent] = [r["body"] for r in sim_server.writes() if r["path"].endswith("/trainings")]
     assert str(sent["projectId"]) == new
-    assert f"Training/{old}/train-1: deleted with {PROJECT_AT}" in output, output
-    assert f"Training/{old}/train-1: its project is {new} now: creating it as " \
-        f"Training/{new}/train-1" in output, output
+    # The project replaced first; then, once the old training is gone, the new one.
+    order = [output.index(f"{PROJECT_AT}: replaced"),
+             output.index(f"Training/{old}/train-1: deleted with {PROJECT_AT}"),
+             output.index(f"Training/{old}/train-1: its project is {new} now: creating it "
+                          f"as Training/{new}/train-1"),
+             output.index(f"Training/{old}/train-1: replaced")]
+    assert order == sorted(order), output
     [live] = [w for w in sim_server.live() if w["name"] == "train-1"]
     assert str(live["projectId"]) == new
     assert [p for p in sim_server.api("GET", f"{UNITS}/projects").json()["projects"]
