@@ -158,6 +158,9 @@ class Executor:
         # address -> its API steps so far, [action, "sent" | "done" | "failed"]; by seq too
         self.steps: dict[str, list[list[str]]] = {}
         self._step_of: dict[int, list[str]] = {}
+        # A change's address in the plan -> where the state records it since (a workload
+        # whose project was made by this run: `_known_now`).
+        self.moved: dict[str, str] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
@@ -254,7 +257,7 @@ class Executor:
         return result
 
     def _workload_id(self, ch: ResourceChange) -> str | None:
-        res = self.state.resources.get(ch.address)
+        res = self.state.resources.get(self.moved.get(ch.address, ch.address))
         return res.workload_id if res is not None and res.workload_id else ch.workload_id
 
     # --- actions -------------------------------------------------------------------
@@ -270,6 +273,7 @@ class Executor:
                           f"workload {ch.workload_id} to be gone")
             await self._wait_gone(kind, ch.workload_id)
         if planned_at != ch.address:
+            self.moved[planned_at] = ch.address
             self.on_event(f"{planned_at}: its project is {ch.project_id} now: creating it as "
                           f"{ch.address}")
         if ch.action is Action.NOOP:

@@ -8,6 +8,8 @@ instead of its name cannot follow it, and says so."""
 
 from __future__ import annotations
 
+import json
+
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
 
 PROJECT = f"""\
@@ -123,9 +125,14 @@ def test_a_saved_plan_replaces_the_training_with_its_project(ws, sim_server):
     res = ws.cli("show", str(saved))
     assert f'~ projectId: "{old}" -> (known after apply)  # forces replacement' in res.output
 
-    res = ws.cli("apply", str(saved))
+    res = ws.cli("apply", str(saved), "--format", "json")
     assert res.exit_code == 0, res.output
-    _check_applied(ws, sim_server, old, res.output)
+    doc = json.loads(res.stdout)
+    _check_applied(ws, sim_server, old, res.stderr)
+    # What became of it names the workload created in the new project.
+    [outcome] = [o for o in doc["outcomes"] if o["address"] == f"Training/{old}/train-1"]
+    [live] = [w for w in sim_server.live() if w["name"] == "train-1"]
+    assert (outcome["outcome"], outcome["workload_id"]) == ("done", live["id"])
 
 
 def test_a_spec_giving_the_replaced_projects_id_is_told_to_name_it(ws, sim_server):
