@@ -118,6 +118,8 @@ def _not_taken(change: ResourceChange, out: Selection) -> str | None:
     workload's projectId, from its project's create or replacement) when the cycle does
     not take it; a change waiting for it is not sent to fail (or, in a replaced project, to
     be taken along with nothing new)."""
+    if not change.known_after:  # (most changes: the fleet's workloads)
+        return None
     taken = {c.address for c in out.take}
     return next((s for s in change.known_after.values() if s not in taken), None)
 
