@@ -241,14 +241,21 @@ def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
 
 
 def field_changes(rc: ResourceChange) -> list[plans.FieldChange]:
-    """The field changes a text or markdown section lists: the plan's, each new value known
-    only after apply (`ResourceChange.known_after`) as `UNKNOWN` (a workload whose project
-    is replaced: `projectId: "7" -> (known after apply)`), then the phase change its action
-    implies (`phase_change`)."""
-    out = [dataclasses.replace(c, after=UNKNOWN) if c.path in rc.known_after else c
-           for c in rc.changes]
+    """The field changes a text or markdown section lists: the plan's (`changes_shown`),
+    then the phase change its action implies (`phase_change`)."""
+    out = changes_shown(rc)
     implied = phase_change(rc)
     return out if implied is None else [*out, implied]
+
+
+def changes_shown(rc: ResourceChange) -> list[plans.FieldChange]:
+    """The plan's field changes, each new value known only after apply
+    (`ResourceChange.known_after`) as `UNKNOWN` (a workload whose project is replaced:
+    `projectId: "7" -> (known after apply)`)."""
+    if not rc.known_after:
+        return rc.changes
+    return [dataclasses.replace(c, after=UNKNOWN) if c.path in rc.known_after else c
+            for c in rc.changes]
 
 
 def drift_note(c: plans.FieldChange) -> str:

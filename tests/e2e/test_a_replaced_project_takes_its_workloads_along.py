@@ -108,6 +108,9 @@ def test_one_plan_replaces_the_project_and_its_training_and_the_next_is_empty(ws
     assert "projectId" not in train["change"]["after"]
     assert train["replace_paths"] == ["projectId"]
     assert by[PROJECT_AT]["action"] == "replace"
+    # `drift` lists it among the pending changes the same way.
+    res = ws.cli("drift", str(ws.specs))
+    assert f'~ projectId: "{old}" -> (known after apply)' in res.output, res.output
     assert sim_server.writes() == []  # plans only
 
     res = ws.apply()
