@@ -6,10 +6,13 @@ Called by `operations.apply` and `operations.apply_saved` (`recover` first, then
 concurrently up to `parallelism`; a change waits for the changes named in its
 `waits_for` (deletions that free its name, the creates of what it names, the changes of
 the types ranked before it). A replace deletes, waits until the workload is gone, then
-creates. A create whose body holds what was known only after apply (`known_after`: a
-workload's projectId, its project created by the same run) takes it from the state's
-record of that create, and is recorded at its real address; it fails, without a
-request, when that create did not finish. Waits for a resource to be ready or gone are
+creates; a replace that `goes_with` another change (a workload in a project the plan
+replaces) sends no delete: it waits for the old workload to be gone, then creates. A
+create whose body holds what was known only after apply (`known_after`: a workload's
+projectId, its project created or replaced by the same run) takes it from the state's
+record of that create, and is recorded at its real address (the record at its old
+address, if any, dropped); it fails, without a request, when that create did not
+finish. Waits for a resource to be ready or gone are
 bounded by `wait_timeout_s` (apply's --timeout).
 
 Durability: before each API write an *intent* is appended to the store's journal, and
@@ -160,6 +163,9 @@ class Executor:
         self._hashes: dict[tuple[int, frozenset[str]], tuple[dict, dict]] = {}
         # id of a body an intent wrote to this run's journal -> (the body, the intent's seq)
         self._journaled: dict[int, tuple[dict, int]] = {}
+        # A change's address in the plan -> where the state records it since (a workload
+        # whose project was made by this run: `_known_now`).
+        self.moved: dict[str, str] = {}
         self.result = ApplyResult()  # filled as run() goes (kept when it is cancelled)
 
     def stop(self) -> None:
@@ -258,18 +264,29 @@ class Executor:
         return result
 
     def _workload_id(self, ch: ResourceChange) -> str | None:
-        res = self.state.resources.get(ch.address)
+        res = self.state.resources.get(self.moved.get(ch.address, ch.address))
         return res.workload_id if res is not None and res.workload_id else ch.workload_id
 
     # --- actions -------------------------------------------------------------------
 
     async def _perform(self, ch: ResourceChange) -> None:
         kind = kinds.get(ch.kind)
+        planned_at = ch.address
         if ch.known_after:
             ch = self._known_now(ch)
+        if ch.action is Action.REPLACE and ch.goes_with and ch.workload_id:
+            # The deletion of what it is in (its project) took it: no delete of ours.
+            self.on_event(f"{planned_at}: deleted with {ch.goes_with}; waiting for "
+                          f"workload {ch.workload_id} to be gone")
+            await self._wait_gone(kind, ch.workload_id)
+        if planned_at != ch.address:
+            self.moved[planned_at] = ch.address
+            self.on_event(f"{planned_at}: its project is {ch.project_id} now: creating it as "
+                          f"{ch.address}")
         if ch.action is Action.NOOP:
             await self._record_noop(ch)
-        elif ch.action is Action.CREATE:
+        elif ch.action is Action.CREATE or ch.action is Action.REPLACE and ch.goes_with:
+            await self._forget_moved(planned_at, ch)
             await self._create(kind, ch)
         elif ch.action is Action.REPLACE:
             if ch.workload_id:
@@ -312,11 +329,17 @@ class Executor:
         project_id = str(after.get("projectId", ch.project_id))
         address = kinds.address(ch.kind, project_id, ch.name)
         d = self.desired.get(ch.address)
-        if d is not None and not d.resolved:
+        if d is not None and d.project_id != project_id:
             self.desired = {**self.desired, address: d.with_project_id(project_id)}
-        self.on_event(f"{ch.address}: its project is {project_id} now: creating it as {address}")
         return dataclasses.replace(ch, address=address, project_id=project_id, after=after,
                                    known_after={})
+
+    async def _forget_moved(self, planned_at: str, ch: ResourceChange) -> None:
+        """The state's record at `planned_at`, the address the plan knew a change by, is
+        dropped when the change is created elsewhere (`_known_now`: in its project's new
+        id): what it recorded is gone with its old project."""
+        if planned_at != ch.address and planned_at in self.state.resources:
+            await self._set(planned_at, None)
 
     async def _create(self, kind: kinds.Kind, ch: ResourceChange) -> None:
         body = ch.after or {}

@@ -29,6 +29,7 @@ from the state. The changes sent (`after`, `patch`) carry the desired values the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -103,6 +104,7 @@ def make_plan(desired: list[DesiredWorkload], state: State, live: Mapping[str, d
                            interrupted=addr in interrupted_, key=key)
         changes.append(rc)
 
+    _follow_replaced_projects(changes, by_addr)
     if judge:
         refuse(changes, desired, state, refuse_protected=refuse_protected, destroy=destroy,
                targets=targets)
@@ -373,8 +375,8 @@ def _order_name_reuse(changes: list[plans.ResourceChange]) -> None:
             freed.setdefault((rc.project_id, rc.name), []).append(rc.address)
     for rc in changes:
         if rc.action in (Action.CREATE, Action.REPLACE):
-            rc.waits_for = [a for a in freed.get((rc.project_id, rc.name), ())
-                            if a != rc.address]
+            rc.waits_for.extend(a for a in freed.get((rc.project_id, rc.name), ())
+                                if a != rc.address and a not in rc.waits_for)
 
 
 def _order_references(changes: list[plans.ResourceChange]) -> None:
@@ -453,6 +455,65 @@ def _await_projects(changes: list[plans.ResourceChange], by_addr: Mapping[str, D
             rc.waits_for.append(maker)
     if problems:
         raise errors.PlanError("\n".join(problems))
+
+
+def _follow_replaced_projects(changes: list[plans.ResourceChange],
+                              by_addr: Mapping[str, DesiredWorkload]) -> None:
+    """Each workload whose spec names (`project:`) a project this plan replaces (a
+    resource that holds workloads: `Kind.holds_workloads`) is created again in the new
+    project, as Terraform's `replace_triggered_by` would: the project's deletion takes the
+    old one with it. Planned as a replace (`goes_with` the project's change: apply sends no
+    delete of its own) with its `projectId` known after apply and a change of it that
+    forces the replacement; one that is not live (deleted outside, or completed and gone)
+    is a create in the new project. A workload whose spec is gone keeps its delete, which
+    goes first (deletes in reverse rank).
+
+    A spec that gives the replaced project's id (`projectId`) rather than its name could
+    not follow it: no project has that id after apply. PlanError, naming the spec."""
+    replaced = {str(rc.workload_id): rc for rc in changes
+                if rc.action is Action.REPLACE and rc.workload_id
+                and kinds.get(rc.kind).holds_workloads}
+    if not replaced:
+        return
+    problems = []
+    for i, rc in enumerate(changes):
+        project = replaced.get(rc.project_id)
+        dw = by_addr.get(rc.address)
+        if project is None or dw is None or rc.action is Action.DELETE \
+                or not kinds.get(rc.kind).in_project:
+            continue
+        if not dw.project_name:
+            where = f"{dw.source}:{dw.line}" if dw.line is not None else dw.source or "?"
+            problems.append(
+                f"{where}: projectId: {rc.address} is in project {rc.project_id}, which this "
+                f"plan replaces ({project.address}): once it is replaced no project has that "
+                f"id. Name the project instead (project: {project.name}) so that the "
+                "workload is created again in the new one")
+            continue
+        changes[i] = _following(rc, project)
+    if problems:
+        raise errors.PlanError("\n".join(problems))
+
+
+def _following(rc: plans.ResourceChange,
+               project: plans.ResourceChange) -> plans.ResourceChange:
+    """`rc`, a workload in the project that `project` replaces, created again in the new
+    one (`_follow_replaced_projects`)."""
+    moved = plans.FieldChange(path="projectId", before=rc.project_id, after=None,
+                              forces_replacement=True)
+    live = rc.workload_id is not None and rc.action is not Action.CREATE
+    changes = [c for c in rc.changes if c.path != "projectId"] + [moved] * live
+    return dataclasses.replace(
+        rc, action=Action.REPLACE if live else Action.CREATE,
+        reason=plans.REASON_PROJECT_REPLACED if live or rc.reason == plans.REASON_COMPLETED
+        else rc.reason,
+        changes=sorted(changes, key=lambda c: c.path),
+        after={k: v for k, v in (rc.after or {}).items() if k != "projectId"},
+        patch=None, adopted=False, state_changes=[],
+        known_after={**rc.known_after, "projectId": project.address},
+        goes_with=project.address if live else None,
+        waits_for=[*rc.waits_for, *([project.address]
+                                    if project.address not in rc.waits_for else [])])
 
 
 # --- checks -------------------------------------------------------------------------

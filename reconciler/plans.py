@@ -39,6 +39,7 @@ REASON_UNCHANGED = "unchanged"
 REASON_GONE = "already_gone"                  # not in specs and already gone from live
 REASON_DESTROY = "destroy_requested"          # plan --destroy
 REASON_INTERRUPTED = "interrupted_apply"      # gone while a killed apply's delete/create was open
+REASON_PROJECT_REPLACED = "project_replaced"  # its project is replaced: created again in the new one
 
 
 @dataclass
@@ -108,6 +109,10 @@ class ResourceChange:
     # For a delete or replace: what goes with it (a project's namespace, the live
     # workloads in it), as outputs list it.
     takes_with: list[str] = field(default_factory=list)
+    # For a replace whose old resource another change of this plan deletes with its own
+    # (a workload in a project the plan replaces): that change's address. Apply sends no
+    # delete of its own: it waits for the old one to be gone, then creates.
+    goes_with: str | None = None
     # The server's dry run of this change's write (None: its type has none, or the plan
     # was made without the API).
     dry_run: DryRun | None = None

@@ -202,8 +202,12 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
         if client is not None:
             await dry_run(client, the_plan)
         if early is not None:  # (a project this plan creates has no id to read yet)
+            made = {c.address for c in the_plan.changes if c.action is Action.CREATE}
+            unborn = [c for c in the_plan.changes
+                      if c.known_after.get("projectId") in made]
+            waiting = {c.address for c in unborn}
             projects = {c.project_id for c in the_plan.changes
-                        if gpus.in_project(c.kind) and "projectId" not in c.known_after}
+                        if gpus.in_project(c.kind) and c.address not in waiting}
             read = await early
             read.update(await read_projects(client, projects - read.keys() - known.keys()))
             if reuse is not None:  # only what was read: a failed read is tried again
@@ -214,12 +218,11 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                       if read[p].unknown is not None}
             the_plan.project_names = {p: read[p].name for p in sorted(projects)
                                       if read[p].name is not None}
-            for c in the_plan.changes:  # a project this plan creates: nothing to read yet
-                if "projectId" in c.known_after:
-                    the_plan.gpu_quotas[c.project_id] = None
-                    the_plan.quota_unknown[c.project_id] = (
-                        f"{c.known_after['projectId']} is created by this plan: its quota "
-                        "is read once it exists")
+            for c in unborn:  # a project this plan creates: nothing to read yet
+                the_plan.gpu_quotas[c.project_id] = None
+                the_plan.quota_unknown[c.project_id] = (
+                    f"{c.known_after['projectId']} is created by this plan: its quota "
+                    "is read once it exists")
             the_plan.quota_pools = {p: read[p].pools for p in sorted(projects)
                                     if read[p].pools} or None
             from reconciler.live.projects import department_projects
@@ -376,7 +379,9 @@ async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
     """For each delete or replace of a resource that holds workloads (a project:
     `Kind.holds_workloads`), what goes with it (`ResourceChange.takes_with`): what its
     type names from its live body (a namespace: `Kind.takes_with`), then every live
-    workload in it, by address (one list read per such project)."""
+    workload in it, by address (one list read per such project): the ones the plan
+    creates again in the project's replacement (`ResourceChange.goes_with`) marked so, the
+    ones no state records marked `(not managed here)`."""
     from reconciler import kinds
     from reconciler.live import workloads
 
@@ -385,6 +390,7 @@ async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
     if not going:
         return
     held = await workloads.in_projects(client, [str(rc.workload_id) for rc in going])
+    following = {rc.address for rc in the_plan.changes if rc.goes_with}
     for rc in going:
         out = list(kinds.get(rc.kind).takes_with(live.get(rc.address)))
         for item in sorted(held[str(rc.workload_id)], key=lambda i: str(i.get("name"))):
@@ -394,7 +400,8 @@ async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
                 continue
             address = kinds.address(kind.name, str(rc.workload_id), str(item["name"]))
             out.append(f"workload {address}"
-                       + ("" if address in state.resources else " (not managed here)"))
+                       + (" (created again by this plan)" if address in following
+                          else "" if address in state.resources else " (not managed here)"))
         rc.takes_with = out
 
 

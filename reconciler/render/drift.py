@@ -69,7 +69,7 @@ def render_text(report) -> str:
         for rc in sorted(pending, key=lambda rc: rc.address):
             symbol, rest = words.listed(rc).split(" ", 1)
             lines.append(f"  {symbol:>3} {rest}")
-            for c in rc.changes:
+            for c in words.changes_shown(rc):
                 before = words.shown(c.path, c.before, rc.sensitive)
                 after = words.shown(c.path, c.after, rc.sensitive)
                 lines.append(f"        ~ {c.path}: {before} -> {after}")

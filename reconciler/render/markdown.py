@@ -300,10 +300,7 @@ def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
                f"{html.escape(words.phrase(rc))}")
     if moved is not None:
         summary += " · GPUs " + html.escape(impact.moves(moved.before, moved.after, "→"))
-    changes = list(rc.changes)
-    implied = words.phase_change(rc)
-    if implied is not None:
-        changes.append(implied)
+    changes = words.field_changes(rc)
     lines: list[str] = []
     for c in changes:
         lines += _diff_lines(c, rc.sensitive)
@@ -344,7 +341,8 @@ def _diff_lines(c: FieldChange, sensitive: tuple[str, ...]) -> list[str]:
     if c.before is not None:
         out.append(f"- {c.path}: {words.encode(before)}" + (tail if c.after is None else ""))
     if c.after is not None:
-        out.append(f"+ {c.path}: {words.encode(after)}{tail}")
+        shown = words.KNOWN_AFTER_APPLY if c.after is words.UNKNOWN else words.encode(after)
+        out.append(f"+ {c.path}: {shown}{tail}")
     return out
 
 

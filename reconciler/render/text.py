@@ -129,10 +129,7 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     if verdict is not None:
         refused = rc.dry_run is not None and rc.dry_run.verdict == "refused"
         out.append("      " + paint(_RED if refused else _BOLD, f"# {verdict}"))
-    changes = list(rc.changes)
-    implied = words.phase_change(rc)
-    if implied is not None:
-        changes.append(implied)
+    changes = words.field_changes(rc)
     if changes:
         out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:

@@ -6,6 +6,7 @@ the markdown renderer to come), so that a symbol or a phrase changes in one plac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -52,6 +53,10 @@ _HEADERS: dict[tuple[Action, str | None], str] = {
     (Action.REPLACE, plans.REASON_REPLACE_REQUESTED): "will be replaced, as requested",
     (Action.REPLACE, plans.REASON_DELETED_OUTSIDE):
         f"was deleted {_OUTSIDE} and will be re-created",
+    (Action.REPLACE, plans.REASON_PROJECT_REPLACED):
+        "must be replaced: its project is replaced",
+    (Action.CREATE, plans.REASON_PROJECT_REPLACED):
+        "will be created again: its project is replaced",
     (Action.DELETE, None): "will be destroyed",
     (Action.DELETE, plans.REASON_REMOVED): "will be destroyed: it is no longer in the specs",
     (Action.SUSPEND, None): "will be suspended",
@@ -251,6 +256,24 @@ def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
                      else (phases.STOPPED, phases.RUNNING))
     return plans.FieldChange("desiredPhase", before, after,
                              drift=rc.reason == plans.REASON_PHASE_DRIFT)
+
+
+def field_changes(rc: ResourceChange) -> list[plans.FieldChange]:
+    """The field changes a text or markdown section lists: the plan's (`changes_shown`),
+    then the phase change its action implies (`phase_change`)."""
+    out = changes_shown(rc)
+    implied = phase_change(rc)
+    return out if implied is None else [*out, implied]
+
+
+def changes_shown(rc: ResourceChange) -> list[plans.FieldChange]:
+    """The plan's field changes, each new value known only after apply
+    (`ResourceChange.known_after`) as `UNKNOWN` (a workload whose project is replaced:
+    `projectId: "7" -> (known after apply)`)."""
+    if not rc.known_after:
+        return rc.changes
+    return [dataclasses.replace(c, after=UNKNOWN) if c.path in rc.known_after else c
+            for c in rc.changes]
 
 
 def drift_note(c: plans.FieldChange) -> str:

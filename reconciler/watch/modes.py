@@ -7,10 +7,12 @@
   the state-only no-ops (adoptions, lifecycle flags).
 Then what blocks an action skips it: a deny rule of the policy (`denied`: address ->
 `Block`, made by `denied_by`), `preventDestroy` (`protected`: address -> why); and at most
-`max_actions` API actions are taken, in address order; the rest wait for the next cycle
-(`deferred`). `Selection.blocked` names, per address, what held its action back (the
-status' `blocked_by`): `policy <rules>`, `preventDestroy`, `--max-actions N`, or
-`sync without --prune`.
+`max_actions` API actions are taken, in address order (what waits for another change's
+outcome last); the rest wait for the next cycle (`deferred`). A change that waits for
+another (`known_after`: a workload for its project's create or replacement) is skipped
+or deferred with it. `Selection.blocked` names, per address, what held its action back
+(the status' `blocked_by`): `policy <rules>`, `preventDestroy`, `--max-actions N`,
+`sync without --prune`, or the address of the change it waits for.
 Callers: `operations.watching`, tests.
 """
 
@@ -75,7 +77,9 @@ def select(plan: Plan, mode: str, *, prune: bool = False, max_actions: int,
     out = Selection()
     denied = denied or {}
     protected = protected or {}
-    for change in sorted(plan.changes, key=lambda c: c.address):
+    # What waits for another change's outcome (`known_after`) comes after the rest, so
+    # that what it waits for is decided first.
+    for change in sorted(plan.changes, key=lambda c: (bool(c.known_after), c.address)):
         address = change.address
         why = wanted(change, mode, prune=prune)
         if why is not None:
@@ -92,12 +96,32 @@ def select(plan: Plan, mode: str, *, prune: bool = False, max_actions: int,
             out.skipped[address] = denied[address].why
             out.blocked[address] = denied[address].label
             continue
+        waits = _not_taken(change, out)
+        if waits is not None:
+            if waits in out.deferred:  # the cap's delay: it waits with it
+                out.deferred.append(address)
+                out.blocked[address] = out.blocked[waits]
+            else:
+                out.skipped[address] = f"waits for {waits}, which this cycle does not act on"
+                out.blocked[address] = waits
+            continue
         if change.action is not Action.NOOP and out.actions >= max_actions:
             out.deferred.append(address)
             out.blocked[address] = f"--max-actions {max_actions}"
             continue
         out.take.append(change)
     return out
+
+
+def _not_taken(change: ResourceChange, out: Selection) -> str | None:
+    """The change of the plan that `change` takes a value from (`known_after`: a
+    workload's projectId, from its project's create or replacement) when the cycle does
+    not take it; a change waiting for it is not sent to fail (or, in a replaced project, to
+    be taken along with nothing new)."""
+    if not change.known_after:  # (most changes: the fleet's workloads)
+        return None
+    taken = {c.address for c in out.take}
+    return next((s for s in change.known_after.values() if s not in taken), None)
 
 
 def candidates(plan: Plan, mode: str, *, prune: bool = False) -> list[ResourceChange]:

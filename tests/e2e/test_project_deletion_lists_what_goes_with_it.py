@@ -48,8 +48,9 @@ def _applied(ws, sim_server) -> str:
 def test_a_project_replacement_is_refused_naming_its_namespace_and_workloads(ws, sim_server):
     pid = _applied(ws, sim_server)
     sim_server.clear_requests()
+    # The training its spec names the project in is created again in the new one.
     going = (f"namespace runai-team-a, workload Training/{pid}/by-hand (not managed here), "
-             f"workload Training/{pid}/train-1")
+             f"workload Training/{pid}/train-1 (created again by this plan)")
     ws.write("team-a.yaml", PROJECT + "requestedNamespace: team-a-ns\n")
     res = ws.plan()
     assert res.exit_code == 1, res.output

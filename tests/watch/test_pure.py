@@ -108,6 +108,36 @@ def test_the_cap_defers_the_rest_in_address_order():
     assert sel.deferred == [f"DistributedInference/7/w{i}" for i in (2, 3, 4)]
 
 
+def test_a_workload_waiting_for_its_project_waits_while_the_project_is_held_back():
+    # The project's replacement is protected: the training that would follow it into the
+    # new project is not sent either.
+    project = change("Project/c1/team-a", Action.REPLACE, REASON_SPEC_CHANGED, drift=False)
+    training = change("Training/7/train-1", Action.REPLACE, REASON_SPEC_CHANGED, drift=False)
+    training.known_after = {"projectId": project.address}
+    plan = Plan(changes=[project, training])
+    sel = modes.select(plan, modes.SYNC, max_actions=10,
+                       protected={project.address: "protected by its spec"})
+    assert sel.take == []
+    assert sel.blocked == {project.address: modes.PROTECTED, training.address: project.address}
+    assert sel.skipped[training.address] == \
+        "waits for Project/c1/team-a, which this cycle does not act on"
+    assert [c.address for c in modes.select(plan, modes.SYNC, max_actions=10).take] == \
+        [project.address, training.address]
+    # Under the cap, a workload that sorts before its project does not take the project's
+    # turn; one whose project the cap defers (a delay, not a block) is deferred with it.
+    first = change("DistributedTraining/7/bert", Action.REPLACE, REASON_SPEC_CHANGED,
+                   drift=False)
+    first.known_after = {"projectId": project.address}
+    sel = modes.select(Plan(changes=[first, project]), modes.SYNC, max_actions=1)
+    assert [c.address for c in sel.take] == [project.address]
+    assert sel.deferred == [first.address]
+    early = change("DistributedInference/7/a", reason=REASON_SPEC_CHANGED, drift=False)
+    sel = modes.select(Plan(changes=[early, first, project]), modes.SYNC, max_actions=1)
+    assert [c.address for c in sel.take] == [early.address]
+    assert sel.deferred == [project.address, first.address]
+    assert sel.blocked[first.address] == "--max-actions 1"
+
+
 def test_a_denial_skips_its_workload_its_project_or_all():
     a, b = change("DistributedInference/7/a"), change("DistributedInference/8/b")
     assert modes.denied_by([("DistributedInference/7/a", "too big")], [a, b]).keys() == {a.address}
