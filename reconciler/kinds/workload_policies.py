@@ -196,6 +196,12 @@ class PolicyCodec(Codec):
 class PolicyHooks(Hooks):
     """What `export` writes of a Run:ai policy: its scope as a spec says it."""
 
+    def shown(self, kind: Kind, body: dict) -> dict:
+        # Its `name` is its workload type, which the line above the fields shows already
+        # (`+ Policy training (scope ...)`), and `projectId` its scope: neither is a field
+        # of the spec.
+        return {k: v for k, v in body.items() if k not in ("name", "projectId")}
+
     def export_shape(self, kind: Kind, doc: dict) -> dict:
         scope, name = parse_scope_key(doc.get("projectId") or "")
         out: dict[str, Any] = {"kind": doc.get("kind", kind.name),

@@ -93,6 +93,9 @@ def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_delet
     res = ws.plan()
     assert res.exit_code == 0, res.output
     assert f"+ Policy training (scope project:team-a)" in res.output, res.output
+    # Its workload type is in that line; the spec has no `name` (nor a projectId).
+    section = res.output.split("+ Policy training", 1)[1].split("\n\n", 1)[0]
+    assert "+ name:" not in section and "+ projectId:" not in section, section
     assert ("the server's dry run: unchecked: project team-a is created by this plan: the "
             "server checks this write when apply sends it") in res.output
     assert not [r for r in sim_server.requests() if "validateOnly" in str(r)]
