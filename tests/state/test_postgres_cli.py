@@ -97,8 +97,9 @@ def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_say
 def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server):
     from tests.helpers.workspace import Workspace
 
-    # 20 creates, 2 at a time, 500 ms each (the token at once): the first holds its lock
-    # for ~5 s, while the second (1 create) runs from start to end.
+    # 20 creates, 2 at a time, 500 ms each (the token at once): the first would hold its
+    # lock for ~5 s, while the second (1 create) runs from start to end; then every
+    # answer comes at once and the first finishes without waiting out the rest.
     faults(sim_server, latencyMs=500, tokenFaults=False)
     other = PgState(Workspace(tmp_path / "other", ws.env), pg.url)
     names_a = write_fleet(pg.ws, 20, prefix="team-a")
@@ -108,8 +109,8 @@ def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server
     b = other.spawn("--parallelism", "2", "apply", str(other.ws.specs), "--auto-approve")
     code_b, _, err_b = other.wait(b)
     running = a.poll() is None
-    code_a, _, err_a = pg.wait(a)
     faults(sim_server, latencyMs=0)
+    code_a, _, err_a = pg.wait(a)
     assert code_a == 0, err_a
     assert code_b == 0, err_b  # no --lock-timeout: a held lock would have refused it
     assert running, "the first apply had ended before the second: nothing overlapped"
