@@ -7,9 +7,10 @@ fails here before it fails a user (pip-tools does the same).
 One interpreter does it all: it imports the package's required libraries (their
 top-level modules, read from the installed metadata; importing them is theirs to test),
 then forks once per module of the package (as many children at once as it has cores),
-and the child imports that module alone and exits. A fork starts from the parent's memory, where no `reconciler` module was ever
-imported, so each child sees what a fresh interpreter would, less the libraries' own
-start-up, which a hundred interpreters would otherwise pay a hundred times.
+and the child imports that module alone and exits. A fork starts from the parent's
+memory, where no `reconciler` module was ever imported, so each child sees what a fresh
+interpreter would, less the libraries' own start-up, which a hundred interpreters would
+otherwise pay a hundred times.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def start(module, told):
 # One child per core at a time: each imports its module and exits, and tells a failure
 # through a file of its own.
 waiting = json.loads(sys.argv[1])
+cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 folder = tempfile.mkdtemp()
 running, failures = {}, {}
 while waiting or running:
-    while waiting and len(running) < len(os.sched_getaffinity(0)):
+    while waiting and len(running) < cores:
         module = waiting.pop(0)
         told = os.path.join(folder, module)
         running[start(module, told)] = (module, told)
