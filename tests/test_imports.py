@@ -6,10 +6,11 @@ fails here before it fails a user (pip-tools does the same).
 
 One interpreter does it all: it imports the package's required libraries (their
 top-level modules, read from the installed metadata; importing them is theirs to test),
-then forks once per module of the package, and the child imports that module alone and
-exits. A fork starts from the parent's memory, where no `reconciler` module was ever
-imported, so each child sees what a fresh interpreter would, less the libraries' own
-start-up, which a hundred interpreters would otherwise pay a hundred times.
+then forks once per module of the package (as many children at once as it has cores),
+and the child imports that module alone and exits. A fork starts from the parent's
+memory, where no `reconciler` module was ever imported, so each child sees what a fresh
+interpreter would, less the libraries' own start-up, which a hundred interpreters would
+otherwise pay a hundred times.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(reconciler.__path__, "rec
 # Runs in a fresh interpreter: argv[1] is the JSON list of modules; prints one JSON object,
 # module -> the child's traceback ("" when it imported).
 _FORKING_IMPORTER = r"""
-import importlib, importlib.metadata as md, json, os, re, sys, traceback
+import importlib, importlib.metadata as md, json, os, re, shutil, sys, tempfile, traceback
 
 def canonical(name):
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -42,28 +43,39 @@ for top, dists in md.packages_distributions().items():
         importlib.import_module(top)
 assert not [m for m in sys.modules if m == "reconciler" or m.startswith("reconciler.")]
 
-failures = {}
-for module in json.loads(sys.argv[1]):
-    read, write = os.pipe()
+def start(module, told):
     pid = os.fork()
     if pid == 0:
-        os.close(read)
         code = 0
         try:
             importlib.import_module(module)
         except BaseException:
-            os.write(write, traceback.format_exc().encode())
+            with open(told, "w") as out:
+                out.write(traceback.format_exc())
             code = 1
-        os.close(write)
         os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        told = pipe.read().decode()
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        failures[module] = told or f"exit status {os.waitstatus_to_exitcode(status)}"
+    return pid
+
+# One child per core at a time: each imports its module and exits, and tells a failure
+# through a file of its own.
+waiting = json.loads(sys.argv[1])
+cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+folder = tempfile.mkdtemp()
+running, failures = {}, {}
+while waiting or running:
+    while waiting and len(running) < cores:
+        module = waiting.pop(0)
+        told = os.path.join(folder, module)
+        running[start(module, told)] = (module, told)
+    pid, status = os.wait()
+    module, told = running.pop(pid)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        failures[module] = (open(told).read() if os.path.exists(told) else "") or (
+            f"exit status {code}")
     else:
         failures[module] = ""
+shutil.rmtree(folder)
 print(json.dumps(failures))
 """
 

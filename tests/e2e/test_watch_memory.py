@@ -1,8 +1,8 @@
-"""A long-lived `watch` keeps its memory flat: 105 cycles over 1,000 unchanged workloads,
+"""A long-lived `watch` keeps its memory flat: 105 cycles over 500 unchanged workloads,
 the resident set judged on the late cycles, compared one window against the next.
 
 A 20 ms interval keeps it quick: the cycles run back to back (most list the fleet and
-plan nothing new; one in 15 reads all 1,000 by GET, as a full refresh does). The resident
+plan nothing new; one in 15 reads all 500 by GET, as a full refresh does). The resident
 set is sampled while the cycles run and the medians of two windows of 30 cycles compared,
 each holding two full refreshes, both after the warm-up (three full refreshes): the
 allocator reaches its plateau after a few full refreshes and then moves by a few per cent
@@ -22,7 +22,7 @@ from tests.helpers.watchproc import Watch
 
 pytestmark = pytest.mark.http
 
-WORKLOADS = 1000
+WORKLOADS = 500
 CYCLES = 105
 FULL_EVERY = 15
 EARLY = range(45, 75)  # the cycles of each window (numbers of cycles ended)
@@ -36,7 +36,7 @@ def rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_cycles_over_1000_unchanged_workloads_keep_rss_within_5_percent(ws, sim_server):
+def test_cycles_over_500_unchanged_workloads_keep_rss_within_5_percent(ws, sim_server):
     docs = [f"""kind: DistributedInference
 name: serve-{i:04d}
 projectId: "{7 + i % 3}"

@@ -107,9 +107,10 @@ def test_ctrl_c_finishes_what_is_in_flight_records_it_and_exits_130(ws, sim_serv
 @backends
 def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(ws, sim_server, figures):
     fig = figures("two concurrent applies", "second apply while the first holds the lock")
-    # 20 creates, 2 at a time, 400 ms each: the first apply holds the lock ~4 s, long
+    # 20 creates, 2 at a time, 400 ms each: the first apply would hold the lock ~4 s, long
     # enough for the second process to start and find it held even on a loaded machine.
-    # The token comes at once; once the first apply has ended, so does every answer.
+    # The token comes at once; once the second has been refused, so does every answer,
+    # and the first finishes without waiting out the rest.
     faults(sim_server, latencyMs=400, tokenFaults=False)
     names = write_fleet(ws, 20)
     start = time.monotonic()
@@ -118,8 +119,8 @@ def test_of_two_concurrent_applies_one_proceeds_and_the_other_names_the_holder(w
     second = spawn(ws, "apply", str(ws.specs), "--auto-approve")
     waiter = spawn(ws, "--lock-timeout", "60", "apply", str(ws.specs), "--auto-approve")
     out2, err2 = second.communicate(timeout=60)
-    out1, err1 = first.communicate(timeout=60)
     faults(sim_server, latencyMs=0)
+    out1, err1 = first.communicate(timeout=60)
     out3, err3 = waiter.communicate(timeout=60)
     assert first.returncode == 0, err1
     assert second.returncode == 1

@@ -69,18 +69,24 @@ def test_the_state_url_can_come_from_the_environment(pg, sim_server):
 
 
 def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_saying_so(pg, sim_server):
-    # 12 creates, 2 at a time, 500 ms each (the token at once): the first apply holds the
-    # lock for ~3 s, while the refused run (in this process) and the waiter (a process,
-    # which starts in about a second) find it held.
+    # 12 creates, 2 at a time, 500 ms each (the token at once): the first apply would hold
+    # the lock for ~3 s, while the refused run (in this process) and the waiter (a process,
+    # which starts in about a second) find it held. Once the waiter has said it waits,
+    # every answer comes at once and the first finishes without waiting out the rest.
     faults(sim_server, latencyMs=500, tokenFaults=False)
     names = write_fleet(pg.ws, 12)
     first = pg.spawn("--parallelism", "2", "apply", str(pg.ws.specs), "--auto-approve")
     wait_for_posts(sim_server, first, 1)
     refused = pg.run("apply", str(pg.ws.specs), "--auto-approve")
     waiter = pg.spawn("--lock-timeout", "90", "apply", str(pg.ws.specs), "--auto-approve")
+    said = ""
+    while "(--lock-timeout)" not in said and (line := waiter.stderr.readline()):
+        said += line  # up to the line that says it waits, or to its end
+    faults(sim_server, latencyMs=0)
     code1, _, err1 = pg.wait(first)
     code3, _, err3 = pg.wait(waiter)
-    faults(sim_server, latencyMs=0)
+    err3 = said + err3
+    pg.outputs.append(said)
     assert code1 == 0, err1
     code2, _, err2 = refused
     assert code2 == 1
@@ -97,8 +103,9 @@ def test_of_two_applies_on_one_state_name_one_names_the_holder_and_one_waits_say
 def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server):
     from tests.helpers.workspace import Workspace
 
-    # 20 creates, 2 at a time, 500 ms each (the token at once): the first holds its lock
-    # for ~5 s, while the second (1 create) runs from start to end.
+    # 20 creates, 2 at a time, 500 ms each (the token at once): the first would hold its
+    # lock for ~5 s, while the second (1 create) runs from start to end; then every
+    # answer comes at once and the first finishes without waiting out the rest.
     faults(sim_server, latencyMs=500, tokenFaults=False)
     other = PgState(Workspace(tmp_path / "other", ws.env), pg.url)
     names_a = write_fleet(pg.ws, 20, prefix="team-a")
@@ -108,8 +115,8 @@ def test_applies_on_two_state_names_proceed_at_once(pg, ws, tmp_path, sim_server
     b = other.spawn("--parallelism", "2", "apply", str(other.ws.specs), "--auto-approve")
     code_b, _, err_b = other.wait(b)
     running = a.poll() is None
-    code_a, _, err_a = pg.wait(a)
     faults(sim_server, latencyMs=0)
+    code_a, _, err_a = pg.wait(a)
     assert code_a == 0, err_a
     assert code_b == 0, err_b  # no --lock-timeout: a held lock would have refused it
     assert running, "the first apply had ended before the second: nothing overlapped"
