@@ -74,11 +74,14 @@ def access_rule(name: str = "ml-team-trains", *, subject_type: str = "group",
 def policy(workload_type: str, body: str, *, scope: str = "project",
            unit: str | None = "team-a", cluster: str = CLUSTER) -> str:
     """A Run:ai Policy spec of a workload type in a scope (a project or department names
-    its `unit`), then `body`: its `defaults`, `rules` and the like, as YAML."""
+    its `unit`; the tenant's has no cluster), then `body`: its `defaults`, `rules` and the
+    like, as YAML."""
     text = f"kind: Policy\nworkloadType: {workload_type}\nscope: {scope}\n"
     if scope in ("project", "department"):
         text += f"{scope}: {unit}\n"
-    return text + f"clusterId: {cluster}\n" + body
+    if scope != "tenant":
+        text += f"clusterId: {cluster}\n"
+    return text + body
 
 
 def unit(sim_server, units: str, name: str) -> dict:
