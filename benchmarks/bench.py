@@ -47,6 +47,8 @@ Callers: people, docs/performance.md, tests/perf/ (the smoke run).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -320,26 +322,31 @@ def auto_request_limit(n: int) -> int:
     return sum(-(-c // 500) for c in per_project.values()) + len(per_project) + 3
 
 
+@contextlib.asynccontextmanager
+async def _raw_client(sim: Sim):
+    """Raw aiohttp to the simulator, as the floor and the raw apply send: a session of at
+    most the default parallelism's connections, the headers of a token it asked for, and
+    a semaphore of that many slots."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=DEFAULT_PARALLELISM)) as http:
+        async with http.post(sim.url + "/api/v1/token", json={
+                "grantType": "client_credentials", "clientID": CLIENT_ID,
+                "clientSecret": CLIENT_SECRET}) as resp:
+            token = (await resp.json())["accessToken"]
+        yield http, {"Authorization": f"Bearer {token}"}, asyncio.Semaphore(DEFAULT_PARALLELISM)
+
+
 def floor_row(sim: Sim, n: int, bound: float, repeat: int) -> Row:
     """The per-GET floor: one GET of each workload by id (`GET /api/v1/workloads/{id}`)
     with raw aiohttp, at most the default parallelism in flight, timed from the first
     request to the last answer (no start-up, no specs, no state): the median of `repeat`
     runs. What a refresh of one GET per workload cannot beat."""
-    import asyncio
-
-    import aiohttp
-
     ids = [w["workloadId"] for w in sim.admin("GET", "/_sim/workloads")["workloads"]]
 
     async def run() -> float:
-        async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=DEFAULT_PARALLELISM)) as http:
-            async with http.post(sim.url + "/api/v1/token", json={
-                    "grantType": "client_credentials", "clientID": CLIENT_ID,
-                    "clientSecret": CLIENT_SECRET}) as resp:
-                token = (await resp.json())["accessToken"]
-            headers = {"Authorization": f"Bearer {token}"}
-            slots = asyncio.Semaphore(DEFAULT_PARALLELISM)
+        async with _raw_client(sim) as (http, headers, slots):
 
             async def one(workload_id: str) -> None:
                 async with slots, http.get(f"{sim.url}/api/v1/workloads/{workload_id}",
@@ -370,10 +377,6 @@ def raw_apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, repeat
     from its first request to its last answer, no start-up, specs, plan or state. The
     median row of each; `cpu_s` is the CLI process's user + system seconds, and the raw
     client's own CPU while it sends."""
-    import asyncio
-
-    import aiohttp
-
     from reconciler import kinds
     from reconciler.desired.loader import load_specs
 
@@ -384,14 +387,7 @@ def raw_apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, repeat
                      d.desired_phase == "Stopped" and kind.can_suspend))
 
     async def raw() -> float:
-        async with aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=DEFAULT_PARALLELISM)) as http:
-            async with http.post(sim.url + "/api/v1/token", json={
-                    "grantType": "client_credentials", "clientID": CLIENT_ID,
-                    "clientSecret": CLIENT_SECRET}) as resp:
-                token = (await resp.json())["accessToken"]
-            headers = {"Authorization": f"Bearer {token}"}
-            slots = asyncio.Semaphore(DEFAULT_PARALLELISM)
+        async with _raw_client(sim) as (http, headers, slots):
 
             async def one(path: str, body: dict, suspend: bool) -> None:
                 async with slots:

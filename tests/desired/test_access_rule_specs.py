@@ -9,19 +9,11 @@ import pytest
 
 from reconciler.desired.loader import load_specs
 from reconciler.errors import SpecError
+from tests.helpers import organisation
+from tests.helpers.organisation import CLUSTER
 
-CLUSTER = "00000000-0000-4000-8000-000000000001"
-RULE = f"""
-kind: AccessRule
-name: ml-team-trains
-clusterId: {CLUSTER}
-subjectType: group
-subjectId: ml-team
-role: L1 researcher
-scopeType: project
-scope: team-a
-"""
-
+# The leading blank line is the spec's: the lines named in the errors count it.
+RULE = "\n" + organisation.access_rule()
 
 def test_a_rule_is_read_with_its_address_in_its_cluster(specdir):
     specdir.write("org/ml-team.yaml", RULE)

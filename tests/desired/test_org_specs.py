@@ -8,19 +8,12 @@ import pytest
 
 from reconciler.desired.loader import load_specs
 from reconciler.errors import SpecError
+from tests.helpers import organisation
+from tests.helpers.organisation import CLUSTER
 
-CLUSTER = "00000000-0000-4000-8000-000000000001"
-PROJECT = f"""
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-department: research
-resources:
-  a100:
-    gpu: {{deserved: 2, limit: 4}}
-    memory: {{deserved: 1000, units: MB}}
-"""
-
+# The leading blank line is the spec's: the lines named in the errors count it.
+PROJECT = "\n" + organisation.project(department="research", pools={
+    "a100": "gpu: {deserved: 2, limit: 4}\nmemory: {deserved: 1000, units: MB}"})
 
 def test_a_project_is_read_with_its_address_in_its_cluster_and_protected(specdir):
     specdir.write("org/team-a.yaml", PROJECT)

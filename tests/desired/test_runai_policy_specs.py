@@ -9,23 +9,19 @@ import pytest
 
 from reconciler.desired.loader import load_specs
 from reconciler.errors import SpecError
+from tests.helpers import organisation
+from tests.helpers.organisation import CLUSTER
 
-CLUSTER = "00000000-0000-4000-8000-000000000001"
 UUID = "11111111-2222-4333-8444-555555555555"
-POLICY = f"""
-kind: Policy
-workloadType: training
-scope: project
-project: team-a
-clusterId: {CLUSTER}
+# The leading blank line is the spec's: the lines named in the errors count it.
+POLICY = "\n" + organisation.policy("training", f"""\
 defaults:
   compute: {{gpuDevicesRequest: 1}}
 rules:
   compute:
     gpuDevicesRequest: {{min: 1, max: 4}}
 imposedAssets: [{UUID}]
-"""
-
+""")
 
 def test_a_project_policy_is_addressed_by_its_scope_and_type(specdir):
     specdir.write("team-a/policy.yaml", POLICY)

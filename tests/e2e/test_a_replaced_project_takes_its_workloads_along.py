@@ -11,34 +11,14 @@ from __future__ import annotations
 import json
 
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
+from tests.helpers.organisation import UNITS
+from tests.helpers.organisation import project_id as _project_id
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 4}}
-lifecycle: {{preventDestroy: false}}
-"""
+PROJECT = organisation.project(deserved=4, destroyable=True)
 MOVED = PROJECT + "requestedNamespace: team-a-moved\n"
-TRAINING = f"""\
-kind: Training
-name: train-1
-project: team-a
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  compute: {{gpuDevicesRequest: 1}}
-"""
+TRAINING = organisation.training()
 PROJECT_AT = f"Project/{CLUSTER}/team-a"
-UNITS = "/api/v1/org-unit"
-
-
-def _project_id(sim_server) -> str:
-    [found] = [p for p in sim_server.api("GET", f"{UNITS}/projects").json()["projects"]
-               if p["name"] == "team-a"]
-    return str(found["id"])
 
 
 def _applied(ws, sim_server) -> str:

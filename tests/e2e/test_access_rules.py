@@ -13,55 +13,21 @@ from __future__ import annotations
 import json
 
 import yaml
-from click.testing import CliRunner
 
-from reconciler.cli import main
 from reconciler.simulator import access, schema, validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
+from tests.helpers.organisation import RULES
+from tests.helpers.organisation import access_rules as _rules
+from tests.helpers.organisation import other_state as _other_state
+from tests.helpers.organisation import project_id as _project_id
+from tests.helpers.organisation import writes as _writes
 from tests.helpers.watchproc import Watch, wait_until
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 2}}
-lifecycle: {{preventDestroy: false}}
-"""
-RULE = f"""\
-kind: AccessRule
-name: ml-team-trains
-clusterId: {CLUSTER}
-subjectType: group
-subjectId: ml-team
-role: L1 researcher
-scopeType: project
-scope: team-a
-"""
+PROJECT = organisation.project(destroyable=True)
+RULE = organisation.access_rule()
 RULE_AT = f"AccessRule/{CLUSTER}/ml-team-trains"
-RULES = "/api/v1/authorization/access-rules"
 ROLE_ID = {r["name"]: r["id"] for r in access.ROLES}
-
-
-def _rules(sim_server) -> list[dict]:
-    return sim_server.api("GET", RULES).json()["accessRules"]
-
-
-def _project_id(sim_server) -> str:
-    [found] = [p for p in sim_server.api("GET", "/api/v1/org-unit/projects").json()["projects"]
-               if p["name"] == "team-a"]
-    return str(found["id"])
-
-
-def _writes(sim_server) -> list[tuple[str, str]]:
-    return [(r["method"], r["path"]) for r in sim_server.writes()]
-
-
-def _other_state(ws, *args: str):
-    """The CLI on another state file (a fresh adoption), against the same simulator."""
-    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
-                              env=ws.env, catch_exceptions=False)
 
 
 def test_a_rule_is_created_replaced_drifted_exported_and_imported(ws, sim_server):

@@ -7,25 +7,11 @@ written. A department the same plan creates is a name that exists."""
 from __future__ import annotations
 
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-department: research
-resources:
-  default:
-    gpu: {{deserved: 4}}
-    priority: Normal
-  a100:
-    gpu: {{deserved: 1}}
-"""
-DEPARTMENT = f"""\
-kind: Department
-name: research
-clusterId: {CLUSTER}
-"""
-
+PROJECT = organisation.project(department="research", pools={
+    "default": "gpu: {deserved: 4}\npriority: Normal", "a100": "gpu: {deserved: 1}"})
+DEPARTMENT = organisation.department(deserved=None)
 
 def test_a_name_that_names_nothing_fails_the_plan_naming_file_line_field_and_known_names(
         ws, sim_server):

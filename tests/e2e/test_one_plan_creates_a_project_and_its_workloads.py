@@ -10,49 +10,20 @@ from __future__ import annotations
 import time
 
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
 from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET
+from tests.helpers.organisation import UNITS
+from tests.helpers.organisation import project_id as _project_id
+from tests.helpers.organisation import writes as _writes
 from tests.helpers.simserve import sim_serve
 from tests.helpers.workspace import SimServer, Workspace
 
-ORG = f"""\
-kind: Department
-name: research
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 8}}
----
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-department: research
-resources:
-  default:
-    gpu: {{deserved: 4}}
-"""
-TRAINING = f"""\
-kind: Training
-name: train-1
-project: team-a
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  compute: {{gpuDevicesRequest: 1}}
-"""
+ORG = (organisation.department() + "---\n"
+       + organisation.project(deserved=4, department="research"))
+TRAINING = organisation.training()
 DEPARTMENT_AT = f"Department/{CLUSTER}/research"
 PROJECT_AT = f"Project/{CLUSTER}/team-a"
 PLANNED_AT = "Training/project=team-a/train-1"  # its address while its project is planned
-UNITS = "/api/v1/org-unit"
-
-
-def _project_id(sim_server) -> str:
-    [found] = [p for p in sim_server.api("GET", f"{UNITS}/projects").json()["projects"]
-               if p["name"] == "team-a"]
-    return str(found["id"])
-
-
-def _writes(sim_server) -> list[tuple[str, str]]:
-    return [(r["method"], r["path"]) for r in sim_server.writes()]
 
 
 def _check_applied_in_order(ws, sim_server, output: str) -> None:

@@ -12,56 +12,26 @@ from __future__ import annotations
 import json
 
 import yaml
-from click.testing import CliRunner
 
-from reconciler.cli import main
 from reconciler.simulator import schema, validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER  # its node pools
+from tests.helpers import organisation
+from tests.helpers.organisation import UNITS
+from tests.helpers.organisation import other_state as _other_state
+from tests.helpers.organisation import unit as _unit
+from tests.helpers.organisation import writes as _writes
 from tests.helpers.policy import training, write_policy
 from tests.helpers.watchproc import Watch, wait_until
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-description: the A team
-resources:
-  default:
-    gpu: {{deserved: 2, limit: 4}}
-  a100:
-    gpu: {{deserved: 1}}
-"""
-DEPARTMENT = f"""\
-kind: Department
-name: research
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 8}}
-"""
+PROJECT = organisation.project(description="the A team", pools={
+    "default": "gpu: {deserved: 2, limit: 4}", "a100": "gpu: {deserved: 1}"})
+DEPARTMENT = organisation.department()
 PROJECT_AT = f"Project/{CLUSTER}/team-a"
 DEPARTMENT_AT = f"Department/{CLUSTER}/research"
-UNITS = "/api/v1/org-unit"
-
-
-def _unit(sim_server, units: str, name: str) -> dict:
-    [found] = [u for u in sim_server.api("GET", f"{UNITS}/{units}").json()[units]
-               if u["name"] == name]
-    return found
 
 
 def _quota(unit: dict) -> dict:
     return {r["nodePool"]["name"]: r["gpu"] for r in unit["resources"]}
-
-
-def _writes(sim_server) -> list[tuple[str, str]]:
-    return [(r["method"], r["path"]) for r in sim_server.writes()]
-
-
-def _other_state(ws, *args: str):
-    """The CLI on another state file (a fresh adoption), against the same simulator."""
-    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
-                              env=ws.env, catch_exceptions=False)
 
 
 def test_a_project_is_created_updated_drifted_replaced_exported_and_imported(ws, sim_server):

@@ -11,20 +11,14 @@ from __future__ import annotations
 import json
 
 import yaml
-from click.testing import CliRunner
 
-from reconciler.cli import main
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
 from tests.helpers.constants import ROOT
+from tests.helpers.organisation import other_state as _other_state
 
 ORG_KINDS = ("--kind", "Department", "--kind", "Project", "--kind", "AccessRule",
              "--kind", "Policy")
-
-
-def _other_state(ws, *args: str):
-    """The CLI on another state file (a fresh adoption), against the same simulator."""
-    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
-                              env=ws.env, catch_exceptions=False)
 
 
 def _files(folder) -> list[str]:
@@ -66,63 +60,21 @@ def test_the_examples_organisation_exports_as_its_folder_and_plans_clean(ws, sim
     assert "No changes" in res.output
 
 
-CLUSTER_RULE = f"""\
-kind: AccessRule
-name: admins
-clusterId: {CLUSTER}
-subjectType: group
-subjectId: Platform Admins
-role: Editor
-scopeType: cluster
-"""
-DEPARTMENT_POLICY = f"""\
-kind: Policy
-workloadType: workspace
-scope: department
-department: research
-clusterId: {CLUSTER}
+CLUSTER_RULE = organisation.access_rule(
+    "admins", subject_id="Platform Admins", role="Editor", scope_type="cluster", scope=None)
+DEPARTMENT_POLICY = organisation.policy("workspace", """\
 defaults:
   imagePullPolicy: IfNotPresent
-"""
-CLUSTER_POLICY = f"""\
-kind: Policy
-workloadType: training
-scope: cluster
-clusterId: {CLUSTER}
+""", scope="department", unit="research")
+CLUSTER_POLICY = organisation.policy("training", """\
 rules:
   compute:
-    gpuDevicesRequest: {{max: 16}}
-"""
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-department: research
-resources:
-  default:
-    gpu: {{deserved: 1}}
-lifecycle: {{preventDestroy: false}}
-"""
-DEPARTMENT = f"""\
-kind: Department
-name: research
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 4}}
-lifecycle: {{preventDestroy: false}}
-"""
-PROJECT_RULE = f"""\
-kind: AccessRule
-name: team-a-researchers
-clusterId: {CLUSTER}
-subjectType: user
-subjectId: jane@example.com
-role: L1 researcher
-scopeType: project
-scope: team-a
-"""
-
+    gpuDevicesRequest: {max: 16}
+""", scope="cluster")
+PROJECT = organisation.project(deserved=1, department="research", destroyable=True)
+DEPARTMENT = organisation.department(deserved=4, destroyable=True)
+PROJECT_RULE = organisation.access_rule(
+    "team-a-researchers", subject_type="user", subject_id="jane@example.com")
 
 def test_rules_and_policies_alone_are_placed_beside_their_units(ws, sim_server):
     ws.write("research.yaml", DEPARTMENT)

@@ -6,25 +6,11 @@ them too."""
 from __future__ import annotations
 
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
+from tests.helpers.organisation import OPT_OUT
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 4}}
-"""
-OPT_OUT = "lifecycle: {preventDestroy: false}\n"
-TRAINING = f"""\
-kind: Training
-name: train-1
-project: team-a
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  compute: {{gpuDevicesRequest: 1}}
-"""
+PROJECT = organisation.project(deserved=4)
+TRAINING = organisation.training()
 PROJECT_AT = f"Project/{CLUSTER}/team-a"
 
 

@@ -15,20 +15,12 @@ from click.testing import CliRunner
 
 from reconciler.cli import main
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
-from tests.helpers import simserve
+from tests.helpers import organisation, simserve
 from tests.helpers.constants import CLIENT_ID, CLIENT_SECRET
 from tests.helpers.workspace import SimServer, Workspace
 
-PROJECT = f"""\
-kind: Project
-name: team-r
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 2}}
-    rank: High
-lifecycle: {{preventDestroy: false}}
-"""
+PROJECT = organisation.project("team-r", pools={"default": "gpu: {deserved: 2}\nrank: High"},
+                               destroyable=True)
 AT = f"Project/{CLUSTER}/team-r"
 PROJECTS = "/api/v1/org-unit/projects"
 
@@ -49,9 +41,7 @@ def _ws(root, sim: SimServer) -> Workspace:
 
 
 def _unit(sim: SimServer) -> dict:
-    [found] = [p for p in sim.api("GET", PROJECTS).json()["projects"]
-               if p["name"] == "team-r"]
-    return found
+    return organisation.unit(sim, "projects", "team-r")
 
 
 def test_a_rank_is_sent_read_back_updated_healed_and_exported(tmp_path, sim_3_0):

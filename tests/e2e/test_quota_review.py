@@ -7,27 +7,12 @@ rule denies it, the plan fails and apply writes nothing."""
 from __future__ import annotations
 
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER  # its node pools
+from tests.helpers import organisation
 from tests.helpers.policy import write_policy
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 16, limit: 24}}
-  a100:
-    gpu: {{deserved: 4}}
-"""
-TRAINING = f"""\
-kind: Training
-name: finetune
-project: team-a
-clusterId: {CLUSTER}
-spec:
-  image: nvcr.io/nvidia/pytorch:24.05-py3
-  compute: {{gpuDevicesRequest: 8}}
-"""
+PROJECT = organisation.project(pools={
+    "default": "gpu: {deserved: 16, limit: 24}", "a100": "gpu: {deserved: 4}"})
+TRAINING = organisation.training("finetune", gpus=8)
 PROJECT_AT = f"Project/{CLUSTER}/team-a"
 
 
@@ -96,15 +81,7 @@ def test_lowering_a_quota_below_held_gpus_warns_and_a_deny_rule_fails_the_plan(w
     assert read in ws.cli(*other, "show", saved).output  # kept in the saved plan
 
 
-DEPARTMENT = f"""\
-kind: Department
-name: research
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 16}}
-"""
-
+DEPARTMENT = organisation.department(deserved=16)
 
 def test_a_department_whose_projects_deserve_more_than_it_does_is_a_warning(ws, sim_server):
     dept = ws.write("research.yaml", DEPARTMENT)

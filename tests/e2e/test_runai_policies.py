@@ -12,58 +12,36 @@ from __future__ import annotations
 import json
 
 import yaml
-from click.testing import CliRunner
 
-from reconciler.cli import main
 from reconciler.simulator import policies as sim_policies
 from reconciler.simulator import validator
 from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
+from tests.helpers import organisation
+from tests.helpers.organisation import other_state as _other_state
+from tests.helpers.organisation import project_id as _project_id
 from tests.helpers.watchproc import Watch, wait_until
 
-PROJECT = f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 2}}
-lifecycle: {{preventDestroy: false}}
-"""
-POLICY = f"""\
-kind: Policy
-workloadType: training
-scope: project
-project: team-a
-clusterId: {CLUSTER}
+PROJECT = organisation.project(destroyable=True)
+POLICY = organisation.policy("training", """\
 defaults:
-  compute: {{gpuDevicesRequest: 1}}
+  compute: {gpuDevicesRequest: 1}
   imagePullPolicy: IfNotPresent
 rules:
   compute:
-    gpuDevicesRequest: {{min: 1, max: 4}}
+    gpuDevicesRequest: {min: 1, max: 4}
   image:
     required: true
-"""
-CLUSTER_POLICY = f"""\
-kind: Policy
-workloadType: workspace
-scope: cluster
-clusterId: {CLUSTER}
+""")
+CLUSTER_POLICY = organisation.policy("workspace", """\
 rules:
   compute:
-    gpuDevicesRequest: {{min: 1, max: 2}}
-"""
+    gpuDevicesRequest: {min: 1, max: 2}
+""", scope="cluster")
 POLICY_AT = "Policy/project:team-a/training"
 CLUSTER_POLICY_AT = f"Policy/cluster:{CLUSTER}/workspace"
 TRAININGS = "/api/v2/policy/trainings"
 WORKSPACES = "/api/v2/policy/workspaces"
 PUT_BODY = {k.path: k.put for k in sim_policies.POLICY_KINDS}
-
-
-def _project_id(sim_server) -> str:
-    [found] = [p for p in sim_server.api("GET", "/api/v1/org-unit/projects").json()["projects"]
-               if p["name"] == "team-a"]
-    return str(found["id"])
 
 
 def _live(sim_server, pid: str) -> dict:
@@ -75,12 +53,6 @@ def _live(sim_server, pid: str) -> dict:
 def _policy_writes(sim_server) -> list[tuple[str, str, str]]:
     return [(r["method"], r["path"], r["query"]) for r in sim_server.writes()
             if r["path"].startswith("/api/v2/policy")]
-
-
-def _other_state(ws, *args: str):
-    """The CLI on another state file (a fresh adoption), against the same simulator."""
-    return CliRunner().invoke(main, ["--state", str(ws.root / "other.json"), *args],
-                              env=ws.env, catch_exceptions=False)
 
 
 def test_a_project_policy_is_created_dry_run_drifted_exported_imported_and_deleted(

@@ -12,23 +12,15 @@ import pytest
 from reconciler import errors, operations
 from reconciler.api import RunaiClient
 from reconciler.simulator import DEFAULT_CLIENT_ID, DEFAULT_CLIENT_SECRET, create_app
-from reconciler.simulator.projects import DEFAULT_CLUSTER_ID as CLUSTER
 from reconciler.state import MemoryStore
+from tests.helpers import organisation
 
 PRIORITIES = "/api/v1/org-unit/priorities"
 RANKS = "/api/v1/org-unit/ranks"
 
 
 def _spec(order: str) -> str:
-    return f"""\
-kind: Project
-name: team-a
-clusterId: {CLUSTER}
-resources:
-  default:
-    gpu: {{deserved: 4}}
-    {order}
-"""
+    return organisation.project(pools={"default": f"gpu: {{deserved: 4}}\n{order}"})
 
 
 def _connect(control_plane: str):
