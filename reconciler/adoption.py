@@ -66,7 +66,8 @@ def record(kind: kinds.Kind, live: Mapping[str, Any], *,
         live = kind.hooks.addressed(kind, dict(live), desired.name)
     rec = ResourceState(
         kind=kind.name, name=str(live.get("name")), project_id=_str(live.get("projectId")),
-        cluster_id=str(live.get("clusterId") or ""), workload_id=str(live.get("workloadId")),
+        cluster_id=str(live["clusterId"]) if live.get("clusterId") else None,
+        workload_id=str(live.get("workloadId")),
         applied=applied_body(kind, live),
         desired_phase=phases.STOPPED if phases.live_suspended(live) else phases.RUNNING,
         last_phase=live.get("actualPhase"),

@@ -41,7 +41,7 @@ class ResourceState:
     kind: str
     name: str
     project_id: str
-    cluster_id: str
+    cluster_id: str | None  # None: a resource in no cluster (a tenant's Run:ai policy)
     workload_id: str | None
     applied: dict[str, Any]  # the create body last applied (the "L" of the three-way diff)
     desired_phase: str = "Running"  # the phase we last asked for
@@ -145,7 +145,7 @@ _RESOURCE_FIELDS = (
     ("kind", _is_str, True),
     ("name", _is_str, True),
     ("project_id", _is_str, True),
-    ("cluster_id", _is_str, True),
+    ("cluster_id", _is_opt_str, True),
     ("workload_id", _is_opt_str, True),
     ("applied", _is_dict, True),
     ("desired_phase", _is_str, False),

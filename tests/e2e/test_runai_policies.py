@@ -230,3 +230,24 @@ def test_watch_heal_puts_back_a_policy_deleted_outside(ws, sim_server):
     rules = sim_server.api("GET", WORKSPACES, params=where).json()["policy"]["rules"]
     assert rules == {"compute": {"gpuDevicesRequest": {"min": 1, "max": 2}}}
     assert ws.plan("--detailed-exitcode").exit_code == 0
+
+
+def test_a_tenant_policy_is_in_no_cluster_and_still_recorded_exported_and_imported(
+        ws, sim_server):
+    """A tenant's policy has no cluster: the state records it with none (a state that
+    required one was written and then refused by every later command)."""
+    ws.write("tenant-training-policy.yaml", organisation.policy(
+        "training", "rules:\n  compute:\n    gpuDevicesRequest: {max: 16}\n",
+        scope="tenant"))
+    res = ws.apply()
+    assert res.exit_code == 0 and "Policy/tenant/training: created" in res.output, res.output
+    assert ws.state()["resources"]["Policy/tenant/training"]["cluster_id"] is None
+    assert ws.plan("--detailed-exitcode").exit_code == 0
+
+    out = ws.root / "exported"
+    assert _other_state(ws, "export", "--kind", "Policy", "--out", str(out)).exit_code == 0
+    assert (out / "organisation" / "tenant.policy-training.yaml").is_file()
+    res = _other_state(ws, "import", "--all", str(out))
+    assert res.exit_code == 0 and "Adopted Policy/tenant/training" in res.output, res.output
+    res = _other_state(ws, "plan", str(out), "--detailed-exitcode")
+    assert res.exit_code == 0, res.output
