@@ -590,10 +590,16 @@ class RunaiClient:
                 refused = retries.is_refused(exc)
                 what = (self._refused() if refused
                         else self._redact(_describe_transport(exc), hidden))
+                before = failure
                 failure = errors.TransportError(
                     f"{method} {path}: {what}", method=method, path=path,
                     ambiguous=ambiguous, attempts=attempt)
                 failure.__cause__ = exc
+                if (before is not None and isinstance(exc, httpx.TimeoutException)
+                        and remaining < self._timeout):
+                    # The budget's end cut this attempt short (on a loaded machine, within
+                    # a few milliseconds): what the API answered before says what failed.
+                    failure = before
             else:
                 status = resp.status_code
                 _log_request(method, path, params, str(status), self._clock() - sent)

@@ -246,6 +246,9 @@ class Broken(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
         self.server.seen.append(("POST", self.path))
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if len(self.server.seen) > self.server.answers_before_hanging:
+            self.server.released.wait(30)  # no answer until the test ends
+            return
         self._answer(*self.server.token_answer)
 
     def do_GET(self):  # noqa: N802
@@ -268,12 +271,15 @@ class Broken(http.server.BaseHTTPRequestHandler):
 def broken():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
     server.seen = []
+    server.answers_before_hanging = 1_000_000
+    server.released = threading.Event()
     server.token_answer = (500, '{"code": 500, "message": "internal error"}')
     server.get_answer = (500, '{"code": 500, "message": "internal error"}')
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
+    server.released.set()
     server.shutdown()
     server.server_close()
 
@@ -308,6 +314,23 @@ def test_every_command_that_talks_to_the_api_keeps_the_deadline(ws, broken, comm
     assert "the --timeout of 1.5 s" in proc.err
     assert took < 1.5 + SLACK, took
     assert not ws.state_path.exists()
+
+
+def test_a_last_attempt_cut_short_by_the_deadline_does_not_hide_the_apis_answer(ws, broken):
+    """The token endpoint answers 500, then nothing: the attempt the --timeout ends (which
+    on a loaded machine may be one started a few milliseconds before it) is no answer of
+    the API's, and the error says the 500 the API gave."""
+    write_fleet(ws, 2)
+    ws.env = dict(ws.env, RUNAI_URL=broken.url)
+    broken.answers_before_hanging = 1
+    proc, took = run(ws, "--timeout", "1.5", "plan", str(ws.specs))
+    assert proc.returncode == 1, proc.err
+    [line] = error_lines(proc.err)
+    assert line.startswith("Error: the token endpoint failed: POST /api/v1/token: 500 "
+                           "Internal Server Error: internal error"), line
+    assert "gave up after 2 attempts" in line and "the --timeout of 1.5 s ran out" in line
+    assert len(broken.seen) == 2
+    assert took < 1.5 + SLACK, took
 
 
 def test_a_403_from_the_token_endpoint_is_asked_once(ws, broken):
