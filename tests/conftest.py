@@ -16,14 +16,15 @@ import pytest
 
 pytest.register_assert_rewrite("tests.helpers")
 
-from tests.helpers import installed  # noqa: E402 (after the rewrite is registered)
+from tests import interpreter  # noqa: E402 (after the rewrite is registered)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-# Run from a Python without the locked dependencies, the fixture modules below would stop
-# on an ImportError: say what is wrong instead.
-_missing = installed.missing((ROOT / "requirements" / "test.txt").read_text(encoding="utf-8"))
+# Run from a Python without the locked dependencies (and no `.venv` holding them to go on
+# in: `tests.interpreter`), the fixture modules below would stop on an ImportError: say
+# what is wrong instead.
+_missing = interpreter.missing(interpreter.TEST_LOCK.read_text(encoding="utf-8"))
 if _missing:
     raise pytest.UsageError(
         f"{sys.executable} has not installed what the tests need ({', '.join(_missing[:5])}"

@@ -15,7 +15,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.helpers import installed
+from tests import interpreter
 from tests.helpers.constants import ROOT
 
 TEST_LOCK = ROOT / "requirements" / "test.txt"
@@ -99,9 +99,9 @@ def test_a_range_edited_without_locking_again_is_named():
 
 def test_what_this_python_lacks_of_the_lock_is_named():
     """The root conftest stops a run from a Python without the locked releases, naming
-    them (tests/helpers/installed.py); a marker line is not required everywhere."""
+    them (tests/interpreter.py); a marker line is not required everywhere."""
     text = ("pytest==9.2.0 \\\n    --hash=sha256:00\n"
             "no-such-release-here==1.0 \\\n    --hash=sha256:00\n"
             "tzdata==2026.1 ; sys_platform == 'win32' \\\n    --hash=sha256:00\n")
-    assert installed.missing(text) == ["no-such-release-here"]
-    assert installed.missing(TEST_LOCK.read_text(encoding="utf-8")) == []
+    assert interpreter.missing(text) == ["no-such-release-here"]
+    assert interpreter.missing(TEST_LOCK.read_text(encoding="utf-8")) == []
