@@ -379,28 +379,45 @@ def _order_name_reuse(changes: list[plans.ResourceChange]) -> None:
                                 if a != rc.address and a not in rc.waits_for)
 
 
+def _key(kind: kinds.Kind, name: str, body: dict | None) -> tuple[str, str, str]:
+    # What a reference names: (its collection, its name, its cluster).
+    return kind.api_path, name, str((body or {}).get("clusterId") or "")
+
+
+def makers(changes: Sequence[plans.ResourceChange],
+           actions: Collection[Action] = (Action.CREATE, Action.REPLACE)
+           ) -> dict[tuple[str, str, str], plans.ResourceChange]:
+    """(collection, name, cluster) -> the change of `changes` (of `actions`) that makes
+    that resource: what a reference names (`named_in`)."""
+    return {_key(kinds.get(c.kind), c.name, c.after): c
+            for c in changes if c.action in actions}
+
+
+def named_in(made: Mapping[tuple[str, str, str], plans.ResourceChange],
+             rc: plans.ResourceChange) -> list[plans.ResourceChange]:
+    """The changes of `made` (`makers`) that make a resource `rc`'s planned body names
+    (`Codec.references`): what it waits for; a Run:ai policy's project that exists only
+    once apply has made it."""
+    if not rc.after:
+        return []
+    kind = kinds.get(rc.kind)
+    found = (made.get((r.path, r.name, r.cluster)) for r in kind.codec.references(kind, rc.after))
+    return [c for c in found if c is not None and c is not rc]
+
+
 def _order_references(changes: list[plans.ResourceChange]) -> None:
     """A create or replace whose body names (`Codec.references`) a resource this plan
     creates or replaces waits for it (a project for its new department); a delete of a
     resource waits for the deletes of those that name it (deletes in reverse)."""
-    def key(kind: kinds.Kind, name: str, body: dict | None) -> tuple[str, str, str]:
-        return kind.api_path, name, str((body or {}).get("clusterId") or "")
-
-    made: dict[tuple[str, str, str], str] = {}
-    deleted: dict[tuple[str, str, str], plans.ResourceChange] = {}
+    deleted: dict[tuple[str, str, str], plans.ResourceChange] = {
+        _key(kinds.get(rc.kind), rc.name, rc.before): rc
+        for rc in changes if rc.action is Action.DELETE}
+    made = makers(changes)
     for rc in changes:
         kind = kinds.get(rc.kind)
         if rc.action in (Action.CREATE, Action.REPLACE):
-            made[key(kind, rc.name, rc.after)] = rc.address
-        elif rc.action is Action.DELETE:
-            deleted[key(kind, rc.name, rc.before)] = rc
-    for rc in changes:
-        kind = kinds.get(rc.kind)
-        if rc.action in (Action.CREATE, Action.REPLACE) and rc.after:
-            for ref in kind.codec.references(kind, rc.after):
-                first = made.get((ref.path, ref.name, ref.cluster))
-                if first and first != rc.address and first not in rc.waits_for:
-                    rc.waits_for.append(first)
+            rc.waits_for.extend(first.address for first in named_in(made, rc)
+                                if first.address not in rc.waits_for)
         elif rc.action is Action.DELETE and rc.before:
             for ref in kind.codec.references(kind, rc.before):
                 later = deleted.get((ref.path, ref.name, ref.cluster))

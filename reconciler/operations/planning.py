@@ -252,28 +252,20 @@ async def dry_run(client, the_plan: Plan) -> None:
                and kinds.get(c.kind).codec.dry_runs]
     if not checked:
         return
-    # What the plan creates, by the collection it is in and its name: a write naming one
-    # cannot be checked until apply has made it (the server would answer "no such
-    # project"), so it is not sent.
-    created = {(kinds.get(c.kind).api_path, c.name): f"{c.kind.lower()} {c.name}"
-               for c in the_plan.changes if c.action is Action.CREATE}
-
-    def waits_for(change) -> str | None:
-        kind = kinds.get(change.kind)
-        return next((created[(ref.path, ref.name)]
-                     for ref in kind.codec.references(kind, change.after)
-                     if (ref.path, ref.name) in created), None)
-
-    waiting = {c.address: waits_for(c) for c in checked}
-    sent = [c for c in checked if waiting[c.address] is None]
+    # A write naming what the plan creates (a policy's new project) cannot be checked
+    # until apply has made it (the server would answer "no such project"): not sent.
+    created = planner.makers(the_plan.changes, (Action.CREATE,))
+    waiting = {c.address: planner.named_in(created, c) for c in checked}
+    sent = [c for c in checked if not waiting[c.address]]
     verdicts = await asyncio.gather(*(client.dry_run(kinds.get(c.kind), c.after)
                                       for c in sent))
     for change, (verdict, message) in zip(sent, verdicts):
         change.dry_run = DryRun(verdict, message)
     for change in checked:
-        if waiting[change.address] is not None:
-            change.dry_run = DryRun("unchecked", f"{waiting[change.address]} is created by "
-                                    "this plan: the server checks this write when apply "
+        if waiting[change.address]:
+            unit = waiting[change.address][0]
+            change.dry_run = DryRun("unchecked", f"{unit.kind.lower()} {unit.name} is created "
+                                    "by this plan: the server checks this write when apply "
                                     "sends it")
 
 
