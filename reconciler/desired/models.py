@@ -549,14 +549,28 @@ class NodeTypes(Strict):
     names: dict[str, str] | None = None
 
 
-class OrgDocument(Strict):
+class InNoProject(Strict):
+    """A document of a type in no project (an organisation unit, an access rule, a Run:ai
+    policy): what the loader reads of every document, where a workload's says its project,
+    says where it is (`projectId`: by default its cluster, the middle of its address), and
+    it has no project, template or phase."""
+    KIND: ClassVar[kinds.Kind]
+    IN_PROJECT: ClassVar[bool] = False
+    project: ClassVar[None] = None
+    templateId: ClassVar[None] = None
+    desiredPhase: ClassVar[None] = None
+
+    kind: str
+
+    @property
+    def projectId(self) -> str:
+        return self.clusterId
+
+
+class OrgDocument(InNoProject):
     """An organisation unit's document: in no project (its address is
     `<kind>/<clusterId>/<name>`), with its quotas per node pool by the pool's name.
     `lifecycle.preventDestroy` is on unless it says `false` (`Kind.prevent_destroy`)."""
-    KIND: ClassVar[kinds.Kind]
-    IN_PROJECT: ClassVar[bool] = False
-
-    kind: str
     name: WorkloadName
     clusterId: Uuid
     description: str | None = None
@@ -565,14 +579,6 @@ class OrgDocument(Strict):
     schedulingRules: SchedulingRules | None = None
     lifecycle: Lifecycle | None = None
 
-    # What the loader reads of every document: the address's middle part is the cluster.
-    @property
-    def projectId(self) -> str:
-        return self.clusterId
-
-    project: ClassVar[None] = None
-    templateId: ClassVar[None] = None
-    desiredPhase: ClassVar[None] = None
 
 
 class DepartmentDocument(OrgDocument):
@@ -593,15 +599,13 @@ class ProjectDocument(OrgDocument):
 RuleHandle = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=HANDLE_RE)]
 
 
-class AccessRuleDocument(Strict):
+class AccessRuleDocument(InNoProject):
     """An access rule (`AccessRuleCreationFields`, with the role and the scope by name): in
     no project (its address is `AccessRule/<clusterId>/<name>`, `name` a handle of the
     user's choosing, as the API keeps none). A project or department scope names it
     (`scope:`); a cluster scope is the rule's cluster and names nothing."""
     KIND: ClassVar[kinds.Kind] = kinds.ACCESS_RULE
-    IN_PROJECT: ClassVar[bool] = False
 
-    kind: str
     name: RuleHandle
     clusterId: Uuid
     subjectType: Literal["user", "group", "service-account", "app"]
@@ -620,14 +624,6 @@ class AccessRuleDocument(Strict):
             raise rule_error(f"is required: the name of the {self.scopeType}", "scope")
         return self
 
-    # What the loader reads of every document: the address's middle part is the cluster.
-    @property
-    def projectId(self) -> str:
-        return self.clusterId
-
-    project: ClassVar[None] = None
-    templateId: ClassVar[None] = None
-    desiredPhase: ClassVar[None] = None
 
 
 # --- Run:ai policies (not this tool's --policy rules) ----------------------------------
@@ -690,15 +686,13 @@ def _problems(found: list[tuple[tuple, str]]) -> ValidationError:
         for at, message in found])
 
 
-class PolicyDocument(Strict):
+class PolicyDocument(InNoProject):
     """A Run:ai policy (`Policy`): the defaults and rules of the workloads of one type at
     one scope, and the data sources imposed on them. Not this tool's `--policy` rules.
     Its address is `Policy/<scope>/<workloadType>` (`kinds.workload_policies`); its
     department or project is named by name, and its cluster by id."""
     KIND: ClassVar[kinds.Kind] = kinds.POLICY
-    IN_PROJECT: ClassVar[bool] = False
 
-    kind: str
     workloadType: PolicyWorkloadType
     scope: Literal["tenant", "cluster", "department", "project"]
     department: ProjectName | None = None
@@ -766,10 +760,6 @@ class PolicyDocument(Strict):
     def projectId(self) -> str:
         return kinds.workload_policies.scope_key(
             self.scope, self.department or self.scopeProject, self.clusterId)
-
-    project: ClassVar[None] = None
-    templateId: ClassVar[None] = None
-    desiredPhase: ClassVar[None] = None
 
 
 MODELS: dict[str, type[Document]] = {
