@@ -369,6 +369,16 @@ def floor_row(sim: Sim, n: int, bound: float, repeat: int) -> Row:
     return runs[len(runs) // 2]
 
 
+def _medians(runs: dict[str, list[Row]]) -> list[Row]:
+    """The median row (by wall time) of each label's runs, each printed as it is chosen."""
+    rows = []
+    for got in runs.values():
+        got.sort(key=lambda r: r.wall_s)
+        rows.append(got[len(got) // 2])
+        print(format_row(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
 def raw_apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, repeat: int,
                     bound: float) -> list[Row]:
     """`repeat` pairs, each from an empty simulator: the CLI's apply of the fleet to a new
@@ -420,12 +430,7 @@ def raw_apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, repeat
                                         wall, bound, sim.request_count(), 0.0,
                                         sim.cpu_seconds() - cpu0, 0,
                                         cpu_s=time.process_time() - own))
-    rows = []
-    for label, got in runs.items():
-        got.sort(key=lambda r: r.wall_s)
-        rows.append(got[len(got) // 2])
-        print(format_row(rows[-1]), file=sys.stderr, flush=True)
-    return rows
+    return _medians(runs)
 
 
 def apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, state_url: str,
@@ -454,12 +459,7 @@ def apply_pairs(n: int, sim: Sim, env: dict, work: Path, specs: Path, state_url:
                 print(f"  pair {i + 1}: {label}: {wall:.2f} s", file=sys.stderr, flush=True)
     finally:
         _drop_states(state_url, names)
-    rows = []
-    for label, got in runs.items():
-        got.sort(key=lambda r: r.wall_s)
-        rows.append(got[len(got) // 2])
-        print(format_row(rows[-1]), file=sys.stderr, flush=True)
-    return rows
+    return _medians(runs)
 
 
 def _drop_states(url: str, names: list[str]) -> None:
