@@ -45,6 +45,7 @@ import urllib.parse
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 
 import httpx
+import orjson
 
 from reconciler import __version__, masking, timeline
 from reconciler.api import errors, retries
@@ -817,9 +818,24 @@ def _finite_float(text: str) -> float:
 
 
 def _json_bytes(value: Any) -> bytes:
-    """A request's JSON body as httpx encodes it (`httpx._content.encode_json`)."""
-    return jsonlib.dumps(value, ensure_ascii=False, separators=(",", ":"),
-                         allow_nan=False).encode("utf-8")
+    """A request's JSON body as httpx encodes it (`httpx._content.encode_json`: compact,
+    UTF-8, no NaN), written by orjson, which spells only some floats differently (1e-7
+    for 1e-07). What orjson refuses (an integer beyond 64 bits, a key that is no string,
+    a date) and a text holding a null (where orjson writes NaN and infinities) are
+    encoded as httpx does, which refuses what it refused."""
+    try:
+        out = orjson.dumps(value, option=_PASS_THROUGH)
+    except orjson.JSONEncodeError:
+        out = b"null"
+    if b"null" in out:
+        return jsonlib.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                             allow_nan=False).encode("utf-8")
+    return out
+
+
+# Types orjson would write and the standard encoder refuses, handed back to be refused.
+_PASS_THROUGH = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                 | orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
 def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,

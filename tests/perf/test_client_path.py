@@ -128,3 +128,19 @@ def test_an_error_answer_is_quoted_with_its_reason_and_message(monkeypatch):
     assert str(error) == ("POST /api/v1/workloads/distributed: 400 Bad Request: "
                           "spec.numWorkers: must be at least 1")
     assert sent == []
+
+
+def test_a_body_orjson_would_spell_otherwise_is_encoded_or_refused_as_httpx_does(monkeypatch):
+    live = json.dumps({**BODY, "workloadId": "w-3"}).encode()
+
+    async def creates(client: RunaiClient):
+        sent = await client.create(DT, {**BODY, "spec": {**BODY["spec"], "limit": None,
+                                                         "big": 2 ** 70}})
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            await client.create(DT, {**BODY, "spec": {"ratio": float("nan")}})
+        return sent
+
+    result, seen, _ = _exchange([_answer("202 Accepted", live)], creates, monkeypatch)
+    assert result["workloadId"] == "w-3"
+    assert len(seen) == 1  # the NaN body was never sent
+    assert seen[0][1].endswith(b'"limit":null,"big":1180591620717411303424}}')
