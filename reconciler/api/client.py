@@ -1,12 +1,13 @@
 """The async client for the Run:ai control plane: one method per endpoint.
 
-Every request goes through one `_send` and one `httpx.AsyncClient`; only its transport
-differs: `transport.AiohttpTransport` over the network, httpx's own when a proxy is set
-in the environment, the simulator's ASGI app for `--sim`, `httpx.MockTransport` in unit
-tests. Over the network, a request without query parameters (a create, a GET by id, a
-write, the token) skips httpx's request and response models: `_request` hands the
-headers and body httpx would have sent to `AiohttpTransport.exchange`, which fails with
-the same httpx exceptions, and logs the line httpx logs.
+Every request goes through one `_send` and the transport of one `httpx.AsyncClient`;
+only the transport differs: `transport.AiohttpTransport` over the network, httpx's own
+when a proxy is set in the environment, the simulator's ASGI app for `--sim`,
+`httpx.MockTransport` in unit tests. Over the network, a request without query
+parameters (a create, a GET by id, a write, the token) skips httpx's request and
+response models: `_request` hands the headers and body httpx would have sent to
+`AiohttpTransport.exchange`, which fails with the same httpx exceptions, and logs the
+line httpx logs.
 
 Callers: the executor (create, patch, delete, suspend, resume), the planner's refresh
 (get, iter_workloads), `operations` (get_project: the quotas of a plan's projects)
