@@ -194,6 +194,13 @@ def map_sensitive(body: Any, sensitive: Sequence[str], leaf: Callable[[str, Any]
     return out
 
 
+def may_name_a_secret(body: Any) -> bool:
+    """False when nothing in `body` can be masked without a `sensitive` path: no name in
+    it looks like a secret's (`_may_name_a_secret`). The renderers show each leaf of such
+    a body as it is."""
+    return _may_name_a_secret("", body)
+
+
 def _may_name_a_secret(path: str, body: Any) -> bool:
     """False when no name in `body` (found at `path`) can look like a secret's: neither
     the path nor the body's JSON text holds a secret-looking word. Without

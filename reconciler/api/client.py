@@ -1,9 +1,13 @@
 """The async client for the Run:ai control plane: one method per endpoint.
 
-Every request goes through one `httpx.AsyncClient` and one `_send`; only its transport
-differs: `transport.AiohttpTransport` over the network, httpx's own when a proxy is set
-in the environment, the simulator's ASGI app for `--sim`, `httpx.MockTransport` in unit
-tests.
+Every request goes through one `_send` and the transport of one `httpx.AsyncClient`;
+only the transport differs: `transport.AiohttpTransport` over the network, httpx's own
+when a proxy is set in the environment, the simulator's ASGI app for `--sim`,
+`httpx.MockTransport` in unit tests. Over the network, a request without query
+parameters (a create, a GET by id, a write, the token) skips httpx's request and
+response models: `_request` hands the headers and body httpx would have sent to
+`AiohttpTransport.exchange`, which fails with the same httpx exceptions, and logs the
+line httpx logs.
 
 Callers: the executor (create, patch, delete, suspend, resume), the planner's refresh
 (get, iter_workloads), `operations` (get_project: the quotas of a plan's projects)
@@ -42,6 +46,7 @@ import urllib.parse
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 
 import httpx
+import orjson
 
 from reconciler import __version__, masking, timeline
 from reconciler.api import errors, retries
@@ -50,6 +55,7 @@ from reconciler.api import limits as limits_mod
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
+_httpx_log = logging.getLogger("httpx")  # the requests that skip httpx's client log here too
 _USER_AGENT = f"runai-reconcile/{__version__}"
 
 TOKEN_PATH = "/api/v1/token"
@@ -186,6 +192,10 @@ class RunaiClient:
                                        headers={"Accept": "application/json",
                                                 "Accept-Encoding": "identity",
                                                 "User-Agent": _USER_AGENT})
+        # The network's transport takes a request without httpx's models
+        # (`AiohttpTransport.exchange`): the headers httpx would add are these.
+        self._exchange = getattr(transport, "exchange", None)
+        self._headers = {**self._http.headers}
 
     @classmethod
     def from_env(cls, url: str | None = None, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -687,9 +697,26 @@ class RunaiClient:
             # The whole URL: httpx parses it once (a path would be parsed, then merged).
             timeline.request_sent()
             try:
-                resp = await self._http.request(method, self.base_url + path, json=json,
-                                                params=params, headers=headers,
-                                                timeout=httpx.Timeout(timeout))
+                if self._exchange is not None and params is None:
+                    # Over aiohttp, straight to its pool: the headers and body httpx
+                    # would have sent, without its request and response models.
+                    content = None
+                    if json is not None:
+                        headers = {**self._headers, **headers,
+                                   "Content-Type": "application/json"}
+                        content = _json_bytes(json)
+                    else:
+                        headers = {**self._headers, **headers}
+                    resp = await self._exchange(method, self.base_url + path, headers,
+                                                content, timeout)
+                    if _httpx_log.isEnabledFor(logging.INFO):  # the line httpx's client logs
+                        _httpx_log.info('HTTP Request: %s %s "HTTP/1.1 %d %s"', method,
+                                        self.base_url + path, resp.status_code,
+                                        resp.reason_phrase)
+                else:
+                    resp = await self._http.request(method, self.base_url + path, json=json,
+                                                    params=params, headers=headers,
+                                                    timeout=httpx.Timeout(timeout))
             except httpx.TransportError:
                 self._by_status["error"] += 1
                 raise
@@ -789,6 +816,27 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise _NotFinite(text if len(text) <= 20 else text[:20] + "...")
     return value
+
+
+def _json_bytes(value: Any) -> bytes:
+    """A request's JSON body as httpx encodes it (`httpx._content.encode_json`: compact,
+    UTF-8, no NaN), written by orjson, which spells only some floats differently (1e-7
+    for 1e-07). What orjson refuses (an integer beyond 64 bits, a key that is no string,
+    a date) and a text holding a null (where orjson writes NaN and infinities) are
+    encoded as httpx does, which refuses what it refused."""
+    try:
+        out = orjson.dumps(value, option=_PASS_THROUGH)
+    except orjson.JSONEncodeError:
+        out = b"null"
+    if b"null" in out:
+        return jsonlib.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                             allow_nan=False).encode("utf-8")
+    return out
+
+
+# Types orjson would write and the standard encoder refuses, handed back to be refused.
+_PASS_THROUGH = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+                 | orjson.OPT_PASSTHROUGH_SUBCLASS)
 
 
 def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,

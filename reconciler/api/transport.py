@@ -8,11 +8,19 @@ seam is the same for all three. aiohttp parses HTTP in C and keeps up to `size`
 connections alive; docs/performance.md ("What each speed device buys") says what it buys over
 httpx's own transport.
 
+The client's own requests (those without query parameters: creates, GETs by id, writes,
+the token) skip httpx's models: `exchange` takes the method, URL, headers and body the
+client would have handed httpx and returns an `Answer`, the part of an `httpx.Response`
+the client reads (status, headers, bytes, reason; text and JSON for an error's message,
+through an httpx.Response made then). The same aiohttp call and the same translation of
+failures serve both ways in; docs/performance.md says what skipping httpx buys.
+
 aiohttp's failures are raised as the httpx exceptions that say what they mean for a
 retry, chained to what they wrap (a socket.gaierror, an ssl.SSLCertVerificationError):
 refused or not resolved, nothing was sent (`ConnectError`); dropped after sending, the
 request may have been performed (`RemoteProtocolError`, `ReadError`, `ReadTimeout`).
-Bodies are passed through undecoded; httpx decodes them.
+Bodies are passed through undecoded; httpx decodes them (an `Answer` whose body is
+encoded is an httpx.Response instead, which decodes it).
 """
 
 from __future__ import annotations
@@ -35,6 +43,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._keepalive_expiry = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None  # made in the running loop
         self.opened = 0  # connections opened so far (tests)
+        # (pool, connect, read) -> its aiohttp.ClientTimeout (a request's are the client's)
+        self._timeouts: dict[tuple, aiohttp.ClientTimeout] = {}
 
     def _start(self, https: bool) -> aiohttp.ClientSession:
         async def opened(*_: Any) -> None:
@@ -57,18 +67,39 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                                      trace_configs=[trace])
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._session is None:
-            self._session = self._start(request.url.scheme == "https")
         timeout = request.extensions.get("timeout") or {}
-        limits = aiohttp.ClientTimeout(total=None, connect=timeout.get("pool"),
-                                       sock_connect=timeout.get("connect"),
-                                       sock_read=timeout.get("read"))
+        resp, content = await self._send(request.method, str(request.url),
+                                         request.headers.multi_items(), request.content,
+                                         timeout.get("pool"), timeout.get("connect"),
+                                         timeout.get("read"), request)
+        return _response(resp, content, request)
+
+    async def exchange(self, method: str, url: str, headers: dict[str, str],
+                       content: bytes | None, timeout: float) -> "Answer | httpx.Response":
+        """One request as `RunaiClient` sends it without httpx's models: `timeout` seconds
+        for the pool, the connection and each read (as `httpx.Timeout(timeout)`). Fails
+        with the same httpx exceptions as `handle_async_request`."""
+        resp, body = await self._send(method, url, headers, content, timeout, timeout,
+                                      timeout, None)
+        if "Content-Encoding" in resp.headers:  # not asked for (identity): httpx decodes it
+            return _response(resp, body, httpx.Request(method, url))
+        return Answer(resp.status, resp.headers, body, resp.reason or "", resp.raw_headers)
+
+    async def _send(self, method: str, url: str, headers: Any, content: bytes | None,
+                    pool: float | None, connect: float | None, read: float | None,
+                    request: httpx.Request | None) -> tuple[aiohttp.ClientResponse, bytes]:
+        if self._session is None:
+            self._session = self._start(url.startswith("https:"))
+        key = (pool, connect, read)
+        limits = self._timeouts.get(key)
+        if limits is None:
+            limits = self._timeouts[key] = aiohttp.ClientTimeout(
+                total=None, connect=pool, sock_connect=connect, sock_read=read)
         try:
-            async with self._session.request(request.method, str(request.url),
-                                             headers=request.headers.multi_items(),
-                                             data=request.content or None,
-                                             allow_redirects=False, timeout=limits) as resp:
-                content = await resp.read()
+            async with self._session.request(method, url, headers=headers,
+                                             data=content or None, allow_redirects=False,
+                                             timeout=limits) as resp:
+                body = await resp.read()
         except asyncio.CancelledError:
             raise
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -76,16 +107,47 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             # ssl.SSLCertVerificationError, ...): the client reads the cause from there.
             cause = (getattr(exc, "certificate_error", None) or getattr(exc, "os_error", None)
                      or exc)
-            raise _translate(exc, request) from cause
-        return httpx.Response(resp.status, headers=resp.raw_headers, content=content,
-                              request=request,
-                              extensions={"http_version": b"HTTP/1.1",
-                                          "reason_phrase": (resp.reason or "").encode()})
+            raise _translate(exc, request or httpx.Request(method, url)) from cause
+        return resp, body
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+class Answer:
+    """What `RunaiClient` reads of an answer: `status_code`, `headers` (case-insensitive
+    `get`), `content` (bytes) and `reason_phrase` as an httpx.Response has them; `json()`
+    and `text` (an error's message) from an httpx.Response made when first asked."""
+
+    __slots__ = ("status_code", "headers", "content", "reason_phrase", "_raw", "_full")
+
+    def __init__(self, status: int, headers: Any, content: bytes, reason: str, raw: Any):
+        self.status_code, self.headers, self.content = status, headers, content
+        self.reason_phrase, self._raw = reason, raw
+        self._full: httpx.Response | None = None
+
+    def _response(self) -> httpx.Response:
+        if self._full is None:
+            self._full = httpx.Response(self.status_code, headers=self._raw,
+                                        content=self.content)
+        return self._full
+
+    def json(self) -> Any:
+        return self._response().json()
+
+    @property
+    def text(self) -> str:
+        return self._response().text
+
+
+def _response(resp: aiohttp.ClientResponse, content: bytes,
+              request: httpx.Request) -> httpx.Response:
+    return httpx.Response(resp.status, headers=resp.raw_headers, content=content,
+                          request=request,
+                          extensions={"http_version": b"HTTP/1.1",
+                                      "reason_phrase": (resp.reason or "").encode()})
 
 
 def _translate(exc: BaseException, request: httpx.Request) -> httpx.TransportError:

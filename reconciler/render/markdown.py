@@ -305,8 +305,7 @@ def _plan_details(rc: ResourceChange, moved: WorkloadGpus | None = None) -> str:
     for c in changes:
         lines += _diff_lines(c, rc.sensitive)
     if not changes and rc.action is Action.CREATE and rc.after:
-        lines = [f"+ {p}: {words.shown(p, v, rc.sensitive)}"
-                 for p, v in words.created_leaves(rc)]
+        lines = [f"+ {p}: {text}" for p, text in words.created_shown(rc)]
     if not changes and rc.action is Action.DELETE and rc.before:
         lines = [f"- {p}: {words.shown(p, v, rc.sensitive)}"
                  for p, v in words.leaves(rc.before)]

@@ -133,8 +133,8 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     if changes:
         out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:
-        out += [f"      {paint(_GREEN, '+')} {path}: {words.shown(path, value, rc.sensitive)}"
-                for path, value in words.created_leaves(rc)]
+        plus = paint(_GREEN, "+")
+        out += [f"      {plus} {path}: {text}" for path, text in words.created_shown(rc)]
     going = words.takes_with(rc)
     if going:
         out.append(f"      {paint(_RED, '#')} {going}")

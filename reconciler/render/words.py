@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler import kinds, phases, plans
 from reconciler.masking import MASK, is_masked, mask_at, mask_body, secret_name  # noqa: F401
+from reconciler.masking import may_name_a_secret
 from reconciler.plans import Action, ResourceChange
 
 SYMBOLS = {
@@ -229,8 +230,27 @@ def created_leaves(rc: ResourceChange) -> list[tuple[str, Any]]:
     """What a create sends, leaf by leaf (as its type shows a body: `Kind.shown`), each
     value known only after apply as `UNKNOWN`, plus `desiredPhase` when it starts
     suspended."""
+    return _created_leaves(rc, _created_body(rc))
+
+
+def created_shown(rc: ResourceChange) -> list[tuple[str, str]]:
+    """`created_leaves`, each value as `shown` says it. When nothing in the body can be
+    masked (no `sensitive` path, no secret-looking word in its JSON text:
+    `masking.may_name_a_secret`), each as `encode` says it, without a check per leaf."""
+    body = _created_body(rc)
+    found = _created_leaves(rc, body)
+    if rc.sensitive or may_name_a_secret(body):
+        return [(path, shown(path, value, rc.sensitive)) for path, value in found]
+    return [(path, KNOWN_AFTER_APPLY if value is UNKNOWN else encode(value))
+            for path, value in found]
+
+
+def _created_body(rc: ResourceChange) -> dict[str, Any]:
     kind = kinds.KINDS.get(rc.kind)
-    body = kind.shown(rc.after or {}) if kind is not None else (rc.after or {})
+    return kind.shown(rc.after or {}) if kind is not None else (rc.after or {})
+
+
+def _created_leaves(rc: ResourceChange, body: dict[str, Any]) -> list[tuple[str, Any]]:
     out = leaves(body)
     if rc.known_after:
         out = sorted(out + [(path, UNKNOWN) for path in rc.known_after], key=lambda x: x[0])

@@ -1,0 +1,67 @@
+"""A create's leaves in the plan's text and markdown (`words.created_shown`): a body in
+which nothing can be masked is shown without a masking check per leaf, and whatever the
+body and the spec's `lifecycle.sensitive` paths, each leaf reads exactly as `words.shown`
+masks it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler import gpus, planner
+from reconciler.desired.types import Lifecycle
+from reconciler.render import markdown, text, words
+from reconciler.state.model import State
+from tests.helpers.desired import dt
+
+NAMES = st.sampled_from(["API_TOKEN", "HOME", "db_password", "LOG_LEVEL", "aws-key", "x"])
+SCALARS = st.none() | st.integers() | st.booleans() | st.sampled_from(["v", "s3cr3t", "a.b[c]"])
+ENV = st.lists(st.fixed_dictionaries({"name": NAMES}, optional={"value": SCALARS}), max_size=3)
+FIELDS = st.sampled_from(["compute", "args", "labels", "environmentVariables", "value", "name",
+                          "image", "storage", "secretKey"])
+VALUES = st.recursive(SCALARS | ENV, lambda inner: st.dictionaries(FIELDS, inner, max_size=4)
+                      | st.lists(inner, max_size=3), max_leaves=12)
+SENSITIVE = st.lists(st.sampled_from(["spec.args", "spec.compute", "spec", "spec.labels[team]",
+                                      "spec.environmentVariables[HOME]"]), max_size=2)
+
+
+def _create(spec: dict, sensitive: tuple[str, ...] = ()):
+    d = dt("quick")
+    d = dataclasses.replace(d, body={**d.body, "spec": spec},
+                            lifecycle=Lifecycle(sensitive=sensitive))
+    plan = planner.make_plan([d], State(), {})
+    plan.gpu_impact = gpus.impact_of(plan)
+    return plan
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(FIELDS, VALUES, max_size=4), SENSITIVE)
+def test_each_leaf_reads_as_shown_masks_it(spec, sensitive):
+    rc = _create(spec, tuple(sensitive)).changes[0]
+    assert words.created_shown(rc) == [(p, words.shown(p, v, rc.sensitive))
+                                       for p, v in words.created_leaves(rc)]
+
+
+def test_a_body_with_nothing_to_mask_is_shown_without_a_check_per_leaf(monkeypatch):
+    checked: list[str] = []
+    real = words.shown
+
+    def counting(path, value, sensitive=()):
+        checked.append(path)
+        return real(path, value, sensitive)
+
+    monkeypatch.setattr(words, "shown", counting)
+    plain = _create({"image": "nvcr.io/nvidia/pytorch:24.05-py3", "numWorkers": 2,
+                     "environmentVariables": [{"name": "LOG_LEVEL", "value": "debug"}]})
+    shown = text.render_plan(plain) + markdown.render_plan(plain)
+    assert "+ spec.environmentVariables[LOG_LEVEL]: " \
+           '{"name": "LOG_LEVEL", "value": "debug"}' in shown
+    assert checked == []
+
+    secret = _create({"image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                      "environmentVariables": [{"name": "API_TOKEN", "value": "s3cr3t"}]})
+    shown = text.render_plan(secret) + markdown.render_plan(secret)
+    assert "s3cr3t" not in shown and words.MASK in shown
+    assert "spec.environmentVariables[API_TOKEN]" in checked
