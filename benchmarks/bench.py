@@ -546,21 +546,29 @@ def checks(rows: list[Row]) -> list[str]:
             out.append(_check(n, f"plan (unchanged), auto, no spec cache, whole process ≤ "
                               f"0.8 × the raw per-GET floor ({floor.wall_s:.2f} s)",
                               cold.wall_s, 0.8 * floor.wall_s))
+        rss_limit = rss_target(n)
         if cold and cold.bound_s and n >= 10000:
             out.append(_check(n, "plan (unchanged), auto, no spec cache ≤ 0.6 × N·L/P",
                               cold.wall_s, 0.6 * cold.bound_s))
-            out.append(_check(n, "plan (unchanged), auto, no spec cache: peak RSS < 300 MB",
-                              cold.rss_mb, 300.0, unit=" MB"))
+        if cold and rss_limit:
+            out.append(_check(n, f"plan (unchanged), auto, no spec cache: peak RSS < "
+                              f"{rss_limit:.0f} MB", cold.rss_mb, rss_limit, unit=" MB"))
         if auto and auto.requests_limit is not None:
             out.append(_check(n, "plan (unchanged), auto: requests ≤ a page per 500 of each "
                               "project + a quota per project + 3", auto.requests,
                               auto.requests_limit, unit=""))
         if auto and auto.bound_s and n >= 5000:
-            out.append(_check(n, "plan (unchanged), auto ≤ 0.6 × N·L/P", auto.wall_s,
-                              0.6 * auto.bound_s))
-        if auto and n >= 10000:
-            out.append(_check(n, "plan (unchanged), auto: peak RSS < 300 MB", auto.rss_mb,
-                              300.0, unit=" MB"))
+            share = 0.3 if n >= 100000 else 0.6
+            out.append(_check(n, f"plan (unchanged), auto ≤ {share:g} × N·L/P", auto.wall_s,
+                              share * auto.bound_s))
+        if auto and rss_limit:
+            out.append(_check(n, f"plan (unchanged), auto: peak RSS < {rss_limit:.0f} MB",
+                              auto.rss_mb, rss_limit, unit=" MB"))
+        if n >= 100000:
+            for step in (FULL_STEP, "plan --no-refresh"):
+                if (r := by.get((n, step))):
+                    out.append(_check(n, f"{step}: peak RSS < {rss_limit:.0f} MB", r.rss_mb,
+                                      rss_limit, unit=" MB"))
         if auto and full:
             out.append(_check(n, f"plan (unchanged), auto against full ({full.wall_s:.2f} s) "
                               "in the same run", auto.wall_s, full.wall_s))
@@ -589,6 +597,12 @@ def checks(rows: list[Row]) -> list[str]:
             out.append(_check(r.n, f"{r.step}: peak RSS ≤ {k:g} × N = 1,000's (linear)",
                               r.rss_mb, k * base.rss_mb, unit=" MB"))
     return out
+
+
+def rss_target(n: int) -> float | None:
+    """The peak RSS a plan of n unchanged is held under, MB: 300 at 10,000, 2 GB at
+    100,000 and more; none between (linear from 10,000 would be 3 GB at 100,000)."""
+    return 300.0 if 10000 <= n < 20000 else 2048.0 if n >= 100000 else None
 
 
 def _check(n: int, what: str, value: float, limit: float, unit: str = " s") -> str:

@@ -20,7 +20,9 @@ one run:
 
 The issue's targets are printed beside the figures: per unchanged cycle at most
 ceil(N/500) + one per project + 2 requests and 0.3 CPU-s; drift to heal within interval
-+ 2 s. With `--baseline DIR` (a source tree of another version, such as one `git archive`
++ 2 s. The watch's resident set is read at the end of the cycles `--rss-at` names. A fleet
+of 100,000, 100 unchanged cycles: `--n 100000 --cycles 100 --interval 2s
+--full-refresh-every 1000 --drifts 0` (one full refresh, the first cycle's). With `--baseline DIR` (a source tree of another version, such as one `git archive`
 wrote), that version's watch runs the same cycles first, on the same simulator and state,
 and its rows come beside this one's. Callers: people, docs/performance.md and docs/watch.md.
 """
@@ -117,20 +119,36 @@ def _wait_cycles(log: Path, n: int, proc: subprocess.Popen | None = None) -> lis
     return _cycles(log)
 
 
+def _rss_mb(pid: int) -> float:
+    """The process's resident set now, MB (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def _watch(argv: list[str], env: dict, log: Path, cwd: Path, specs: Path, cycles: int,
-           then=None) -> tuple[list[dict], dict, list[dict]]:
+           then=None, rss_at: dict[int, float] | None = None
+           ) -> tuple[list[dict], dict, list[dict]]:
     """Run a watch for `cycles` cycles, then edit one spec file (a label added: a spec
     change, left OutOfSync in heal mode) and put it back, then `then(log)`; its first
-    `cycles` cycles, the cycle that read the edited folder, and all of them."""
+    `cycles` cycles, the cycle that read the edited folder, and all of them. The watch's
+    resident set (MB) goes into `rss_at` at each cycle it names, read as that cycle's log
+    line appears (the log is polled every 20 ms)."""
     edited = sorted(specs.glob("batch-*/*.yaml"))[0]
     text = edited.read_text()
+    wanted = sorted(rss_at) if rss_at is not None else []
     with open(log, "w") as err:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
         try:
-            while len(_cycles(log)) < cycles:
+            while (done := len(_cycles(log))) < cycles:
                 if proc.poll() is not None:
                     raise SystemExit(log.read_text())
-                time.sleep(0.1)
+                while wanted and done >= wanted[0]:
+                    rss_at[wanted.pop(0)] = _rss_mb(proc.pid)
+                time.sleep(0.02 if wanted else 0.1)
+            for c in wanted:
+                rss_at[c] = _rss_mb(proc.pid)
             _wait_cycles(log, 1, proc)  # right after a cycle: the edit lands between two
             edited.write_text(text.replace("  labels:\n", "  labels:\n    - name: edited\n"
                                            "      value: \"yes\"\n", 1))
@@ -155,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", default="5s")
     ap.add_argument("--full-refresh-every", type=int, default=10)
     ap.add_argument("--drifts", type=int, default=4)
+    ap.add_argument("--rss-at", type=lambda v: [int(c) for c in v.split(",")],
+                    default=[1, 10, 50, 100], metavar="C,C,...",
+                    help="the cycles at whose end the watch's resident set is read "
+                         "(default 1,10,50,100; those past --cycles are left out)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a source tree of another version: its watch's cycles beside")
     args = ap.parse_args(argv)
@@ -205,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.02)
                 heals.append((what, took, refresh))
 
+        rss_at = {c: 0.0 for c in args.rss_at if c <= args.cycles}
         cycles, edit, _ = _watch(watch, env, root / "watch.log", root, specs, args.cycles,
-                                 then=drifts)
+                                 then=drifts, rss_at=rss_at)
     finally:
         sim.close()
     target_requests = math.ceil(args.n / 500) + projects + 2
@@ -237,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{name}: {len(auto)} auto cycles, requests at most "
                   f"{max(c['requests'] for c in auto)} (target {target_requests}), CPU s median "
                   f"{statistics.median(cpu):.2f}, at most {max(cpu):.2f} (target 0.3)")
+    if rss_at:
+        print("\nthe watch's resident set: " + ", ".join(
+            f"cycle {c} {mb:.0f} MB" for c, mb in sorted(rss_at.items())))
     print(f"\n| drift | to heal s (target {interval_s + 2:g}) | healing cycle's refresh |")
     print("|---|---:|---|")
     for what, took, refresh in heals:
