@@ -27,9 +27,7 @@ class Reuse:
       state are the very objects a kept plan was made from (the caller re-reads neither
       when they did not change) and live, the list's vouchers and the open intents are
       equal to its, that plan is the answer, not made again. Two are kept, so that an auto
-      refresh after a full one finds the plan of the auto refresh before it; a kept plan
-      is then dropped when an older one is the answer (the full refresh's, with its GET
-      of every workload, is not held until two other plans push it out)."""
+      refresh after a full one finds the plan of the auto refresh before it."""
 
     KEPT = 2
 
@@ -43,9 +41,7 @@ class Reuse:
             if inputs[1] is state and len(inputs[0]) == len(desired) \
                     and all(a is b for a, b in zip(inputs[0], desired)) \
                     and inputs[2:] == (live, listed, frozenset(interrupted_)):
-                # The plans made after this one were one-offs (a full refresh between
-                # two auto ones): dropped, with their inputs.
-                self._kept = self._kept[i:]
+                self._kept.insert(0, self._kept.pop(i))
                 return plan
         plan = make()
         # Copies: the caller goes on to change its dicts (a second plan after the GETs).

@@ -4,9 +4,6 @@ a listed phase, an open intent) makes a new plan."""
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 from reconciler import planner
 from reconciler.desired import load_specs
 from reconciler.operations.reuse import Reuse
@@ -50,22 +47,3 @@ def test_the_same_inputs_give_the_last_plan_and_any_change_a_new_one(tmp_path):
     assert plan(load_specs(str(tmp_path)), state, {}, {}) is not first  # parsed again
     assert plan(desired, state, {}, {}, ("Training/7/job-2",)) is not first
     assert len(made) == 7
-
-
-def test_a_full_refreshs_plan_is_let_go_once_the_auto_plan_before_it_is_the_answer(tmp_path):
-    (tmp_path / "job-0.yaml").write_text(SPEC.format(i=0))
-    desired, state = load_specs(str(tmp_path)), State()
-    reuse = Reuse()
-
-    def plan(live):
-        return reuse.plan(lambda: planner.make_plan(desired, state, live, listed={}),
-                          desired, state, live, {}, ())
-
-    auto = plan({})
-    # A full refresh: every workload's GET body among its inputs.
-    full = weakref.ref(plan({"Training/7/job-0": {"name": "job-0", "big": "x" * 100_000}}))
-    assert full() is not None
-    assert plan({}) is auto  # the next auto cycle finds its plan...
-    gc.collect()
-    assert full() is None  # ...and the full refresh's plan and bodies are no longer held
-    assert plan({}) is auto
