@@ -204,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
                  "--mode", "heal", "--interval", args.interval, "--log-format", "json",
                  "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"]
         baseline, baseline_edit = [], None
+        base_rss = {c: 0.0 for c in args.rss_at if c <= args.cycles}
         if args.baseline:
             baseline, baseline_edit, _ = _watch(
                 watch, {**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
-                root / "baseline.log", root, specs, args.cycles)
+                root / "baseline.log", root, specs, args.cycles, rss_at=base_rss)
         heals: list[tuple[str, float | None, str | None]] = []
 
         def drifts(log: Path) -> None:
@@ -260,9 +261,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{name}: {len(auto)} auto cycles, requests at most "
                   f"{max(c['requests'] for c in auto)} (target {target_requests}), CPU s median "
                   f"{statistics.median(cpu):.2f}, at most {max(cpu):.2f} (target 0.3)")
-    if rss_at:
-        print("\nthe watch's resident set: " + ", ".join(
-            f"cycle {c} {mb:.0f} MB" for c, mb in sorted(rss_at.items())))
+    for name, rss in (("baseline", base_rss if baseline else {}), ("this version", rss_at)):
+        if rss:
+            print(f"\n{name}: the watch's resident set: " + ", ".join(
+                f"cycle {c} {mb:.0f} MB" for c, mb in sorted(rss.items())))
     print(f"\n| drift | to heal s (target {interval_s + 2:g}) | healing cycle's refresh |")
     print("|---|---:|---|")
     for what, took, refresh in heals:
