@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                     default=[1, 10, 50, 100], metavar="C,C,...",
                     help="the cycles at whose end the watch's resident set is read "
                          "(default 1,10,50,100; those past --cycles are left out)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work folder (specs, state, logs)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a source tree of another version: its watch's cycles beside")
     args = ap.parse_args(argv)
@@ -185,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     specs = root / "specs"
     specgen.write_specs(specs, args.n)
     sim = Sim(args.latency_ms, root)
+    # The spec cache in the work folder (as bench.py keeps it): none is left behind in the
+    # user's cache folder.
     env = dict(os.environ, RUNAI_URL=sim.url, RUNAI_CLIENT_ID=CLIENT_ID,
-               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1")
+               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1",
+               XDG_CACHE_HOME=str(root / "cache"))
     env.pop("RUNAI_TOKEN", None)
     state = ["--state", str(root / "state.json")]
     try:
@@ -233,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                                  then=drifts, rss_at=rss_at)
     finally:
         sim.close()
+        if args.keep:
+            print(f"work folder: {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     target_requests = math.ceil(args.n / 500) + projects + 2
     print(f"\nwatch at N = {args.n}, latency {args.latency_ms:g} ms, {projects} projects, "
           f"interval {args.interval}, a full refresh every {args.full_refresh_every} cycles")
