@@ -3,7 +3,8 @@
 Callers: run by hand when changing reconciler/simulator's listing or store
 (`python benchmarks/simlist.py --n 10000`). In process (httpx's ASGI transport, no
 sockets): N creates spread over P projects, then every workload listed in pages of 500
-(no filter), then one project's workloads listed in pages of 500 (`projectId==X`), then
+(no filter), then one project's workloads listed in pages of 500 (`projectId==X`), the
+same with `clusterId==Y` too (as a refresh lists them), then
 N/10 suspends, N/10 creates and N/10 deletes (the list's order built by then). Prints this process's CPU seconds for each step
 (`time.process_time`), so the figure is the simulator's work plus the in-process
 client's, the same for the code before and after a change.
@@ -64,6 +65,10 @@ async def run(n: int, projects: int) -> list[tuple[str, int, float]]:
         started = time.process_time()
         step(f"list project 0 ({n // projects}) in pages of 500",
              await list_all({"filterBy": "projectId==0"}), started)
+
+        started = time.process_time()
+        step(f"list project 0 in cluster ({n // projects}), as a refresh lists",
+             await list_all({"filterBy": f"projectId==0,clusterId=={CLUSTER}"}), started)
 
         started = time.process_time()
         for wid in ids[: n // 10]:

@@ -20,7 +20,9 @@ one run:
 
 The issue's targets are printed beside the figures: per unchanged cycle at most
 ceil(N/500) + one per project + 2 requests and 0.3 CPU-s; drift to heal within interval
-+ 2 s. With `--baseline DIR` (a source tree of another version, such as one `git archive`
++ 2 s. The watch's resident set is read at the end of the cycles `--rss-at` names. A fleet
+of 100,000, 100 unchanged cycles: `--n 100000 --cycles 100 --interval 2s
+--full-refresh-every 1000 --drifts 0` (one full refresh, the first cycle's). With `--baseline DIR` (a source tree of another version, such as one `git archive`
 wrote), that version's watch runs the same cycles first, on the same simulator and state,
 and its rows come beside this one's. Callers: people, docs/performance.md and docs/watch.md.
 """
@@ -31,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -117,20 +120,36 @@ def _wait_cycles(log: Path, n: int, proc: subprocess.Popen | None = None) -> lis
     return _cycles(log)
 
 
+def _rss_mb(pid: int) -> float:
+    """The process's resident set now, MB (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def _watch(argv: list[str], env: dict, log: Path, cwd: Path, specs: Path, cycles: int,
-           then=None) -> tuple[list[dict], dict, list[dict]]:
+           then=None, rss_at: dict[int, float] | None = None
+           ) -> tuple[list[dict], dict, list[dict]]:
     """Run a watch for `cycles` cycles, then edit one spec file (a label added: a spec
     change, left OutOfSync in heal mode) and put it back, then `then(log)`; its first
-    `cycles` cycles, the cycle that read the edited folder, and all of them."""
+    `cycles` cycles, the cycle that read the edited folder, and all of them. The watch's
+    resident set (MB) goes into `rss_at` at each cycle it names, read as that cycle's log
+    line appears (the log is polled every 20 ms)."""
     edited = sorted(specs.glob("batch-*/*.yaml"))[0]
     text = edited.read_text()
+    wanted = sorted(rss_at) if rss_at is not None else []
     with open(log, "w") as err:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
         try:
-            while len(_cycles(log)) < cycles:
+            while (done := len(_cycles(log))) < cycles:
                 if proc.poll() is not None:
                     raise SystemExit(log.read_text())
-                time.sleep(0.1)
+                while wanted and done >= wanted[0]:
+                    rss_at[wanted.pop(0)] = _rss_mb(proc.pid)
+                time.sleep(0.02 if wanted else 0.1)
+            for c in wanted:
+                rss_at[c] = _rss_mb(proc.pid)
             _wait_cycles(log, 1, proc)  # right after a cycle: the edit lands between two
             edited.write_text(text.replace("  labels:\n", "  labels:\n    - name: edited\n"
                                            "      value: \"yes\"\n", 1))
@@ -155,6 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval", default="5s")
     ap.add_argument("--full-refresh-every", type=int, default=10)
     ap.add_argument("--drifts", type=int, default=4)
+    ap.add_argument("--rss-at", type=lambda v: [int(c) for c in v.split(",")],
+                    default=[1, 10, 50, 100], metavar="C,C,...",
+                    help="the cycles at whose end the watch's resident set is read "
+                         "(default 1,10,50,100; those past --cycles are left out)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work folder (specs, state, logs)")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a source tree of another version: its watch's cycles beside")
     args = ap.parse_args(argv)
@@ -163,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     specs = root / "specs"
     specgen.write_specs(specs, args.n)
     sim = Sim(args.latency_ms, root)
+    # The spec cache in the work folder (as bench.py keeps it): none is left behind in the
+    # user's cache folder.
     env = dict(os.environ, RUNAI_URL=sim.url, RUNAI_CLIENT_ID=CLIENT_ID,
-               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1")
+               RUNAI_CLIENT_SECRET=CLIENT_SECRET, NO_COLOR="1",
+               XDG_CACHE_HOME=str(root / "cache"))
     env.pop("RUNAI_TOKEN", None)
     state = ["--state", str(root / "state.json")]
     try:
@@ -182,10 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                  "--mode", "heal", "--interval", args.interval, "--log-format", "json",
                  "--full-refresh-every", str(args.full_refresh_every), "--listen", "off"]
         baseline, baseline_edit = [], None
+        base_rss = {c: 0.0 for c in args.rss_at if c <= args.cycles}
         if args.baseline:
             baseline, baseline_edit, _ = _watch(
                 watch, {**env, "PYTHONPATH": str(Path(args.baseline).resolve())},
-                root / "baseline.log", root, specs, args.cycles)
+                root / "baseline.log", root, specs, args.cycles, rss_at=base_rss)
         heals: list[tuple[str, float | None, str | None]] = []
 
         def drifts(log: Path) -> None:
@@ -205,10 +234,15 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.02)
                 heals.append((what, took, refresh))
 
+        rss_at = {c: 0.0 for c in args.rss_at if c <= args.cycles}
         cycles, edit, _ = _watch(watch, env, root / "watch.log", root, specs, args.cycles,
-                                 then=drifts)
+                                 then=drifts, rss_at=rss_at)
     finally:
         sim.close()
+        if args.keep:
+            print(f"work folder: {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     target_requests = math.ceil(args.n / 500) + projects + 2
     print(f"\nwatch at N = {args.n}, latency {args.latency_ms:g} ms, {projects} projects, "
           f"interval {args.interval}, a full refresh every {args.full_refresh_every} cycles")
@@ -237,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{name}: {len(auto)} auto cycles, requests at most "
                   f"{max(c['requests'] for c in auto)} (target {target_requests}), CPU s median "
                   f"{statistics.median(cpu):.2f}, at most {max(cpu):.2f} (target 0.3)")
+    for name, rss in (("baseline", base_rss if baseline else {}), ("this version", rss_at)):
+        if rss:
+            print(f"\n{name}: the watch's resident set: " + ", ".join(
+                f"cycle {c} {mb:.0f} MB" for c, mb in sorted(rss.items())))
     print(f"\n| drift | to heal s (target {interval_s + 2:g}) | healing cycle's refresh |")
     print("|---|---:|---|")
     for what, took, refresh in heals:

@@ -20,7 +20,9 @@ Choices where the API spec is silent:
 - `updatedAt` is the store's `updated_at`: it moves on every change (see `store`).
 
 The default order is by creation (then arrival), kept by the store's `Ordered` index, so
-a page is cut from it without sorting; `projectId==X` reads that project's records only;
+a page is cut from it without sorting; `projectId==X` reads that project's records only,
+and with `clusterId==Y` that project's records in that cluster only (the list a refresh
+reads: its pages cost what they return, not what comes before them);
 a filter on a record's own field is checked before any item is built, and items are
 built only for the records the page (and a filter on the item) needs. A `sortBy` on a
 record's own field sorts the records and builds the page's items only; any other sorts
@@ -179,11 +181,16 @@ async def list_workloads(sim: Simulator, request: Request) -> Response:
     filters = queries.filters(q, FILTER)
     order = sim.store.ordered(deleted == "true")
     records: list[Record] = order.records
-    for f, op, v in filters:  # one project's records, when the filter names one
-        if f == "projectId" and op == "==":
-            records = order.of_project(v)
-            filters = [x for x in filters if x != (f, op, v)]
-            break
+    # One project's records, when the filter names one; of one cluster too, when it
+    # names that (a page then cuts them as it cuts the whole list, without a scan).
+    project = next((x for x in filters if x[:2] == ("projectId", "==")), None)
+    if project is not None:
+        cluster = next((x for x in filters if x[:2] == ("clusterId", "==")), None)
+        if cluster is not None:
+            records = order.of_scope(project[2], cluster[2])
+        else:
+            records = order.of_project(project[2])
+        filters = [x for x in filters if x != project and x != cluster]
     direct = [(_RECORD_FIELDS[f], op, v) for f, op, v in filters if f in _RECORD_FIELDS]
     on_items = [(f, op, v) for f, op, v in filters if f not in _RECORD_FIELDS]
     return _json(_page(sim, paging, records, direct, on_items))

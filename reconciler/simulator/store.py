@@ -23,11 +23,12 @@ through the API, a drift patch or forced phase through /_sim/, a settled deletio
 increase: a change in the same millisecond as the one before it (or a clock that stands
 still) takes the next millisecond, so two changes in a row never show one `updatedAt`.
 
-The list's order (by creation, then arrival) is kept, over all workloads and per
-project, in an `Ordered` index for the live and for the deleted workloads, updated on
-each add and settled deletion: a page costs what it returns. A record placed in `live`
-or `deleted` directly, or a project changed in place (`names_changed`), has the index
-rebuilt on its next use.
+The list's order (by creation, then arrival) is kept, over all workloads, per project
+and per (project, cluster), in an `Ordered` index for the live and for the deleted
+workloads, updated on each add and settled deletion: a page costs what it returns, also
+the last page of a large project read as a refresh reads it (`projectId` and
+`clusterId`). A record placed in `live` or `deleted` directly, or a project changed in
+place (`names_changed`), has the index rebuilt on its next use.
 """
 
 from __future__ import annotations
@@ -117,22 +118,24 @@ class Record:
 
 
 class Ordered:
-    """Records in the list's default order, (created, arrival), over all and per project
-    (by `filter_value` of the projectId): insert and remove by bisection."""
+    """Records in the list's default order, (created, arrival), over all, per project and
+    per (project, cluster) (by `filter_value` of the projectId and the clusterId): insert
+    and remove by bisection."""
 
     def __init__(self, records: Iterable[Record] = ()):
         self.keys: list[tuple[float, int]] = []
         self.records: list[Record] = []
         self.projects: dict[str | None, tuple[list, list]] = {}
-        self._project_of: dict[str, str | None] = {}
+        self.scopes: dict[tuple[str | None, str | None], tuple[list, list]] = {}
+        self._scope_of: dict[str, tuple[str | None, str | None]] = {}
         for rec in sorted(records, key=lambda r: (r.created, r.seq)):
             self.keys.append((rec.created, rec.seq))
             self.records.append(rec)
-            project = filter_value(rec.body.get("projectId"))
-            keys, recs = self.projects.setdefault(project, ([], []))
-            keys.append((rec.created, rec.seq))
-            recs.append(rec)
-            self._project_of[rec.id] = project
+            scope = self._scope_of[rec.id] = _scope(rec)
+            for keys, recs in (self.projects.setdefault(scope[0], ([], [])),
+                               self.scopes.setdefault(scope, ([], []))):
+                keys.append((rec.created, rec.seq))
+                recs.append(rec)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -140,26 +143,37 @@ class Ordered:
     def of_project(self, project: str) -> list[Record]:
         return self.projects.get(project, ((), []))[1]
 
+    def of_scope(self, project: str, cluster: str) -> list[Record]:
+        """The records of `project` in `cluster`, as filters `projectId==project` and
+        `clusterId==cluster` pass them."""
+        return self.scopes.get((project, cluster), ((), []))[1]
+
     def insert(self, rec: Record) -> None:
         key = (rec.created, rec.seq)
-        project = filter_value(rec.body.get("projectId"))
-        self._project_of[rec.id] = project
-        for keys, recs in ((self.keys, self.records), self.projects.setdefault(project, ([], []))):
+        scope = self._scope_of[rec.id] = _scope(rec)
+        for keys, recs in ((self.keys, self.records), self.projects.setdefault(scope[0], ([], [])),
+                           self.scopes.setdefault(scope, ([], []))):
             i = bisect.bisect_right(keys, key)
             keys.insert(i, key)
             recs.insert(i, rec)
 
     def remove(self, rec: Record) -> None:
         key = (rec.created, rec.seq)
-        project = self._project_of.pop(rec.id)
-        lists = [(self.keys, self.records), self.projects[project]]
-        for keys, recs in lists:
+        scope = self._scope_of.pop(rec.id)
+        for keys, recs in ((self.keys, self.records), self.projects[scope[0]],
+                           self.scopes[scope]):
             i = bisect.bisect_left(keys, key)
             while recs[i] is not rec:
                 i += 1
             del keys[i], recs[i]
-        if not self.projects[project][1]:
-            del self.projects[project]
+        if not self.projects[scope[0]][1]:
+            del self.projects[scope[0]]
+        if not self.scopes[scope][1]:
+            del self.scopes[scope]
+
+
+def _scope(rec: Record) -> tuple[str | None, str | None]:
+    return filter_value(rec.body.get("projectId")), filter_value(rec.body.get("clusterId"))
 
 
 @dataclass

@@ -239,8 +239,9 @@ class _Store:
         applied: the serial must move so that it cannot be applied twice)."""
         with self._mutex:
             self._write(state, force)
-            if self._load_journal() is not None:
-                self._drop_journal()
+            # Dropped without reading it first (an apply's journal holds every create's
+            # body; docs/performance.md): dropping a journal that is not there does nothing.
+            self._drop_journal()
             self._journal_lineage = None
 
     def _write(self, state: State, force: bool) -> None:

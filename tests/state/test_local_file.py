@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from reconciler.errors import StateError
-from reconciler.state import LocalFileStore, State
+from reconciler.state import LocalFileStore, State, journal
 
 from tests.helpers.state import resource
 
@@ -143,3 +143,20 @@ def test_the_os_lock_names_another_process_and_dies_with_it(path):
         proc.stdout.close()
     with LocalFileStore(path).lock("plan") as info:  # kill -9 left no stale lock
         assert info.operation == "plan"
+
+
+def test_writing_the_state_drops_its_journal_without_reading_it_back(path, monkeypatch):
+    store, state = written(path, "a")
+    b = resource("b")
+    state.set(b)
+    store.append([journal.set_entry(b.address, b)], state.lineage)
+    assert store.has_journal()
+
+    def no_reading(*_):
+        raise AssertionError("the journal was read back to be dropped")
+
+    monkeypatch.setattr(store, "_load_journal", no_reading)
+    store.write(state)
+    monkeypatch.undo()
+    assert not store.has_journal()
+    assert sorted(LocalFileStore(path).read().resources) == sorted(state.resources)
