@@ -13,7 +13,9 @@ folder of generated specs (`specgen`). Each step runs the real CLI in a subproce
   plan (unchanged), auto / full, default P
                        side by side: the list-first refresh (list pages, a quota GET
                        per project) and one GET per workload; then auto again with the
-                       spec cache off (every file parsed)
+                       spec cache off (every file parsed); then auto with a new image
+                       tag in every spec file, the cache on (every file parsed, a GET
+                       of each workload, N updates)
   raw aiohttp GETs (floor)
                        N GETs by id with raw aiohttp, no CLI: the per-GET floor
   apply (N creates), default P / raw aiohttp creates, default P
@@ -55,6 +57,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -76,6 +79,9 @@ AUTO_STEP = "plan (unchanged), auto, default P"  # --refresh=auto, side by side 
 # The same without the spec cache (RUNAI_RECONCILE_SPEC_CACHE=off): every file parsed, as
 # the first plan after a change of every spec (or of the tool) parses them.
 AUTO_COLD_STEP = "plan (unchanged), auto, default P, no spec cache"
+# Every spec file changed (a new image tag in each) after the plans above, the spec cache
+# on: every file parsed again, and a plan of N updates.
+CHANGED_STEP = "plan (every spec changed), auto, default P"
 FULL_STEP = "plan (unchanged), full, default P"  # the same in the same run, --refresh=full
 FLOOR_STEP = "raw aiohttp GETs (floor), default P"  # N GETs by id, no CLI: the per-GET floor
 APPLY_STEP = "apply (N creates), default P"  # side by side with the raw creates
@@ -287,13 +293,16 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
                       None))
     steps += [(AUTO_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None),
               (FULL_STEP, ["plan", str(specs), "--refresh=full"], default_bound, None),
-              (AUTO_COLD_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None)]
+              (AUTO_COLD_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None),
+              (CHANGED_STEP, ["plan", str(specs), "--refresh=auto"], default_bound, None)]
     rows = []
     try:
         for label, args, bound, p in steps:
             runs = []
             flag = ["--parallelism", str(p)] if p is not None else []
-            for _ in range(1 if label.startswith("apply") else max(1, repeat)):
+            for k in range(1 if label.startswith("apply") else max(1, repeat)):
+                if label == CHANGED_STEP:
+                    change_every_spec(specs, k)
                 sim.admin("DELETE", "/_sim/requests")
                 cpu0 = sim.cpu_seconds()
                 run_env = dict(env, RUNAI_RECONCILE_SPEC_CACHE="off") \
@@ -304,6 +313,8 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
                                 sim.request_count(), rss, sim.cpu_seconds() - cpu0, code,
                                 span_s=sim.request_span() if label == AUTO_STEP else None,
                                 cpu_s=cpu[0]))
+            if label == CHANGED_STEP:
+                change_every_spec(specs, None)  # the timelines below plan the fleet unchanged
             runs.sort(key=lambda r: r.wall_s)
             rows.append(runs[len(runs) // 2])
             if label in (AUTO_STEP, AUTO_COLD_STEP):
@@ -326,6 +337,18 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
     finally:
         sim.close()
     return rows
+
+
+def change_every_spec(specs: Path, k: int | None) -> None:
+    """A new image tag (`-changed<k>`) in every spec file under `specs`, so that none of
+    them is the spec cache's any more; None: each file as specgen wrote it again."""
+    for path in specs.rglob("*.yaml"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(_IMAGE.sub(r"\1" if k is None else rf"\1-changed{k}", text),
+                        encoding="utf-8")
+
+
+_IMAGE = re.compile(r"^( *image: \S+?)(?:-changed\d+)?$", re.MULTILINE)
 
 
 def auto_request_limit(n: int) -> int:
@@ -558,6 +581,10 @@ def checks(rows: list[Row]) -> list[str]:
         if cold and rss_limit:
             out.append(_check(n, f"plan (unchanged), auto, no spec cache: peak RSS < "
                               f"{rss_limit:.0f} MB", cold.rss_mb, rss_limit, unit=" MB"))
+        changed = by.get((n, CHANGED_STEP))
+        if changed and changed.bound_s and n >= 10000:
+            out.append(_check(n, "plan (every spec changed), spec cache on ≤ 0.8 × N·L/P",
+                              changed.wall_s, 0.8 * changed.bound_s))
         if auto and auto.requests_limit is not None:
             out.append(_check(n, "plan (unchanged), auto: requests ≤ a page per 500 of each "
                               "project + a quota per project + 3", auto.requests,

@@ -24,7 +24,8 @@ def test_smoke_benchmark(tmp_path, capsys):
     # P = 32 as the targets say, and the CLI's default when it differs
     assert set(rows) == {"plan (new fleet)", "apply (N creates)", "plan (unchanged)",
                          "plan --no-refresh", bench.AUTO_STEP, bench.FULL_STEP,
-                         bench.AUTO_COLD_STEP, bench.FLOOR_STEP, bench.APPLY_STEP,
+                         bench.AUTO_COLD_STEP, bench.CHANGED_STEP, bench.FLOOR_STEP,
+                         bench.APPLY_STEP,
                          bench.RAW_APPLY_STEP} | (
         {bench.DEFAULT_STEP} if bench.DEFAULT_PARALLELISM != 32 else set())
     # --refresh=full: 100 GETs, a token and the GPU quota of each project
@@ -34,6 +35,10 @@ def test_smoke_benchmark(tmp_path, capsys):
     assert rows[bench.AUTO_STEP]["requests"] == 1 + 2 * specgen.PROJECTS
     assert rows[bench.AUTO_STEP]["requests"] <= rows[bench.AUTO_STEP]["requests_limit"]
     assert rows[bench.AUTO_COLD_STEP]["requests"] == rows[bench.AUTO_STEP]["requests"]
+    # every spec changed (a new image tag): the list refresh, then a GET of each workload
+    # whose spec moved
+    assert rows[bench.CHANGED_STEP]["requests"] == rows[bench.AUTO_STEP]["requests"] + 100
+    assert rows[bench.CHANGED_STEP]["exit_code"] in (0, 2)
     assert rows[bench.FLOOR_STEP]["requests"] == 101  # the token and a GET of each
     if bench.DEFAULT_STEP in rows:
         assert rows[bench.DEFAULT_STEP]["requests"] == 101 + specgen.PROJECTS
