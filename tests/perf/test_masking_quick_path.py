@@ -8,19 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.render import words
+from tests.helpers import masking_values
+from tests.helpers.masking_values import VALUES
 
-NAMES = st.sampled_from(["API_TOKEN", "HOME", "db_password", "LOG_LEVEL", "aws-key", "x"])
-SCALARS = st.none() | st.integers() | st.booleans() | st.sampled_from(["v", "s3cr3t", "a.b[c]"])
-ENV = st.lists(st.fixed_dictionaries({"name": NAMES}, optional={"value": SCALARS}), max_size=3)
-FIELDS = st.sampled_from(["spec", "compute", "args", "labels", "environmentVariables", "value",
-                          "name", "image", "storage"])
-VALUES = st.recursive(SCALARS | ENV, lambda inner: st.dictionaries(FIELDS, inner, max_size=4)
-                      | st.lists(inner, max_size=3), max_leaves=12)
 PATHS = st.sampled_from(["", "spec", "spec.environmentVariables", "spec.environmentVariables[API_TOKEN]",
                          "spec.environmentVariables[HOME].value", "spec.compute", "masterSpec.args",
                          "spec.environmentVariables[API_TOKEN].value", "spec.labels"])
-SENSITIVE = st.lists(st.sampled_from(["spec.args", "spec.compute", "spec", "spec.labels[team]",
-                                      "masterSpec", "spec.environmentVariables[HOME]"]), max_size=2)
+SENSITIVE = masking_values.sensitive("masterSpec")
 
 
 @settings(max_examples=200, deadline=None)

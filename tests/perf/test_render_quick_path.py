@@ -14,17 +14,11 @@ from reconciler import gpus, planner
 from reconciler.desired.types import Lifecycle
 from reconciler.render import markdown, text, words
 from reconciler.state.model import State
+from tests.helpers import masking_values
 from tests.helpers.desired import dt
+from tests.helpers.masking_values import FIELDS, VALUES
 
-NAMES = st.sampled_from(["API_TOKEN", "HOME", "db_password", "LOG_LEVEL", "aws-key", "x"])
-SCALARS = st.none() | st.integers() | st.booleans() | st.sampled_from(["v", "s3cr3t", "a.b[c]"])
-ENV = st.lists(st.fixed_dictionaries({"name": NAMES}, optional={"value": SCALARS}), max_size=3)
-FIELDS = st.sampled_from(["compute", "args", "labels", "environmentVariables", "value", "name",
-                          "image", "storage", "secretKey"])
-VALUES = st.recursive(SCALARS | ENV, lambda inner: st.dictionaries(FIELDS, inner, max_size=4)
-                      | st.lists(inner, max_size=3), max_leaves=12)
-SENSITIVE = st.lists(st.sampled_from(["spec.args", "spec.compute", "spec", "spec.labels[team]",
-                                      "spec.environmentVariables[HOME]"]), max_size=2)
+SENSITIVE = masking_values.sensitive()
 
 
 def _create(spec: dict, sensitive: tuple[str, ...] = ()):
