@@ -125,8 +125,13 @@ def parse_timeline(stderr: str) -> dict[str, tuple[float, float]]:
 
 
 def timeline_run(label: str, n: int, args: list[str], env: dict, cwd: Path) -> Timeline:
+    """The phases of one plan of the fleet as it stands, which must plan no change."""
     err: list[str] = []
-    wall, _, _ = run_cli(args, dict(env, RUNAI_RECONCILE_TIMELINE="1"), cwd, err)
+    wall, _, code = run_cli(args + ["--detailed-exitcode"],
+                            dict(env, RUNAI_RECONCILE_TIMELINE="1"), cwd, err)
+    if code != 0:
+        raise SystemExit(f"the timeline's plan of {n} ({label}) exited {code}, not 0: "
+                         "the fleet is not as applied")
     return Timeline(label, n, wall, parse_timeline(err[0]))
 
 
@@ -322,15 +327,15 @@ def bench_size(n: int, *, latency_ms: float, parallelism: int, root: Path,
             print(format_row(rows[-1]), file=sys.stderr, flush=True)
         rows.append(floor_row(sim, n, default_bound, 1 if big else repeat))
         print(format_row(rows[-1]), file=sys.stderr, flush=True)
-        if not big:
-            rows += raw_apply_pairs(n, sim, env, work, specs, repeat, default_bound)
-        if timelines is not None:
+        if timelines is not None:  # before the raw apply pairs, which empty the simulator
             for label in (AUTO_STEP, AUTO_COLD_STEP):
                 cold = label == AUTO_COLD_STEP
                 timelines.append(timeline_run(
                     label, n, state + ["plan", str(specs), "--refresh=auto"],
                     dict(env, RUNAI_RECONCILE_SPEC_CACHE="off") if cold else env, work))
                 print(format_timeline(timelines[-1]), file=sys.stderr, flush=True)
+        if not big:
+            rows += raw_apply_pairs(n, sim, env, work, specs, repeat, default_bound)
         if state_url:
             rows += apply_pairs(n, sim, env, work, specs, state_url, parallelism, repeat,
                                 n * per_request)
