@@ -3,12 +3,15 @@ folder named for the review round that wrote it: `hardening`, `review`), and no 
 module or helper imports a test module (`test_*.py`), a conftest, or a fixture module of
 tests/fixtures: shared helpers live in tests/helpers, fixtures in conftest.py files and in
 tests/fixtures (which pytest loads by the root conftest's `pytest_plugins`, and tests ask
-for by name). Read with `ast`, so an import inside a function counts too."""
+for by name). Read with `ast`, so an import inside a function counts too. No test folder
+takes the name of a module the tests import."""
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import pathlib
+import sys
 import textwrap
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -77,6 +80,19 @@ def test_no_test_module_or_helper_imports_a_test_module_a_conftest_or_a_fixture_
 
 def test_no_folder_is_named_for_a_review_round():
     assert round_folders(TESTS.parent) == []
+
+
+def test_no_test_folder_has_the_name_of_a_module_the_tests_import():
+    """Run from inside tests/, pytest puts that folder first on `sys.path`: a folder of it
+    named as an installed or standard module (`packaging`, which the lock's test imports)
+    would stand in for that module, and its tests would not collect."""
+    outside = [p for p in sys.path if p and pathlib.Path(p).resolve() not in (TESTS, TESTS.parent)]
+    def module(name: str) -> bool:
+        spec = importlib.machinery.PathFinder.find_spec(name, outside)
+        return name in sys.builtin_module_names or (spec is not None and spec.origin is not None)
+
+    assert sorted(p.name for p in TESTS.iterdir()
+                  if p.is_dir() and p.name.isidentifier() and module(p.name)) == []
 
 
 def test_the_checks_find_each_kind_of_wrong_import_and_a_round_folder(tmp_path):
