@@ -6,7 +6,9 @@ pytest`, without activating the environment first) in a checkout whose `.venv` h
 them (the README's first command made it), the run goes on in `.venv`'s Python, as
 activating it would have made it: the same arguments, `.venv/bin` first on PATH. Without
 such a `.venv`, the root conftest stops the run at once, naming what is missing, rather
-than on an ImportError deep in a fixture module (`missing`)."""
+than on an ImportError deep in a fixture module (`missing`).
+
+It also gives the run its two workers (`pytest_load_initial_conftests`)."""
 
 from __future__ import annotations
 
@@ -60,3 +62,13 @@ def _go_on_in_venv() -> None:
 
 
 _go_on_in_venv()
+
+
+def pytest_load_initial_conftests(early_config, parser, args: list[str]) -> None:
+    """Two workers, grouped by `xdist_group` (`-n 2 --dist loadgroup`), unless the command
+    line says how many (`-n 0`: one process) or pytest-xdist is not loaded (`-p no:xdist`,
+    as a debugger's run asks): then the run goes on in one process and still collects,
+    where the same options in `addopts` would be refused as unknown."""
+    if early_config.pluginmanager.has_plugin("xdist") and not any(
+            a.startswith(("-n", "--numprocesses", "--dist")) for a in args):
+        args[:] = ["-n", "2", "--dist", "loadgroup", *args]

@@ -68,3 +68,14 @@ def test_without_a_venv_the_run_stays_where_it_was_started(tmp_path):
     res = _run(root, "tests/test_where.py")
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"ran in {sys.prefix} moved: None" in res.stdout, res.stdout
+
+
+def test_two_workers_unless_the_command_line_says_otherwise_and_no_xdist_still_runs():
+    """The repository's own settings: `-n 2` by default, one process with `-n 0` or with
+    pytest-xdist turned off (which `-n` in `addopts` would make a usage error)."""
+    layout = "tests/test_layout.py"
+    for extra, workers in (((), True), (("-n", "0"), False), (("-p", "no:xdist"), False)):
+        res = _run(ROOT, layout, "-p", "no:cacheprovider", *extra)
+        assert res.returncode == 0, (extra, res.stdout + res.stderr)
+        assert ("2 workers" in res.stdout) is workers, (extra, res.stdout)
+        assert " passed" in res.stdout and "failed" not in res.stdout, res.stdout
