@@ -4,7 +4,8 @@ module or helper imports a test module (`test_*.py`), a conftest, or a fixture m
 tests/fixtures: shared helpers live in tests/helpers, fixtures in conftest.py files and in
 tests/fixtures (which pytest loads by the root conftest's `pytest_plugins`, and tests ask
 for by name). Read with `ast`, so an import inside a function counts too. No test folder
-takes the name of a module the tests import."""
+takes the name of a module this Python can import (run from inside tests/, it would
+stand in for that module)."""
 
 from __future__ import annotations
 
@@ -82,11 +83,12 @@ def test_no_folder_is_named_for_a_review_round():
     assert round_folders(TESTS.parent) == []
 
 
-def test_no_test_folder_has_the_name_of_a_module_the_tests_import():
+def test_no_test_folder_has_the_name_of_an_importable_module():
     """Run from inside tests/, pytest puts that folder first on `sys.path`: a folder of it
     named as an installed or standard module (`packaging`, which the lock's test imports)
     would stand in for that module, and its tests would not collect."""
     outside = [p for p in sys.path if p and pathlib.Path(p).resolve() not in (TESTS, TESTS.parent)]
+
     def module(name: str) -> bool:
         spec = importlib.machinery.PathFinder.find_spec(name, outside)
         return name in sys.builtin_module_names or (spec is not None and spec.origin is not None)

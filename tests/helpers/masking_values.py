@@ -15,7 +15,7 @@ VALUES = st.recursive(SCALARS | ENV, lambda inner: st.dictionaries(FIELDS, inner
                       | st.lists(inner, max_size=3), max_leaves=12)
 
 
-def sensitive(*more: str) -> st.SearchStrategy[list[str]]:
+def sensitive_paths(*more: str) -> st.SearchStrategy[list[str]]:
     """Up to two `lifecycle.sensitive` paths."""
     return st.lists(st.sampled_from(["spec.args", "spec.compute", "spec", "spec.labels[team]",
                                      "spec.environmentVariables[HOME]", *more]), max_size=2)

@@ -8,13 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.render import words
-from tests.helpers import masking_values
-from tests.helpers.masking_values import VALUES
+from tests.helpers.masking_values import VALUES, sensitive_paths
 
 PATHS = st.sampled_from(["", "spec", "spec.environmentVariables", "spec.environmentVariables[API_TOKEN]",
                          "spec.environmentVariables[HOME].value", "spec.compute", "masterSpec.args",
                          "spec.environmentVariables[API_TOKEN].value", "spec.labels"])
-SENSITIVE = masking_values.sensitive("masterSpec")
+SENSITIVE = sensitive_paths("masterSpec")
 
 
 @settings(max_examples=200, deadline=None)

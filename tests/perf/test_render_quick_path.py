@@ -14,11 +14,10 @@ from reconciler import gpus, planner
 from reconciler.desired.types import Lifecycle
 from reconciler.render import markdown, text, words
 from reconciler.state.model import State
-from tests.helpers import masking_values
 from tests.helpers.desired import dt
-from tests.helpers.masking_values import FIELDS, VALUES
+from tests.helpers.masking_values import FIELDS, VALUES, sensitive_paths
 
-SENSITIVE = masking_values.sensitive()
+SENSITIVE = sensitive_paths()
 
 
 def _create(spec: dict, sensitive: tuple[str, ...] = ()):
