@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,6 +57,13 @@ class PlanOptions:
     # False: a plan that deletes or replaces a protected workload is made anyway, and the
     # caller skips those actions itself (`planner.protected`; watch does, per workload).
     refuse_protected: bool = True
+    # Under "auto", a workload the list vouches for that the plan acts on is, when True,
+    # read (GET) and planned again from live; when False, planned from the state, which
+    # the list shows live still matches. A saved plan reads them (`apply FILE` re-reads
+    # what the plan read). A workload deleted is read either way (its live body is what
+    # the plan shows going), and so is an organisation unit, rule or policy acted on
+    # (what a project's deletion takes with it is named from its live body).
+    read_acted: bool = False
 
 
 @dataclass(repr=False)  # a plan's inputs are large: the default repr would print them all
@@ -123,6 +131,8 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     the plan's `policy` holds the rules' results (a bad policy file stops before anything
     is read)."""
     rules = load_policy(options.policy)
+    if out:  # what it acts on is read, for `apply FILE` to check it is still so
+        options = dataclasses.replace(options, read_acted=True)
     with loading(specs_dir) as specs:
         state, pending = State(), []
 
@@ -283,8 +293,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     journal's open intents (a killed run's), whose deletes and creates the plan finishes.
 
     With `refresh_mode` "auto", the workloads the list vouches for are planned from the
-    state; those of them the plan then acts on are read (GET) and the plan made again, so
-    that every change is planned from live as with "full"."""
+    state, which the list shows live still matches: the same actions, field changes and
+    PATCH bodies as "full" plans from live. Those of them the plan deletes, and with
+    `options.read_acted` every one it acts on, are read (GET) and the plan made again."""
     live: dict[str, dict | None] = {}
     listed: dict[str, str | None] = {}
     if client is not None:
@@ -350,7 +361,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
 
     the_plan = make()
     acted = [c.address for c in the_plan.changes
-             if c.address in listed and c.action is not Action.NOOP]
+             if c.address in listed and c.action is not Action.NOOP
+             and (options.read_acted or c.action is Action.DELETE
+                  or not kinds.get(c.kind).in_project)]
     if acted:
         from reconciler import refresh
 

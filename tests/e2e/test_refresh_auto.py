@@ -250,3 +250,98 @@ def test_a_nim_service_whose_spec_names_another_cluster_is_read_from_the_list(ws
         assert ws.plan("--detailed-exitcode").exit_code == 0
     assert [r["path"] for r in sim_server.requests() if r["method"] == "GET"
             and r["path"].startswith("/api/v2/workloads/nim-services/")] == []
+
+
+EDITS = ("string", "drop field", "add default", "add env", "drop env", "stop")
+
+
+def _edit_specs(specs: Path, rng) -> dict[str, str]:
+    """Edits a user makes in git, each of `EDITS` to two spec files of specgen's fleet
+    chosen at random (the rest left as written): a string changed, a field dropped, a
+    field added at the value the server fills in by itself, an environment variable added
+    or dropped, a workspace stopped. file name -> the edit made."""
+    import yaml
+
+    files = sorted(specs.rglob("*.yaml"))
+    rng.shuffle(files)
+    docs = {path: yaml.safe_load(path.read_text()) for path in files}
+
+    def fits(edit: str, doc: dict) -> bool:
+        spec = doc.get("spec", {})
+        return {"string": _string_leaf(spec) is not None,
+                "drop field": any(not isinstance(v, dict) for k, v in spec.items()
+                                  if k != "image"),
+                "add default": "image" in spec and "imagePullPolicy" not in spec,
+                "add env": isinstance(spec.get("environmentVariables"), list),
+                "drop env": bool(spec.get("environmentVariables")),
+                "stop": doc.get("desiredPhase") == "Running"}[edit]
+
+    made: dict[str, str] = {}
+    for edit in EDITS * 2:
+        path = next(p for p in files if p.name not in made and fits(edit, docs[p]))
+        doc = docs[path]
+        spec = doc.get("spec", {})
+        if edit == "string":
+            keys, value = _string_leaf(spec)
+            node = spec
+            for key in keys[:-1]:
+                node = node[key]
+            node[keys[-1]] = value + "-edited"
+        elif edit == "drop field":
+            spec.pop(rng.choice(sorted(k for k, v in spec.items()
+                                       if not isinstance(v, dict) and k != "image")))
+        elif edit == "add default":  # the simulator's default for a tagged image, as Run:ai's
+            spec["imagePullPolicy"] = "IfNotPresent"
+        elif edit == "add env":
+            spec["environmentVariables"].append({"name": "ADDED_IN_GIT", "value": "yes"})
+        elif edit == "drop env":
+            envs = spec["environmentVariables"]
+            envs.pop(rng.randrange(len(envs)))
+        else:
+            doc["desiredPhase"] = "Stopped"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        made[path.name] = edit
+    return made
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_spec_changes_are_planned_from_the_state_alike_with_no_get(ws, sim_server, seed):
+    """Specs edited in git, live untouched: the list vouches for each workload, so auto
+    plans its change from the state, with no GET, and what the plan does is what `full`
+    plans from live: the same actions, field changes and PATCH bodies."""
+    import random
+
+    _fleet(ws, sim_server, 40)
+    made = _edit_specs(ws.specs, random.Random(seed))
+    sim_server.clear_requests()
+    auto = ws.plan_json("--refresh=auto")
+    assert _gets(sim_server) == 0
+    full = ws.plan_json("--refresh=full")
+    acted = {a.rsplit("/", 1)[1] for a, c in changes_by_address(full).items()
+             if c["action"] != "no-op"}
+    # A field added at the server's own value changes nothing; every other edit acts.
+    assert acted == {f.removesuffix(".yaml") for f, e in made.items() if e != "add default"}
+
+    assert _what_is_done(auto) == _what_is_done(full)
+    for fmt in ("text", "markdown"):
+        assert ws.plan("--refresh=auto", "--format", fmt).output == \
+            ws.plan("--refresh=full", "--format", fmt).output
+    # A saved plan reads what it acts on: `apply FILE` checks live is still what it read.
+    sim_server.clear_requests()
+    assert ws.plan("--out", str(ws.root / "saved.plan")).exit_code == 0
+    assert _gets(sim_server) == len(acted)
+
+    # Applied as planned: a full plan then finds live as the specs say.
+    sim_server.clear_requests()
+    assert ws.apply().exit_code == 0
+    _settle(sim_server)
+    assert ws.plan("--refresh=full", "--detailed-exitcode").exit_code == 0
+
+
+def _what_is_done(doc: dict) -> dict[str, dict]:
+    """Per address what the plan does and shows of each change: the action and its reason,
+    the id, the phases, each field's change (before and after) and the PATCH body; not the
+    whole body before and after (`change`), which for a workload the list vouches for is
+    the state's: the body last applied, without the values the server filled in."""
+    return {a: {k: v for k, v in c.items() if k != "change"}
+            for a, c in changes_by_address(doc).items()}
