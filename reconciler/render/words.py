@@ -259,11 +259,46 @@ def created_shown(rc: ResourceChange) -> list[tuple[str, str]]:
     masked (no `sensitive` path, no secret-looking word in its JSON text:
     `masking.may_name_a_secret`), each as `encode` says it, without a check per leaf."""
     body = _created_body(rc)
+    return _shown_leaves(rc, body, bool(rc.sensitive) or may_name_a_secret(body))
+
+
+def _shown_leaves(rc: ResourceChange, body: dict[str, Any],
+                  maskable: bool) -> list[tuple[str, str]]:
     found = _created_leaves(rc, body)
-    if rc.sensitive or may_name_a_secret(body):
+    if maskable:
         return [(path, shown(path, value, rc.sensitive)) for path, value in found]
     return [(path, KNOWN_AFTER_APPLY if value is UNKNOWN else encode(value))
             for path, value in found]
+
+
+def created_lines(rc: ResourceChange, lead: str) -> list[str]:
+    """`created_shown` as lines `<lead><path>: <text>`. When nothing in the body can be
+    masked and nothing in it is known only after apply, the lines are made in one walk of
+    the body (`leaves`' order and paths), without a pair per leaf."""
+    body = _created_body(rc)
+    maskable = bool(rc.sensitive) or may_name_a_secret(body)
+    if maskable or rc.known_after:
+        return [f"{lead}{path}: {text}" for path, text in _shown_leaves(rc, body, maskable)]
+    out: list[str] = []
+    _leaf_lines(body, "", lead, out)
+    if rc.desired_phase == phases.STOPPED:
+        out.append(f"{lead}desiredPhase: {encode(phases.STOPPED)}")
+    return out
+
+
+def _leaf_lines(body: dict[str, Any], prefix: str, lead: str, out: list[str]) -> None:
+    """`leaves(body, prefix)`, each appended to `out` as `<lead><path>: <encode(value)>`."""
+    for key in sorted(body):
+        value = body[key]
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value:
+            _leaf_lines(value, path, lead, out)
+            continue
+        keys = _item_keys(key, value) if isinstance(value, list) and value else None
+        if keys is not None:
+            out.extend([f"{lead}{path}[{k}]: {encode(item)}" for k, item in zip(keys, value)])
+        else:
+            out.append(f"{lead}{path}: {encode(value)}")
 
 
 def _created_body(rc: ResourceChange) -> dict[str, Any]:
