@@ -293,7 +293,7 @@ class _Store:
             self._save(data, backup)
             self._backed_up = True
             state.serial = serial
-            if self._held is not None:
+            if self._held is not None and self.loads_saved_bytes:
                 self._saved = (data, state.lineage, serial)
 
     @contextlib.contextmanager
@@ -325,6 +325,8 @@ class _Store:
 
     # A store of files (or their memory twin) keeps the state and its backup only.
     keeps_every_version = False
+    # `_load` answers the very bytes `_save` was given (what `_write` compares).
+    loads_saved_bytes = True
 
     def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
         """(bytes, where, when written) of the state and of its backup, when they exist."""
