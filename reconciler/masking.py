@@ -34,7 +34,9 @@ MASK = "(sensitive)"
 # What `export` writes in place of a sensitive value; `validate` refuses it.
 SECRET_PLACEHOLDER = "<secret not exported: give a secret reference or the value>"
 _SECRET_NAME = re.compile(r"secret|token|passw(or)?d|pwd|credential|key", re.IGNORECASE)
-_SECRET_NAME_FOLDED = re.compile(_SECRET_NAME.pattern)  # for ASCII text in lower case
+# For ASCII text in lower case, as bytes: its words each found by a substring search,
+# quicker than the pattern's scan (`passw` is then checked by the pattern).
+_SECRET_NAME_FOLDED = re.compile(_SECRET_NAME.pattern.encode())
 # The Run:ai API's `environmentVariables[NAME].value`, and a Kubernetes container's
 # `env[NAME].value` (inside a Manifest's pod templates).
 _ENV_VALUE = re.compile(r"(?:environmentVariables|(?:^|\.)env)\[(?P<name>[^\]]*)\]\.value$")
@@ -214,10 +216,12 @@ def _may_name_a_secret(path: str, body: Any) -> bool:
         text = orjson.dumps(body)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, a key that is no string
         return True
-    found = text.decode()
-    if found.isascii():  # folded by `lower`, searched as `_SECRET_NAME` would, but faster
-        return _SECRET_NAME_FOLDED.search(found.lower()) is not None
-    return _SECRET_NAME.search(found) is not None  # Unicode's case folding (a Kelvin sign)
+    if text.isascii():  # folded by `lower`, searched as `_SECRET_NAME` would, but faster
+        folded = text.lower()
+        return (b"key" in folded or b"token" in folded or b"secret" in folded
+                or b"pwd" in folded or b"credential" in folded
+                or b"passw" in folded and _SECRET_NAME_FOLDED.search(folded) is not None)
+    return _SECRET_NAME.search(text.decode()) is not None  # Unicode's case folding (a Kelvin sign)
 
 
 def _map(path: str, value: Any, sensitive: tuple[str, ...], leaf: Callable[[str, Any], Any],

@@ -133,8 +133,7 @@ def _resource(rc: ResourceChange, paint) -> list[str]:
     if changes:
         out += [_field(c, paint, rc.sensitive) for c in changes]
     elif rc.action is Action.CREATE and rc.after:
-        plus = paint(_GREEN, "+")
-        out += [f"      {plus} {path}: {text}" for path, text in words.created_shown(rc)]
+        out += words.created_lines(rc, f"      {paint(_GREEN, '+')} ")
     going = words.takes_with(rc)
     if going:
         out.append(f"      {paint(_RED, '#')} {going}")

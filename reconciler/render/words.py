@@ -189,7 +189,26 @@ def encode(value: Any) -> str:
 
 
 _encode_str = json.encoder.encode_basestring  # what dumps(ensure_ascii=False) uses
-_encode_any = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+
+
+def _any_encoder():
+    """`json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode` without its set-up
+    per call: the C encoder it makes for each value, made with the same arguments (a new
+    one per value: it keeps the circular-reference marks of the value it encodes)."""
+    encoder = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+    make = json.encoder.c_make_encoder
+    if make is None:  # no C accelerator: the encoder as it is
+        return encoder.encode
+    default, key_sep, item_sep = encoder.default, encoder.key_separator, encoder.item_separator
+
+    def encode_any(value: Any) -> str:
+        return "".join(make({}, default, _encode_str, None, key_sep, item_sep, True, False,
+                            True)(value, 0))
+
+    return encode_any
+
+
+_encode_any = _any_encoder()
 
 
 def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -202,8 +221,10 @@ def leaves(body: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(value, dict) and value:
             out.extend(leaves(value, path))
-        elif isinstance(value, list) and value and _keyed(key, value):
-            out.extend((f"{path}[{kinds.item_key(key, item)}]", item) for item in value)
+            continue
+        keys = _item_keys(key, value) if isinstance(value, list) and value else None
+        if keys is not None:
+            out.extend((f"{path}[{k}]", item) for k, item in zip(keys, value))
         else:
             out.append((path, value))
     return out
@@ -238,11 +259,46 @@ def created_shown(rc: ResourceChange) -> list[tuple[str, str]]:
     masked (no `sensitive` path, no secret-looking word in its JSON text:
     `masking.may_name_a_secret`), each as `encode` says it, without a check per leaf."""
     body = _created_body(rc)
+    return _shown_leaves(rc, body, bool(rc.sensitive) or may_name_a_secret(body))
+
+
+def _shown_leaves(rc: ResourceChange, body: dict[str, Any],
+                  maskable: bool) -> list[tuple[str, str]]:
     found = _created_leaves(rc, body)
-    if rc.sensitive or may_name_a_secret(body):
+    if maskable:
         return [(path, shown(path, value, rc.sensitive)) for path, value in found]
     return [(path, KNOWN_AFTER_APPLY if value is UNKNOWN else encode(value))
             for path, value in found]
+
+
+def created_lines(rc: ResourceChange, lead: str) -> list[str]:
+    """`created_shown` as lines `<lead><path>: <text>`. When nothing in the body can be
+    masked and nothing in it is known only after apply, the lines are made in one walk of
+    the body (`leaves`' order and paths), without a pair per leaf."""
+    body = _created_body(rc)
+    maskable = bool(rc.sensitive) or may_name_a_secret(body)
+    if maskable or rc.known_after:
+        return [f"{lead}{path}: {text}" for path, text in _shown_leaves(rc, body, maskable)]
+    out: list[str] = []
+    _leaf_lines(body, "", lead, out)
+    if rc.desired_phase == phases.STOPPED:
+        out.append(f"{lead}desiredPhase: {encode(phases.STOPPED)}")
+    return out
+
+
+def _leaf_lines(body: dict[str, Any], prefix: str, lead: str, out: list[str]) -> None:
+    """`leaves(body, prefix)`, each appended to `out` as `<lead><path>: <encode(value)>`."""
+    for key in sorted(body):
+        value = body[key]
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value:
+            _leaf_lines(value, path, lead, out)
+            continue
+        keys = _item_keys(key, value) if isinstance(value, list) and value else None
+        if keys is not None:
+            out.extend([f"{lead}{path}[{k}]: {encode(item)}" for k, item in zip(keys, value)])
+        else:
+            out.append(f"{lead}{path}: {encode(value)}")
 
 
 def _created_body(rc: ResourceChange) -> dict[str, Any]:
@@ -259,11 +315,13 @@ def _created_leaves(rc: ResourceChange, body: dict[str, Any]) -> list[tuple[str,
     return out
 
 
-def _keyed(field: str, items: list) -> bool:
+def _item_keys(field: str, items: list) -> list[str] | None:
+    """The item keys of the list `field`, when each item has one and no two share one;
+    else None (the list is shown whole)."""
     if field in kinds.ORDERED_LISTS or field in kinds.SET_LISTS:
-        return False
+        return None
     keys = [kinds.item_key(field, item) for item in items]
-    return None not in keys and len(set(keys)) == len(keys)
+    return keys if None not in keys and len(set(keys)) == len(keys) else None
 
 
 def phase_change(rc: ResourceChange) -> plans.FieldChange | None:
@@ -332,7 +390,7 @@ def shown(path: str, value: Any, sensitive: Sequence[str] = ()) -> str:
     text = encode(value)
     if any(p.startswith(path) or path.startswith(p) for p in sensitive):
         return encode(mask_at(path, value, sensitive))
-    if _ENV_FIELD in text or '"env"' in text or _K8S_ENV.search(path):
+    if _ENV_FIELD in text or '"env"' in text or ("env" in path and _K8S_ENV.search(path)):
         # (a Kubernetes container's `env`, in a Manifest: the same rule, no quick path)
         return encode(mask_at(path, value, sensitive))
     if _ENV_FIELD in path:

@@ -109,6 +109,10 @@ def dumps(state: State, *, serial: int | None = None) -> bytes:
     doc = state.to_json()
     if serial is not None:
         doc["serial"] = serial
+    return _encode(doc)
+
+
+def _encode(doc: dict) -> bytes:
     try:
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
                             | orjson.OPT_APPEND_NEWLINE)
@@ -161,6 +165,9 @@ class _Store:
         self._held_info: LockInfo | None = None
         self._depth = 0
         self._journal_lineage: str | None = None  # known once this store has checked it
+        # What this store saved last while it held the lock, until it lets the lock go:
+        # its bytes, lineage and serial (`_write`).
+        self._saved: tuple[bytes, str, int] | None = None
 
     def _load(self) -> bytes | None:
         raise NotImplementedError
@@ -247,25 +254,47 @@ class _Store:
     def _write(self, state: State, force: bool) -> None:
         with self._mutex:
             raw = self._load()
-            stored = None if raw is None else loads(raw, self.where)
-            if stored is not None:
-                if stored.lineage != state.lineage:
+            doc = None
+            if raw is not None:
+                saved = self._saved
+                if saved is not None and raw == saved[0]:
+                    # The bytes this store saved last: their lineage and serial are known
+                    # without parsing them, and the content is the same when `state`
+                    # encodes to those bytes at that serial.
+                    lineage, serial = saved[1], saved[2]
+                    doc = state.to_json()
+                    doc["serial"] = serial
+                    same = _encode(doc) == raw
+                else:
+                    stored = loads(raw, self.where)
+                    lineage, serial = stored.lineage, stored.serial
+                    same = stored.same_content(state)
+                    del stored
+                if lineage != state.lineage:
                     raise StateError(
                         f"refusing to write state {self.where}: it belongs to another "
-                        f"lineage ({stored.lineage}) than the state being written "
+                        f"lineage ({lineage}) than the state being written "
                         f"({state.lineage}); is --state pointing at the right file?")
-                if stored.serial > state.serial:
+                if serial > state.serial:
                     raise StateError(
                         f"refusing to write state {self.where}: it was changed by someone "
-                        f"else since it was read (serial {stored.serial} on disk, "
+                        f"else since it was read (serial {serial} on disk, "
                         f"{state.serial} when read); run the command again")
-                if stored.same_content(state) and not force:
+                if same and not force:
                     return
             serial = state.serial + 1
             backup = raw if not self._backed_up else None
-            self._save(dumps(state, serial=serial), backup)
+            del raw
+            if doc is None:
+                doc = state.to_json()
+            doc["serial"] = serial
+            data = _encode(doc)
+            del doc
+            self._save(data, backup)
             self._backed_up = True
             state.serial = serial
+            if self._held is not None and self.loads_saved_bytes:
+                self._saved = (data, state.lineage, serial)
 
     @contextlib.contextmanager
     def lock(self, operation: str) -> Iterator[LockInfo]:
@@ -291,10 +320,13 @@ class _Store:
         finally:
             with self._mutex:
                 self._held = self._held_info = None
+                self._saved = None
             self._release(handle)
 
     # A store of files (or their memory twin) keeps the state and its backup only.
     keeps_every_version = False
+    # `_load` answers the very bytes `_save` was given (what `_write` compares).
+    loads_saved_bytes = True
 
     def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
         """(bytes, where, when written) of the state and of its backup, when they exist."""

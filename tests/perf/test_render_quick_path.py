@@ -1,7 +1,7 @@
-"""A create's leaves in the plan's text and markdown (`words.created_shown`): a body in
-which nothing can be masked is shown without a masking check per leaf, and whatever the
-body and the spec's `lifecycle.sensitive` paths, each leaf reads exactly as `words.shown`
-masks it."""
+"""A create's leaves in the plan's text and markdown (`words.created_shown`, the text's
+`created_lines`): a body in which nothing can be masked is shown without a masking check
+per leaf, and whatever the body and the spec's `lifecycle.sensitive` paths, each leaf
+reads exactly as `words.shown` masks it."""
 
 from __future__ import annotations
 
@@ -35,6 +35,18 @@ def test_each_leaf_reads_as_shown_masks_it(spec, sensitive):
     rc = _create(spec, tuple(sensitive)).changes[0]
     assert words.created_shown(rc) == [(p, words.shown(p, v, rc.sensitive))
                                        for p, v in words.created_leaves(rc)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(FIELDS, VALUES, max_size=4), SENSITIVE, st.booleans())
+def test_the_texts_lines_are_the_leaves_as_shown(spec, sensitive, stopped):
+    """The text's lines of a create (`words.created_lines`, made in one walk when nothing
+    can be masked) are `created_shown`'s pairs, in its order, `desiredPhase` included."""
+    rc = _create(spec, tuple(sensitive)).changes[0]
+    if stopped:
+        rc = dataclasses.replace(rc, desired_phase="Stopped")
+    assert words.created_lines(rc, "  + ") == [f"  + {p}: {t}"
+                                               for p, t in words.created_shown(rc)]
 
 
 def test_a_body_with_nothing_to_mask_is_shown_without_a_check_per_leaf(monkeypatch):

@@ -87,6 +87,31 @@ def test_a_stale_writer_is_refused_and_the_newer_state_kept(open_store):
     assert open_store().read().addresses() == ["DistributedTraining/7/from-alice"]
 
 
+def test_writes_under_one_lock_keep_the_serial_rules(open_store):
+    """A store's second write under the lock it holds (an apply's compaction, then its
+    list fingerprints) knows its own bytes: the same content keeps the serial, a change
+    raises it, and a state written by someone else in between is still refused."""
+    store, other = open_store(), open_store()
+    with store.lock("apply"):
+        state = store.read()
+        state.set(resource())
+        store.write(state)
+        store.write(state)
+        assert state.serial == 1
+        state.get("DistributedTraining/7/bert-ddp").last_phase = "Stopped"
+        store.write(state)
+        assert state.serial == 2 == open_store().read().serial
+        theirs = other.read()
+        theirs.set(resource("from-other"))
+        other.write(theirs)
+        state.set(resource("mine"))
+        with pytest.raises(StateError, match=r"changed by someone else.*serial 3 on disk, 2 "
+                                             "when read"):
+            store.write(state)
+    assert open_store().read().addresses() == ["DistributedTraining/7/bert-ddp",
+                                               "DistributedTraining/7/from-other"]
+
+
 def test_a_state_of_another_lineage_is_refused(open_store):
     store = open_store()
     store.write(store.read())
