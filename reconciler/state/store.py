@@ -35,6 +35,7 @@ planner's caller (reads) and the executor (journals each action, compacts at the
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime
 import json
@@ -44,7 +45,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Hashable, Iterator, Protocol, runtime_checkable
+from typing import BinaryIO, Callable, Hashable, Iterator, Protocol, runtime_checkable
 
 import orjson
 
@@ -116,13 +117,16 @@ def dumps(state: State, *, serial: int | None = None) -> bytes:
         return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+_HINT = "it was left unchanged; fix it or restore it from its .backup"
+
+
 def loads(raw: bytes | list[bytes], where: str) -> State:
     """Parse stored bytes; StateError naming `where` when they are not a valid state.
 
     `raw` may come in a one-item list that the caller gives up: the bytes are then let go
     once decoded, so that a large state's bytes and text are not both held while it is
     parsed (a third of the peak memory of a plan of 10,000)."""
-    hint = "it was left unchanged; fix it or restore it from its .backup"
+    hint = _HINT
     if isinstance(raw, list):
         raw = raw.pop()
     if not raw or raw.isspace():  # not strip(): that copies the whole state
@@ -140,10 +144,90 @@ def loads(raw: bytes | list[bytes], where: str) -> State:
     except ValueError:  # an integer too long for Python
         raise StateError(f"state file {where} is not valid JSON (an integer in it is too "
                          f"long); {hint}") from None
+    return _from_json(data, where)
+
+
+def _from_json(data: object, where: str) -> State:
     try:
         return State.from_json(data)
     except StateError as exc:
-        raise StateError(f"state file {where} is not a valid state: {exc}; {hint}") from None
+        raise StateError(f"state file {where} is not a valid state: {exc}; {_HINT}") from None
+
+
+def load(f: BinaryIO, where: str) -> State:
+    """`loads` of an open state file, which the text `dumps` writes is read from a part at
+    a time: the file's whole text is never held beside the objects made of it (docs/
+    performance.md). Each part is parsed by `json.loads` itself, so the state is the one
+    `loads` gives; a file laid out otherwise, or one `json.loads` refuses, is read again
+    whole by `loads`, which gives its result or its message."""
+    try:
+        try:
+            data = _parse_by_parts(f)
+        except (ValueError, RecursionError):  # not UTF-8, not valid JSON, an int too long
+            data = None
+        if data is None:
+            f.seek(0)
+            return loads([f.read()], where)
+    except OSError as exc:
+        raise StateError(f"cannot read the state file {where}: {exc.strerror}") from exc
+    return _from_json(data, where)
+
+
+# How `dumps` lays out a state with workloads: its resources open on a line of their own,
+# each record ends on a line of 4 spaces and a brace, and the resources on one of 2.
+_RESOURCES = '\n  "resources": {\n'
+_BETWEEN = '\n    },\n    "'  # the end of one record, its comma, the start of the next
+_AFTER = '\n  }'
+_PART = 1 << 20  # bytes read at a time
+_HEAD = 1 << 16  # the members before the resources (a lineage, a key) are far shorter
+_SPACE = " \t\n\r"  # JSON's whitespace (str.strip's is wider)
+
+
+def _parse_by_parts(f: BinaryIO) -> dict | None:
+    """The document of a state file as `dumps` lays it out, or None when it is laid out
+    otherwise. Its text is cut where the layout says one member ends and the next begins;
+    each part, wrapped in braces, is parsed by `json.loads`. When every part is a valid
+    object, the file is the object of all their members, in order (JSON's grammar has one
+    parse), and json.loads of the whole would give the same; a cut made elsewhere leaves
+    a part that is not valid (ValueError)."""
+    decode = codecs.getincrementaldecoder("utf-8")().decode  # strict, as bytes.decode
+    text, start = "", -1
+    while start < 0 and len(text) < _HEAD:
+        part = f.read(_PART)
+        if not part:
+            return None
+        text += decode(part)
+        start = text.find(_RESOURCES, max(len(text) - len(part) - len(_RESOURCES), 0))
+    if start < 0 or not text.startswith("{"):
+        return None
+    head = text[1:start]  # the members before the resources, and the comma after them
+    if not head.endswith(",") or not head[:-1].strip(_SPACE):
+        return None
+    data = json.loads("{" + head[:-1] + "}")
+    resources: dict = {}
+    text = text[start + len(_RESOURCES):]
+    searched = 0  # `text` before this holds no mark
+    while True:
+        cut = text.rfind(_BETWEEN, searched)
+        if cut >= 0:  # the records before it: a part (the end is after the last record)
+            resources.update(json.loads("".join(("{", text[:cut + 6], "}"))))
+            text, searched = text[cut + 7:], 0  # from the next record
+        end = text.find(_AFTER, searched)
+        if end >= 0:
+            resources.update(json.loads("".join(("{", text[:end], "}"))))
+            break
+        part = f.read(_PART)
+        if not part:
+            return None
+        searched = max(len(text) - len(_BETWEEN), 0)
+        text += decode(part)
+    tail = (text[end + len(_AFTER):] + decode(f.read(), True)).lstrip(_SPACE)
+    data["resources"] = resources
+    if tail.startswith(",") and not tail[1:].lstrip(_SPACE).startswith("}"):
+        data.update(json.loads("{" + tail[1:]))  # the members after, the closing brace
+    elif tail.rstrip(_SPACE) != "}":
+        return None
+    return data
 
 
 class _Store:
@@ -177,8 +261,8 @@ class _Store:
     def _drop_journal(self) -> None:
         raise NotImplementedError
 
-    def _load_both(self) -> tuple[bytes | None, bytes | None]:
-        """The state's bytes and the journal's, as of one moment."""
+    def _load_both(self) -> tuple[bytes | BinaryIO | None, bytes | None]:
+        """The state's bytes (or its file, open) and the journal's, as of one moment."""
         with self._mutex:
             return self._load(), self._load_journal()
 
@@ -192,10 +276,13 @@ class _Store:
             state = State()
             if jraw and b"\n" in jraw:  # a first run died before its state file was written
                 state.lineage = journal.lineage_of(jraw, self.journal_where)
-        else:
+        elif isinstance(raw, bytes):
             given = [raw]
             del raw
             state = loads(given, self.where)
+        else:
+            with raw:
+                state = load(raw, self.where)
         if not jraw:
             return state, []
         return state, journal.replay(state, jraw, self.journal_where)
@@ -358,6 +445,25 @@ class LocalFileStore(_Store):
 
     def _load(self) -> bytes | None:
         return _read_or_none(self.path, f"the state file {self.path}")
+
+    def _load_both(self) -> tuple[BinaryIO | None, bytes | None]:
+        """The state file open, not read (`load` reads it a part at a time; it stays the
+        version opened whatever is written meanwhile: a write replaces the file), and the
+        journal's bytes."""
+        with self._mutex:
+            try:
+                f = self.path.open("rb")
+            except FileNotFoundError:
+                f = None
+            except OSError as exc:
+                raise StateError(f"cannot read the state file {self.path}: "
+                                 f"{exc.strerror}") from exc
+            try:
+                return f, self._load_journal()
+            except BaseException:
+                if f is not None:
+                    f.close()
+                raise
 
     def version_stamp(self) -> Hashable | None:
         """The state file's and the journal's inode, size and times: a write replaces the
