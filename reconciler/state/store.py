@@ -35,7 +35,6 @@ planner's caller (reads) and the executor (journals each action, compacts at the
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import datetime
 import json
@@ -175,9 +174,9 @@ def load(f: BinaryIO, where: str) -> State:
 
 # How `dumps` lays out a state with workloads: its resources open on a line of their own,
 # each record ends on a line of 4 spaces and a brace, and the resources on one of 2.
-_RESOURCES = '\n  "resources": {\n'
-_BETWEEN = '\n    },\n    "'  # the end of one record, its comma, the start of the next
-_AFTER = '\n  }'
+_RESOURCES = b'\n  "resources": {\n'
+_BETWEEN = b'\n    },\n    "'  # the end of one record, its comma, the start of the next
+_AFTER = b"\n  }"
 _PART = 1 << 20  # bytes read at a time
 _HEAD = 1 << 16  # the members before the resources (a lineage, a key) are far shorter
 _SPACE = " \t\n\r"  # JSON's whitespace (str.strip's is wider)
@@ -185,49 +184,61 @@ _SPACE = " \t\n\r"  # JSON's whitespace (str.strip's is wider)
 
 def _parse_by_parts(f: BinaryIO) -> dict | None:
     """The document of a state file as `dumps` lays it out, or None when it is laid out
-    otherwise. Its text is cut where the layout says one member ends and the next begins;
-    each part, wrapped in braces, is parsed by `json.loads`. When every part is a valid
-    object, the file is the object of all their members, in order (JSON's grammar has one
-    parse), and json.loads of the whole would give the same; a cut made elsewhere leaves
-    a part that is not valid (ValueError)."""
-    decode = codecs.getincrementaldecoder("utf-8")().decode  # strict, as bytes.decode
-    text, start = "", -1
-    while start < 0 and len(text) < _HEAD:
+    otherwise. The file is cut where the layout says that one record ends and the next
+    begins: the comma and the newline there become a brace that closes a part and one that
+    opens the next, and each part is decoded and parsed by `json.loads`. When every part
+    is a valid object, the file is the object of all their members, in order (JSON's
+    grammar has one parse), and json.loads of the whole would give the same; a cut made
+    elsewhere leaves a part that is not valid (ValueError). The cuts are ASCII bytes, which
+    UTF-8 never uses within a character: the parts decode as the whole would."""
+    buf = bytearray()
+    start = -1
+    while start < 0 and len(buf) < _HEAD:
         part = f.read(_PART)
         if not part:
             return None
-        text += decode(part)
-        start = text.find(_RESOURCES, max(len(text) - len(part) - len(_RESOURCES), 0))
-    if start < 0 or not text.startswith("{"):
+        buf += part
+        start = buf.find(_RESOURCES, max(len(buf) - len(part) - len(_RESOURCES), 0))
+    if start < 0 or not buf.startswith(b"{"):
         return None
-    head = text[1:start]  # the members before the resources, and the comma after them
+    head = _decode(buf, 1, start)  # the members before the resources, and a comma
     if not head.endswith(",") or not head[:-1].strip(_SPACE):
         return None
     data = json.loads("{" + head[:-1] + "}")
     resources: dict = {}
-    text = text[start + len(_RESOURCES):]
-    searched = 0  # `text` before this holds no mark
+    del buf[:start + len(_RESOURCES) - 2]  # from the resources' own brace
+    searched = 0  # `buf` before this holds no mark
     while True:
-        cut = text.rfind(_BETWEEN, searched)
+        cut = buf.rfind(_BETWEEN, searched)
         if cut >= 0:  # the records before it: a part (the end is after the last record)
-            resources.update(json.loads("".join(("{", text[:cut + 6], "}"))))
-            text, searched = text[cut + 7:], 0  # from the next record
-        end = text.find(_AFTER, searched)
+            buf[cut + 6:cut + 8] = b"}{"
+            resources.update(json.loads(_decode(buf, 0, cut + 7)))
+            del buf[:cut + 7]
+            searched = 0
+        end = buf.find(_AFTER, searched)
         if end >= 0:
-            resources.update(json.loads("".join(("{", text[:end], "}"))))
+            resources.update(json.loads(_decode(buf, 0, end + len(_AFTER))))
             break
         part = f.read(_PART)
         if not part:
             return None
-        searched = max(len(text) - len(_BETWEEN), 0)
-        text += decode(part)
-    tail = (text[end + len(_AFTER):] + decode(f.read(), True)).lstrip(_SPACE)
+        searched = max(len(buf) - len(_BETWEEN), 0)
+        buf += part
+    del buf[:end + len(_AFTER)]
+    buf += f.read()
+    tail = _decode(buf, 0, len(buf)).lstrip(_SPACE)
     data["resources"] = resources
     if tail.startswith(",") and not tail[1:].lstrip(_SPACE).startswith("}"):
         data.update(json.loads("{" + tail[1:]))  # the members after, the closing brace
     elif tail.rstrip(_SPACE) != "}":
         return None
     return data
+
+
+def _decode(buf: bytearray, start: int, end: int) -> str:
+    """buf[start:end] decoded as bytes.decode does, without copying the bytes first."""
+    with memoryview(buf) as view:
+        return str(view[start:end], "utf-8")
 
 
 class _Store:
