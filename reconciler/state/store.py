@@ -154,11 +154,11 @@ def _from_json(data: object, where: str) -> State:
 
 
 def load(f: BinaryIO, where: str) -> State:
-    """`loads` of an open state file, which the text `dumps` writes is read from a part at
-    a time: the file's whole text is never held beside the objects made of it (docs/
-    performance.md). Each part is parsed by `json.loads` itself, so the state is the one
-    `loads` gives; a file laid out otherwise, or one `json.loads` refuses, is read again
-    whole by `loads`, which gives its result or its message."""
+    """`loads` of an open state file. A file as `dumps` lays it out is read a part at a
+    time, so that its whole text is never held beside the objects made of it (docs/
+    performance.md); each part is parsed by `json.loads` itself, so the state is the one
+    `loads` gives. A file laid out otherwise, or one that `json.loads` refuses, is read
+    again whole by `loads`, which gives its state or its message."""
     try:
         try:
             data = _parse_by_parts(f)
@@ -176,6 +176,7 @@ def load(f: BinaryIO, where: str) -> State:
 # each record ends on a line of 4 spaces and a brace, and the resources on one of 2.
 _RESOURCES = b'\n  "resources": {\n'
 _BETWEEN = b'\n    },\n    "'  # the end of one record, its comma, the start of the next
+_COMMA = _BETWEEN.index(b",")
 _AFTER = b"\n  }"
 _PART = 1 << 20  # bytes read at a time
 _HEAD = 1 << 16  # the members before the resources (a lineage, a key) are far shorter
@@ -211,9 +212,9 @@ def _parse_by_parts(f: BinaryIO) -> dict | None:
     while True:
         cut = buf.rfind(_BETWEEN, searched)
         if cut >= 0:  # the records before it: a part (the end is after the last record)
-            buf[cut + 6:cut + 8] = b"}{"
-            resources.update(json.loads(_decode(buf, 0, cut + 7)))
-            del buf[:cut + 7]
+            buf[cut + _COMMA:cut + _COMMA + 2] = b"}{"  # the comma and the newline after it
+            resources.update(json.loads(_decode(buf, 0, cut + _COMMA + 1)))
+            del buf[:cut + _COMMA + 1]
             searched = 0
         end = buf.find(_AFTER, searched)
         if end >= 0:
