@@ -227,6 +227,14 @@ def test_the_file_store_reads_by_parts_and_closes_the_file(tmp_path, monkeypatch
     def whole(*_):
         raise AssertionError("read whole")
 
+    opened = []
+
+    def by_parts(f, where):
+        opened.append(f)
+        return load(f, where)
+
     monkeypatch.setattr(store_module, "loads", whole)
+    monkeypatch.setattr(store_module, "load", by_parts)
     back, pending = LocalFileStore(path).read_with_pending()
     assert back == state and pending == []
+    assert len(opened) == 1 and opened[0].closed
