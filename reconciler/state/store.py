@@ -44,7 +44,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Hashable, Iterator, Protocol, runtime_checkable
+from typing import BinaryIO, Callable, Hashable, Iterator, Protocol, runtime_checkable
 
 import orjson
 
@@ -120,13 +120,16 @@ def _encode(doc: dict) -> bytes:
         return (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+_HINT = "it was left unchanged; fix it or restore it from its .backup"
+
+
 def loads(raw: bytes | list[bytes], where: str) -> State:
     """Parse stored bytes; StateError naming `where` when they are not a valid state.
 
     `raw` may come in a one-item list that the caller gives up: the bytes are then let go
     once decoded, so that a large state's bytes and text are not both held while it is
     parsed (a third of the peak memory of a plan of 10,000)."""
-    hint = "it was left unchanged; fix it or restore it from its .backup"
+    hint = _HINT
     if isinstance(raw, list):
         raw = raw.pop()
     if not raw or raw.isspace():  # not strip(): that copies the whole state
@@ -144,10 +147,103 @@ def loads(raw: bytes | list[bytes], where: str) -> State:
     except ValueError:  # an integer too long for Python
         raise StateError(f"state file {where} is not valid JSON (an integer in it is too "
                          f"long); {hint}") from None
+    return _from_json(data, where)
+
+
+def _from_json(data: object, where: str) -> State:
     try:
         return State.from_json(data)
     except StateError as exc:
-        raise StateError(f"state file {where} is not a valid state: {exc}; {hint}") from None
+        raise StateError(f"state file {where} is not a valid state: {exc}; {_HINT}") from None
+
+
+def load(f: BinaryIO, where: str) -> State:
+    """`loads` of an open state file. A file as `dumps` lays it out is read a part at a
+    time, so that its whole text is never held beside the objects made of it (docs/
+    performance.md); each part is parsed by `json.loads` itself, so the state is the one
+    `loads` gives. A file laid out otherwise, or one that `json.loads` refuses, is read
+    again whole by `loads`, which gives its state or its message."""
+    try:
+        try:
+            data = _parse_by_parts(f)
+        except (ValueError, RecursionError):  # not UTF-8, not valid JSON, an int too long
+            data = None
+        if data is None:
+            f.seek(0)
+            return loads([f.read()], where)
+    except OSError as exc:
+        raise StateError(f"cannot read the state file {where}: {exc.strerror}") from exc
+    return _from_json(data, where)
+
+
+# How `dumps` lays out a state with workloads: its resources open on a line of their own,
+# each record ends on a line of 4 spaces and a brace, and the resources on one of 2.
+_RESOURCES = b'\n  "resources": {\n'
+_BETWEEN = b'\n    },\n    "'  # the end of one record, its comma, the start of the next
+_COMMA = _BETWEEN.index(b",")
+_AFTER = b"\n  }"
+_PART = 1 << 20  # bytes read at a time
+_HEAD = 1 << 16  # the members before the resources (a lineage, a key) are far shorter
+_SPACE = " \t\n\r"  # JSON's whitespace (str.strip's is wider)
+
+
+def _parse_by_parts(f: BinaryIO) -> dict | None:
+    """The document of a state file as `dumps` lays it out, or None when it is laid out
+    otherwise. The file is cut where the layout says that one record ends and the next
+    begins: the comma and the newline there become a brace that closes a part and one that
+    opens the next, and each part is decoded and parsed by `json.loads`. When every part
+    is a valid object, the file is the object of all their members, in order (JSON's
+    grammar has one parse), and json.loads of the whole would give the same; a cut made
+    elsewhere leaves a part that is not valid (ValueError). The cuts are ASCII bytes, which
+    UTF-8 never uses within a character: the parts decode as the whole would."""
+    buf = bytearray()
+    start = -1
+    while start < 0 and len(buf) < _HEAD:
+        part = f.read(_PART)
+        if not part:
+            return None
+        buf += part
+        start = buf.find(_RESOURCES, max(len(buf) - len(part) - len(_RESOURCES), 0))
+    if start < 0 or not buf.startswith(b"{"):
+        return None
+    head = _decode(buf, 1, start)  # the members before the resources, and a comma
+    if not head.endswith(",") or not head[:-1].strip(_SPACE):
+        return None
+    data = json.loads("{" + head[:-1] + "}")
+    resources: dict = {}
+    del buf[:start + len(_RESOURCES) - 2]  # from the resources' own brace
+    searched = 0  # `buf` before this holds no mark
+    while True:
+        cut = buf.rfind(_BETWEEN, searched)
+        if cut >= 0:  # the records before it: a part (the end is after the last record)
+            buf[cut + _COMMA:cut + _COMMA + 2] = b"}{"  # the comma and the newline after it
+            resources.update(json.loads(_decode(buf, 0, cut + _COMMA + 1)))
+            del buf[:cut + _COMMA + 1]
+            searched = 0
+        end = buf.find(_AFTER, searched)
+        if end >= 0:
+            resources.update(json.loads(_decode(buf, 0, end + len(_AFTER))))
+            break
+        part = f.read(_PART)
+        if not part:
+            return None
+        searched = max(len(buf) - len(_BETWEEN), 0)
+        buf += part
+    del buf[:end + len(_AFTER)]
+    buf += f.read()
+    tail = _decode(buf, 0, len(buf)).lstrip(_SPACE)
+    data["resources"] = resources
+    if tail.startswith(",") and not tail[1:].lstrip(_SPACE).startswith("}"):
+        data.update(json.loads("{" + tail[1:]))  # the members after, the closing brace
+    elif tail.rstrip(_SPACE) != "}":
+        return None
+    return data
+
+
+def _decode(buf: bytearray, start: int, end: int) -> str:
+    """buf[start:end] decoded as bytes.decode does, without copying the bytes first."""
+    with memoryview(buf) as view:
+        return str(view[start:end], "utf-8")
 
 
 class _Store:
@@ -184,8 +280,8 @@ class _Store:
     def _drop_journal(self) -> None:
         raise NotImplementedError
 
-    def _load_both(self) -> tuple[bytes | None, bytes | None]:
-        """The state's bytes and the journal's, as of one moment."""
+    def _load_both(self) -> tuple[bytes | BinaryIO | None, bytes | None]:
+        """The state's bytes (or its file, open) and the journal's, as of one moment."""
         with self._mutex:
             return self._load(), self._load_journal()
 
@@ -199,10 +295,13 @@ class _Store:
             state = State()
             if jraw and b"\n" in jraw:  # a first run died before its state file was written
                 state.lineage = journal.lineage_of(jraw, self.journal_where)
-        else:
+        elif isinstance(raw, bytes):
             given = [raw]
             del raw
             state = loads(given, self.where)
+        else:
+            with raw:
+                state = load(raw, self.where)
         if not jraw:
             return state, []
         return state, journal.replay(state, jraw, self.journal_where)
@@ -390,6 +489,25 @@ class LocalFileStore(_Store):
 
     def _load(self) -> bytes | None:
         return _read_or_none(self.path, f"the state file {self.path}")
+
+    def _load_both(self) -> tuple[BinaryIO | None, bytes | None]:
+        """The state file open, not read (`load` reads it a part at a time; it stays the
+        version opened whatever is written meanwhile: a write replaces the file), and the
+        journal's bytes."""
+        with self._mutex:
+            try:
+                f = self.path.open("rb")
+            except FileNotFoundError:
+                f = None
+            except OSError as exc:
+                raise StateError(f"cannot read the state file {self.path}: "
+                                 f"{exc.strerror}") from exc
+            try:
+                return f, self._load_journal()
+            except BaseException:
+                if f is not None:
+                    f.close()
+                raise
 
     def version_stamp(self) -> Hashable | None:
         """The state file's and the journal's inode, size and times: a write replaces the
