@@ -71,7 +71,7 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     if processes is None and cache is not None and len(files) >= MIN_FILES \
             and _can_fork() and cache.on_disk():
         try:
-            return _start_indexing(files, listed, cache)
+            return _start_indexing(files, listed, cache, caller_busy)
         except OSError:  # no fork to be had (resources): all of it here instead
             pass
     served: dict[str, bytes] = {}  # display -> its cache entry's key
@@ -82,10 +82,7 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
                   if cache.lookup(key) is not None}
     to_load = [f for f in files if f[1] not in served] if served else files
     if processes is None:
-        alone = len(to_load) < MIN_FILES or not _can_fork()
-        busy = caller_busy and len(to_load) < EVERY_CPU_FILES
-        processes = 0 if alone else max(1, min(_cpus() - busy, MAX_PROCESSES,
-                                               len(to_load) // FILES_PER_PROCESS))
+        processes = _processes(len(to_load), caller_busy)
     processes = min(processes, len(to_load))
     pending = PendingSpecs([], listed)
     pending._files, pending._served, pending._keys, pending._cache = files, served, keys, cache
@@ -101,6 +98,14 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     return pending
 
 
+def _processes(count: int, caller_busy: bool) -> int:
+    """How many children share `count` files to load (0: load them here)."""
+    if count < MIN_FILES or not _can_fork():
+        return 0
+    busy = caller_busy and count < EVERY_CPU_FILES
+    return max(1, min(_cpus() - busy, MAX_PROCESSES, count // FILES_PER_PROCESS))
+
+
 def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -113,26 +118,69 @@ def _can_fork() -> bool:
 
 
 def _start_indexing(files: list[sources.Found], listed: list[sources.Problem],
-                    cache: SpecCache) -> PendingSpecs:
+                    cache: SpecCache, caller_busy: bool) -> PendingSpecs:
     """A load whose cache work is a child's (`_index`): it hashes the files, reads the
     cache file and loads the files the cache lacks, while the caller reads the state and
     the live workloads; the parent then takes the cache's entries (`_adopt_index`)."""
     pending = PendingSpecs([], listed)
     pending._files, pending._cache, pending._indexing = files, cache, True
-    pending._children = _start([(_index, (files, cache))], "spec indexer")
+    pending._children = _start([(_index, (files, cache, caller_busy))], "spec indexer")
     pending._replies = [None]
     return pending
 
 
-def _index(files: list[sources.Found], cache: SpecCache) -> tuple:
-    """In a child: `_load`'s reply for the files the cache lacks, then the files' cache
+def _index(files: list[sources.Found], cache: SpecCache, caller_busy: bool) -> tuple:
+    """In a child: `_load`'s reply for the files the cache lacks (shared with children
+    of its own as `start_loading` would share them: `_load_shared`), then the files' cache
     keys and the cache file's checked entries (None when it served no file)."""
     keys = cache.keys(files)
     payload = cache.payload()
     cache.adopt(payload)  # this process's copy of the cache
     to_load = [f for f in files if f[1] not in keys or cache.lookup(keys[f[1]]) is None]
     served = len(to_load) < len(files)
-    return (*_load(to_load), keys, bytes(payload) if served else None)  # a view: not picklable
+    return (*_load_shared(to_load, caller_busy), keys,
+            bytes(payload) if served else None)  # a view: not picklable
+
+
+def _load_shared(files: list[sources.Found], caller_busy: bool) -> tuple:
+    """`_load(files)`, in the indexer child: when `start_loading` would have shared as
+    many files among children (every spec changed since the cache was written), the first
+    share is loaded here and each other one by a child of this one, their replies joined
+    in file order."""
+    count = min(_processes(len(files), caller_busy), len(files))
+    if count < 2:
+        return _load(files)
+    shares = _shares(files, count)
+    # Its parent still sees this child as daemonic (killed with it); here the flag only
+    # keeps it from having children, which are daemonic and go with it.
+    multiprocessing.current_process().daemon = False
+    try:
+        helpers = _start(shares[1:], "spec loader")
+    except OSError:  # no fork to be had: all of it here
+        return _load(files)
+    try:
+        replies = [_load(*shares[0][1])] + [_received(*helper) for helper in helpers]
+    finally:
+        PendingSpecs(helpers, [])._reap()
+    failed = next((r[3] for r in replies if r[3] is not None), None)
+    if failed is not None:
+        return None, None, None, failed
+    problems = [p for r in replies for p in r[1]]
+    return ([] if problems else [w for r in replies for w in r[0]], problems,
+            [k for r in replies for k in r[2]], None)
+
+
+def _received(process: Any, conn: Any) -> tuple:
+    """A child's reply (its parts put together), or its death as a failure."""
+    parts: list[DesiredWorkload] = []
+    while True:
+        try:
+            reply = conn.recv()
+        except (EOFError, OSError):
+            return None, None, None, _death(process)
+        if type(reply[0]) is not str:
+            return (parts + reply[0], *reply[1:]) if reply[0] is not None else reply
+        parts.extend(reply[1])
 
 
 def _load(share: list[sources.Found]) -> tuple:
@@ -420,8 +468,12 @@ def _fork(work: tuple[Any, tuple], which: str, others: list[Any]) -> tuple[Any, 
     context = multiprocessing.get_context("fork")  # the child inherits what is imported
     receive, send = context.Pipe(duplex=False)
     # The child closes its copy of the read end too: were it kept, a child whose parent
-    # died would block for ever writing to a pipe that still has a reader (itself).
-    process = context.Process(target=_child, args=(work, send, [*others, receive]),
+    # died would block for ever writing to a pipe that still has a reader (itself). A
+    # child's child closes its parent's pipe to the first process: were it kept, that
+    # process would not see the pipe close when its child dies.
+    inherited = [] if _to_parent is None else [_to_parent]
+    process = context.Process(target=_child,
+                              args=(work, send, [*others, receive, *inherited]),
                               daemon=True, name=f"runai-reconcile {which}")
     try:
         process.start()
@@ -433,13 +485,19 @@ def _fork(work: tuple[Any, tuple], which: str, others: list[Any]) -> tuple[Any, 
     return process, receive
 
 
+# In a child: its pipe to its parent (`_child`), which a child of its own closes.
+_to_parent: Any = None
+
+
 def _child(work: tuple[Any, tuple], send: Any, others: list[Any]) -> None:
     """In a child: run `work`, send its reply (a failure as the reply's fourth item) and
     exit."""
+    global _to_parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for conn in others:
         conn.close()  # the parent alone reads the pipes (this child's own included)
+    _to_parent = send
     function, args = work
     try:
         reply = function(*args)

@@ -152,3 +152,80 @@ def test_a_killed_indexer_is_one_clear_error_and_leaves_nothing(folder, monkeypa
     assert pending.pids == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+@pytest.fixture
+def shared(monkeypatch):
+    """Loads of this many files shared between two processes, as a big folder's are."""
+    from reconciler.desired import background
+
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", 40)
+    monkeypatch.setattr(background, "EVERY_CPU_FILES", 50)
+
+
+def _every_spec_changed(root: pathlib.Path) -> list[pathlib.Path]:
+    paths = sorted(p for p in root.rglob("*.yaml") if not p.name.startswith("_"))
+    for path in paths:
+        path.write_text(path.read_text() + "# changed\n")
+    return paths
+
+
+def test_every_spec_changed_is_loaded_by_the_indexer_and_a_child_of_its_own(
+        folder, shared, monkeypatch, tmp_path):
+    """With every file changed since the cache was written, the indexer shares the load
+    as the loaders would have: half of it in a child of its own. The outcome is the load
+    from the files': the same workloads in file order; the next load parses nothing."""
+    from reconciler.desired import background
+
+    loaded_by = tmp_path / "pids"
+    plain_load = background._load
+
+    def noting(share):
+        with open(loaded_by, "a") as f:
+            f.write(f"{os.getpid()} {len(share)}\n")
+        return plain_load(share)
+
+    monkeypatch.setattr(background, "_load", noting)
+    _every_spec_changed(folder)
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == GENERATED
+    assert got == load_specs(folder)
+    assert [w.source for w in got] == [w.source for w in load_specs(folder)]
+    shares = [line.split() for line in loaded_by.read_text().splitlines()]
+    assert len({pid for pid, _ in shares}) == 2 and str(os.getpid()) not in dict(shares)
+    assert sum(int(n) for _, n in shares) == GENERATED
+    _, parsed, _ = _load(folder)
+    assert parsed == 0
+
+
+def test_a_bad_spec_in_the_indexers_childs_share_gives_the_same_problems(folder, shared):
+    paths = _every_spec_changed(folder)
+    last = paths[-1]  # in the second share: the child's
+    last.write_text(last.read_text() + "unknownField: 1\n")
+    with pytest.raises(SpecError) as indexed:
+        _load(folder)
+    with pytest.raises(SpecError) as plain:
+        load_specs(folder)
+    assert indexed.value.problems == plain.value.problems
+    assert any(last.name in p and "unknownField" in p for p in indexed.value.problems)
+
+
+def test_a_killed_child_of_the_indexer_is_one_clear_error(folder, shared, monkeypatch):
+    from reconciler.desired import background
+
+    paths = _every_spec_changed(folder)
+    plain_load = background._load
+
+    def dying(share):
+        if any(found[1].endswith(paths[-1].name) for found in share):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return plain_load(share)
+
+    monkeypatch.setattr(background, "_load", dying)
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
+                                             "was killed \\(SIGKILL\\)"):
+        pending.result()
+    pending.cancel()
+    assert pending.pids == []
