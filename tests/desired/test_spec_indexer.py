@@ -79,15 +79,21 @@ def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
     assert parsed == 0 and again == got
 
 
-def test_a_spec_made_bad_gives_the_problems_a_load_from_the_files_gives(folder):
-    path = _first_spec(folder)
+def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
+    """`path` given an unknown field: the indexed load's problems, which are a load from
+    the files' and name it."""
     path.write_text(path.read_text() + "\nunknownField: 1\n")
     with pytest.raises(SpecError) as indexed:
         _load(folder)
     with pytest.raises(SpecError) as plain:
         load_specs(folder)
     assert indexed.value.problems == plain.value.problems
-    assert any(path.name in p for p in indexed.value.problems)
+    return indexed.value.problems
+
+
+def test_a_spec_made_bad_gives_the_problems_a_load_from_the_files_gives(folder):
+    path = _first_spec(folder)
+    assert any(path.name in p for p in _made_bad(folder, path))
 
 
 def test_a_damaged_cache_file_is_not_used_and_written_again(folder):
@@ -199,15 +205,8 @@ def test_every_spec_changed_is_loaded_by_the_indexer_and_a_child_of_its_own(
 
 
 def test_a_bad_spec_in_the_indexers_childs_share_gives_the_same_problems(folder, shared):
-    paths = _every_spec_changed(folder)
-    last = paths[-1]  # in the second share: the child's
-    last.write_text(last.read_text() + "unknownField: 1\n")
-    with pytest.raises(SpecError) as indexed:
-        _load(folder)
-    with pytest.raises(SpecError) as plain:
-        load_specs(folder)
-    assert indexed.value.problems == plain.value.problems
-    assert any(last.name in p and "unknownField" in p for p in indexed.value.problems)
+    last = _every_spec_changed(folder)[-1]  # in the second share: the child's
+    assert any(last.name in p and "unknownField" in p for p in _made_bad(folder, last))
 
 
 def test_a_killed_child_of_the_indexer_is_one_clear_error(folder, shared, monkeypatch):
