@@ -158,8 +158,9 @@ def _load_shared(files: list[sources.Found], caller_busy: bool) -> tuple:
         helpers = _start(shares[1:], "spec loader")
     except OSError:  # no fork to be had: all of it here
         return _load(files)
+    _, first = shares[0]  # the share this child loads itself
     try:
-        replies = [_load(*shares[0][1])] + [_received(*helper) for helper in helpers]
+        replies = [_load(*first)] + [_received(*helper) for helper in helpers]
     finally:
         PendingSpecs(helpers, [])._reap()
     failed = next((r[3] for r in replies if r[3] is not None), None)
@@ -174,13 +175,25 @@ def _received(process: Any, conn: Any) -> tuple:
     """A child's reply (its parts put together), or its death as a failure."""
     parts: list[DesiredWorkload] = []
     while True:
-        try:
-            reply = conn.recv()
-        except (EOFError, OSError):
-            return None, None, None, _death(process)
-        if type(reply[0]) is not str:
-            return (parts + reply[0], *reply[1:]) if reply[0] is not None else reply
-        parts.extend(reply[1])
+        message = _message(process, conn)
+        if type(message[0]) is not str:
+            return _joined(parts, message)
+        parts.extend(message[1])
+
+
+def _message(process: Any, conn: Any) -> tuple:
+    """The next message of a child (`_child`): a part ("part", workloads) with more to
+    come, its reply, or its death as a failure's reply."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None, None, None, _death(process)
+
+
+def _joined(parts: list[DesiredWorkload], reply: tuple) -> tuple:
+    """A child's reply with the workloads of the parts it sent before it first (a
+    failure's as it is)."""
+    return reply if reply[0] is None else (parts + reply[0], *reply[1:])
 
 
 def _load(share: list[sources.Found]) -> tuple:
@@ -310,16 +323,12 @@ class PendingSpecs:
         for index, (process, conn) in enumerate(self._children):
             if conn not in ready:
                 continue
-            try:
-                reply = conn.recv()
-            except (EOFError, OSError):
-                reply = (None, None, None, _death(process))
-            if type(reply[0]) is str:  # ("part", workloads): more to come
-                self._parts.setdefault(index, []).extend(self._shared(reply[1]))
+            message = _message(process, conn)
+            if type(message[0]) is str:  # ("part", workloads): more to come
+                self._parts.setdefault(index, []).extend(self._shared(message[1]))
                 continue
-            parts = self._parts.pop(index, [])
-            if reply[0] is not None:  # not a failure: the parts, then the reply's own
-                reply = (parts + self._shared(reply[0]), *reply[1:])
+            reply = _joined(self._parts.pop(index, []), message if message[0] is None
+                            else (self._shared(message[0]), *message[1:]))
             self._replies[index] = reply
             if reply[3] is not None:
                 self._error = ReconcileError(f"could not load the specs: {reply[3]}")
