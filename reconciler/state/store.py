@@ -495,13 +495,7 @@ class LocalFileStore(_Store):
         version opened whatever is written meanwhile: a write replaces the file), and the
         journal's bytes."""
         with self._mutex:
-            try:
-                f = self.path.open("rb")
-            except FileNotFoundError:
-                f = None
-            except OSError as exc:
-                raise StateError(f"cannot read the state file {self.path}: "
-                                 f"{exc.strerror}") from exc
+            f = _open_or_none(self.path, f"the state file {self.path}")
             try:
                 return f, self._load_journal()
             except BaseException:
@@ -590,6 +584,17 @@ def _read_or_none(path: Path, what: str) -> bytes | None:
     """The file's bytes, None when it does not exist; StateError naming `what` otherwise."""
     try:
         return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read {what}: {exc.strerror}") from exc
+
+
+def _open_or_none(path: Path, what: str) -> BinaryIO | None:
+    """The file, open for reading; None when it does not exist; StateError naming `what`
+    otherwise (as `_read_or_none`)."""
+    try:
+        return path.open("rb")
     except FileNotFoundError:
         return None
     except OSError as exc:
