@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, AsyncContextManager
 
@@ -191,24 +191,23 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                      progress=None, seen: dict[str, str] | None = None,
                      reuse: Reuse | None = None) -> tuple[Plan, dict, list]:
     """`_refresh_and_plan`, with the GPU quotas of the plan's projects on it
-    (`Plan.gpu_quotas`): those of the state's projects read during the refresh, not after
-    it, then those only the specs name. Without a client, none is read. `seen`, when
+    (`Plan.gpu_quotas`): those of the state's projects and of the specs' read during the
+    refresh, not after it (`_QuotaReads`). Without a client, none is read. `seen`, when
     given, receives the list fingerprint of each address the auto refresh listed.
     `reuse`: what the last plans left to use again (`Reuse`)."""
     early = None
     known = reuse.projects if reuse is not None else {}
     if client is not None:
-        from reconciler.live.projects import read_projects  # the HTTP client's errors
-
-        early = asyncio.ensure_future(read_projects(client, {
-            r.project_id for a, r in state.resources.items()
-            if (not options.targets or a in options.targets) and r.project_id not in known
-            and gpus.in_project(r.kind)}))
+        early = _QuotaReads(client, known)
+        early.start(r.project_id for a, r in state.resources.items()
+                    if (not options.targets or a in options.targets) and gpus.in_project(r.kind))
     try:
-        the_plan, live, desired = await _refresh_and_plan(client, specs, state, options,
-                                                          pending, desired=desired,
-                                                          progress=progress, seen=seen,
-                                                          reuse=reuse)
+        the_plan, live, desired = await _refresh_and_plan(
+            client, specs, state, options, pending, desired=desired, progress=progress,
+            seen=seen, reuse=reuse,
+            resolved=None if early is None else lambda got: early.start(
+                d.project_id for d in got if gpus.in_project(d.kind)
+                and (not options.targets or d.address in options.targets)))
         if client is not None:
             await dry_run(client, the_plan)
         if early is not None:  # (a project this plan creates has no id to read yet)
@@ -218,8 +217,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             waiting = {c.address for c in unborn}
             projects = {c.project_id for c in the_plan.changes
                         if gpus.in_project(c.kind) and c.address not in waiting}
-            read = await early
-            read.update(await read_projects(client, projects - read.keys() - known.keys()))
+            early.start(projects)
+            read = await early.results()
             if reuse is not None:  # only what was read: a failed read is tried again
                 known.update((p, r) for p, r in read.items() if r.unknown is None)
             read = {**known, **read}
@@ -243,10 +242,41 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
     finally:
-        if early is not None:  # a refresh or a plan that failed leaves it unfinished
-            early.cancel()
-            await asyncio.gather(early, return_exceptions=True)
+        if early is not None:  # a refresh or a plan that failed leaves them unfinished
+            await early.cancel()
     return the_plan, live, desired
+
+
+class _QuotaReads:
+    """The GPU quota reads of a plan's projects (`live.projects.read_projects`), each
+    project's sent once, as soon as it is known to be needed: the state's before the
+    refresh, the specs' once they are resolved (beside the list pages), the rest once the
+    plan is made. Those `known` already (a watch's last reads) are not sent."""
+
+    def __init__(self, client, known: Mapping[str, object]):
+        self._client = client
+        self._asked = set(known)
+        self._reads: list[asyncio.Future] = []
+
+    def start(self, project_ids: Iterable[str]) -> None:
+        from reconciler.live.projects import read_projects  # the HTTP client's errors
+
+        new = set(project_ids) - self._asked
+        if new:
+            self._asked |= new
+            self._reads.append(asyncio.ensure_future(read_projects(self._client, new)))
+
+    async def results(self) -> dict:
+        """What each read found, by project id (raises what a read raised)."""
+        read: dict = {}
+        for one in self._reads:
+            read.update(await one)
+        return read
+
+    async def cancel(self) -> None:
+        for one in self._reads:
+            one.cancel()
+        await asyncio.gather(*self._reads, return_exceptions=True)
 
 
 async def dry_run(client, the_plan: Plan) -> None:
@@ -283,7 +313,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                             pending: Sequence[journal.Intent] = (), *,
                             desired: list[DesiredWorkload] | None = None,
                             progress=None, seen: dict[str, str] | None = None,
-                            reuse: Reuse | None = None) -> tuple[Plan, dict, list]:
+                            reuse: Reuse | None = None,
+                            resolved: Callable[[list[DesiredWorkload]], None] | None = None,
+                            ) -> tuple[Plan, dict, list]:
     """The plan, the live bodies read for it and the specs. `specs` is a PendingSpecs: the
     reads of the workloads the state knows start while the specs still load. The specs'
     project names are resolved once they are loaded, before the lookups by name, and
@@ -295,7 +327,9 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     With `refresh_mode` "auto", the workloads the list vouches for are planned from the
     state, which the list shows live still matches: the same actions, field changes and
     PATCH bodies as "full" plans from live. Those of them the plan deletes, and with
-    `options.read_acted` every one it acts on, are read (GET) and the plan made again."""
+    `options.read_acted` every one it acts on, are read (GET) and the plan made again.
+    `resolved`, when given, is called with the specs whose projects exist once they are
+    resolved (before the refresh's reads)."""
     live: dict[str, dict | None] = {}
     listed: dict[str, str | None] = {}
     if client is not None:
@@ -317,11 +351,13 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                 if len(spec_errors) != len(failed):
                     raise next(g for g in failed if not isinstance(g, errors.SpecError))
                 raise errors.SpecError([p for g in spec_errors for p in g.problems])
-            resolved = got[0]
             # A Manifest's type must be one the control plane registers (one read).
-            desired = await workload_types.check_manifests(client, resolved)
+            desired = await workload_types.check_manifests(client, got[0])
             # A workload whose project this plan creates is not live yet: nothing to read.
-            return [d for d in desired if d.resolved]
+            live_ones = [d for d in desired if d.resolved]
+            if resolved is not None:
+                resolved(live_ones)
+            return live_ones
 
         # While the specs load on the other core: the token and the transport's set-up.
         warm = asyncio.ensure_future(client.connect()) if specs.in_background else None

@@ -137,3 +137,20 @@ def test_a_project_only_the_specs_name_has_its_quota_read_too_once(ws, sim_serve
     res = ws.plan("--target", "Training/12/lora")
     assert res.exit_code == 0, res.output
     assert quota_reads(sim_server) == ["12"]
+
+
+def test_a_new_fleet_s_quotas_are_read_beside_the_list_pages_not_after_the_plan(
+        ws, sim_server, two_projects):
+    # Nothing in the state yet: the specs' projects are known once they are resolved, and
+    # their quotas are asked for then, while the refresh's list pages are in flight: no
+    # round trip of its own between the plan and its display.
+    sim_server.admin.put("/_sim/faults", json={"latencyMs": 200}).raise_for_status()
+    res = ws.plan()
+    assert res.exit_code == 0, res.output
+    assert "  project 7 (team-a): 0 -> 24 (+24), quota 16: over quota by 8\n" in res.stdout
+    log = sim_server.requests()
+    lists = [r for r in log if r["path"] == "/api/v1/workloads"]
+    reads = [r for r in log if r["path"].startswith(PROJECT)]
+    assert lists and sorted(r["path"].removeprefix(PROJECT) for r in reads) == ["12", "7"]
+    last_list_answered = max(r["done"] for r in lists)
+    assert all(r["time"] < last_list_answered for r in reads), (reads, lists)
