@@ -209,7 +209,8 @@ def _may_name_a_secret(path: str, body: Any) -> bool:
     `lifecycle.sensitive` paths, only an environment variable with such a name is
     sensitive, and its name is in the text as it is (JSON escapes no letter), so the
     walk is needed only when the text holds one; the text costs far less than the walk
-    (docs/performance.md)."""
+    (docs/performance.md). A variable's name is a string value in the text, never a
+    member's name: an object's member named `key` (followed by `:`) is not searched."""
     if _SECRET_NAME.search(path):
         return True
     try:
@@ -217,7 +218,8 @@ def _may_name_a_secret(path: str, body: Any) -> bool:
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, a key that is no string
         return True
     if text.isascii():  # folded by `lower`, searched as `_SECRET_NAME` would, but faster
-        folded = text.lower()
+        # A member named `key` (a toleration's, a node affinity's) names no variable.
+        folded = text.lower().replace(b'"key":', b"")
         return (b"key" in folded or b"token" in folded or b"secret" in folded
                 or b"pwd" in folded or b"credential" in folded
                 or b"passw" in folded and _SECRET_NAME_FOLDED.search(folded) is not None)

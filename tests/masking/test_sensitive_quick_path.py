@@ -16,7 +16,8 @@ NOWHERE = ("no.such.field",)  # sensitive, matches nothing: the full walk, nothi
 # Names that look like a secret's in every spelling the rule folds: upper, lower, mixed,
 # and through Unicode's case folding (a Kelvin sign folds to "k"; a long s to "s").
 NAMES = st.sampled_from(["API_TOKEN", "HOME", "db_password", "LOG_LEVEL", "aws-key", "x",
-                         "API_\u212aEY", "\u017fecret", "Pwd", "séance", "tolerations"])
+                         "API_\u212aEY", "\u017fecret", "Pwd", "séance", "tolerations", "key",
+                         "Key"])
 SCALARS = (st.none() | st.integers(min_value=-2**70, max_value=2**70) | st.booleans()
            | st.floats(allow_nan=False) | NAMES | st.text(max_size=6))
 ENV = st.lists(st.fixed_dictionaries({"name": NAMES}, optional={"value": SCALARS}), max_size=3)
@@ -42,9 +43,12 @@ def test_the_quick_path_answers_as_the_walk(body, path):
 
 
 def test_a_secret_named_variable_is_found_in_any_case_folding():
-    for name in ("API_TOKEN", "api_token", "API_\u212aEY", "\u017fecret_value", "DB_PASSWD"):
+    for name in ("API_TOKEN", "api_token", "API_\u212aEY", "\u017fecret_value", "DB_PASSWD",
+                 "key"):
+        # (Beside a member named `key`, which names no variable.)
         body = {"spec": {"environmentVariables": [{"name": name, "value": "s3cr3t"},
-                                                  {"name": "HOME", "value": "/root"}]}}
+                                                  {"name": "HOME", "value": "/root"}],
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}
         hashed = masking.hash_sensitive(body, (), KEY)
         assert masking.has_sensitive(body), name
         assert hashed["spec"]["environmentVariables"][0]["value"] == masking.keyed_hash(
