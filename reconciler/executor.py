@@ -44,7 +44,7 @@ import asyncio
 import copy
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler import diff, errors, kinds, masking, phases, plans
@@ -141,7 +141,8 @@ class Executor:
     def __init__(self, client, store, state: State, desired: Mapping[str, DesiredWorkload], *,
                  parallelism: int = 16, wait_timeout_s: float = 900.0,
                  poll_interval_s: float = 0.05, on_event: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, progress=None):
+                 clock: Callable[[], float] = time.monotonic, progress=None,
+                 finishing: Callable[[ApplyResult], Awaitable[None]] | None = None):
         self.client = client
         self.store = store
         self.state = state
@@ -152,6 +153,9 @@ class Executor:
         self.on_event = on_event or (lambda msg: None)
         self.clock = clock
         self.progress = progress  # a `reconciler.progress.Progress` (a terminal), or None
+        # Run once every action has ended, before the state is compacted, so that what it
+        # records in the state goes into the same write (apply's list fingerprints).
+        self.finishing = finishing
         self._stop = False
         self._abandoned = False
         self._seq = 0
@@ -248,17 +252,23 @@ class Executor:
         if self.progress is not None:
             self.progress.start("Applying", sum(ch.action is not Action.NOOP
                                                 for ch in plan.changes))
+        ended = False
         try:
             await asyncio.gather(*(one(ch) for ch in plan.changes))
+            ended = True
         finally:
             if self.progress is not None:
                 self.progress.finish()
-            # Abandoned: no compaction, so the intents in flight stay open in the journal
-            # for the next read to see, as after a kill.
-            if not self._abandoned:
-                await asyncio.to_thread(self.store.write, self.state)
-                self._journaled.clear()  # the journal is gone, and the bodies it held
-        result.interrupted = self._stop
+            result.interrupted = self._stop
+            try:
+                if ended and self.finishing is not None:
+                    await self.finishing(result)
+            finally:
+                # Abandoned: no compaction, so the intents in flight stay open in the
+                # journal for the next read to see, as after a kill.
+                if not self._abandoned:
+                    await asyncio.to_thread(self.store.write, self.state)
+                    self._journaled.clear()  # the journal is gone, and the bodies it held
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()
         return result

@@ -62,7 +62,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
 
         async def after(client, result) -> None:
             if options.refresh and options.refresh_mode == "auto":
-                await record_fingerprints(client, store, state, result, seen,
+                await record_fingerprints(client, state, result, seen,
                                           parallelism=options.parallelism)
 
         return _perform(store, connect, state, pending, make, options.parallelism, approve,
@@ -70,14 +70,16 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
                         wait_timeout_s=wait_timeout_s)
 
 
-async def record_fingerprints(client, store, state: State, result, seen: dict[str, str], *,
+async def record_fingerprints(client, state: State, result, seen: dict[str, str], *,
                               parallelism: int) -> None:
     """After an apply, record in the state the list fingerprint of each workload it may
     vouch for (`ResourceState.listed`), so that the next auto plan GETs none of them: a
     no-op found unchanged gets the one the refresh listed; a workload acted on, the one of
     one list sweep of its projects now. Written only when one changed. A workload whose
     action failed, was not started or was abandoned keeps none (it is read next time); so
-    does every workload acted on when the sweep fails (the apply's result stands)."""
+    does every workload acted on when the sweep fails (the apply's result stands).
+    Run by the executor before it writes the state (`Executor.finishing`): what it records
+    goes into that write."""
     from reconciler import plans, refresh
 
     the_plan = result.plan
@@ -96,16 +98,9 @@ async def record_fingerprints(client, store, state: State, result, seen: dict[st
             # Not recorded: the next plan reads what this apply touched.
             log.info("the list sweep after the apply failed (%s): the workloads it acted "
                      "on are read by the next plan", exc)
-    changed = False
     for addr, rs in state.resources.items():
-        fp = found.get(addr) if (addr in unchanged or addr in touched) else rs.listed
-        if addr in touched and addr not in found:
-            fp = None
-        if fp != rs.listed:
-            rs.listed = fp
-            changed = True
-    if changed:
-        await asyncio.to_thread(store.write, state)
+        if addr in touched or addr in unchanged:
+            rs.listed = found.get(addr)
 
 
 def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
@@ -173,8 +168,9 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
              parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None,
              after=None, wait_timeout_s: float | None = None):
     """The common path of both applies, with the state lock held: recover, `make` the
-    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`), then
-    `after(client, result)` when given."""
+    plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`), with
+    `after(client, result)` when given once the actions ended, before the executor writes
+    the state."""
     from reconciler import executor
 
     async def run():
@@ -189,12 +185,11 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
             ex = executor.Executor(client, store, state, {d.address: d for d in desired},
                                    parallelism=parallelism, on_event=on_event,
                                    progress=progress,
+                                   finishing=None if after is None
+                                   else lambda result: after(client, result),
                                    **({} if wait_timeout_s is None
                                       else {"wait_timeout_s": wait_timeout_s}))
-            result = await executor.run_interruptible(ex, the_plan)
-            if after is not None:
-                await after(client, result)
-            return result
+            return await executor.run_interruptible(ex, the_plan)
 
     return running.run(run())
 
