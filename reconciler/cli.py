@@ -16,7 +16,9 @@ import logging
 import os
 import signal
 import sys
+import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -530,37 +532,44 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
     With --format json, stdout holds one document, the plan and what became of each
     change (docs/plan-format.md, "Apply result"); a plan to confirm is shown on stderr."""
     saved = os.path.isfile(directory)
+    progress = _progress()
+    beside = _ShownBeside(progress.say if progress is not None else _say)
+    say = beside.say
 
     def approve(the_plan: Plan) -> bool:
         # A saved plan is what was reviewed: it applies without a prompt.
         ask = not (saved or auto_approve or not the_plan.has_changes)
         if fmt != "json":
-            _show_plan(the_plan, fmt, cfg)
+            if ask or progress is not None:
+                _show_plan(the_plan, fmt, cfg)
+            else:
+                beside.start(lambda: _show_plan(the_plan, fmt, cfg))
         elif ask:
             _say(_render(the_plan, "text", cfg))
         return not ask or _confirm(err=fmt == "json")
 
-    progress = _progress()
-    say = progress.say if progress is not None else _say
     try:
-        if saved:
-            if targets or replace or destroy or specs_moved or prune_others:
-                raise errors.ReconcileError(
-                    "--target, --replace, --destroy, --specs-moved and --prune-others cannot "
-                    "be given with a saved plan: they were fixed when the plan was made")
-            result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
-                                            parallelism=cfg.parallelism, approve=approve,
-                                            on_event=say, progress=progress, policy=policy,
-                                            wait_timeout_s=cfg.timeout)
-        else:
-            options = operations.PlanOptions(
-                targets=_check_addresses(targets, "--target"),
-                replace=_check_addresses(replace, "--replace"), destroy=destroy,
-                refresh_mode=refresh, parallelism=cfg.parallelism, policy=policy,
-                specs_moved=specs_moved, prune_others=prune_others)
-            result = operations.apply(directory, _store(cfg), _connect(cfg), options,
-                                      approve=approve, on_event=say, progress=progress,
-                                      wait_timeout_s=cfg.timeout)
+        try:
+            if saved:
+                if targets or replace or destroy or specs_moved or prune_others:
+                    raise errors.ReconcileError(
+                        "--target, --replace, --destroy, --specs-moved and --prune-others cannot "
+                        "be given with a saved plan: they were fixed when the plan was made")
+                result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
+                                                parallelism=cfg.parallelism, approve=approve,
+                                                on_event=say, progress=progress, policy=policy,
+                                                wait_timeout_s=cfg.timeout)
+            else:
+                options = operations.PlanOptions(
+                    targets=_check_addresses(targets, "--target"),
+                    replace=_check_addresses(replace, "--replace"), destroy=destroy,
+                    refresh_mode=refresh, parallelism=cfg.parallelism, policy=policy,
+                    specs_moved=specs_moved, prune_others=prune_others)
+                result = operations.apply(directory, _store(cfg), _connect(cfg), options,
+                                          approve=approve, on_event=say, progress=progress,
+                                          wait_timeout_s=cfg.timeout)
+        finally:
+            beside.join()  # the plan written first, whatever happened after
     except errors.PolicyDenied as exc:  # refused before any write: show what broke the rules
         _show_plan(exc.plan, fmt, cfg)
         raise
@@ -581,6 +590,51 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
         sys.exit(SIGNAL_EXIT.get(result.signal, 130))
     if result.failed or result.unknown:
         sys.exit(1)
+
+
+class _ShownBeside:
+    """An apply that asks nothing, without a progress bar: its plan is written by a thread
+    while the actions start (the renderer's CPU beside the requests' waits), and the
+    lines the apply says meanwhile wait for it, so the output reads as it would after."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self._say = say
+        self._lock = threading.Lock()
+        self._held: list[str] | None = None  # a list while the plan is being written
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
+
+    def start(self, show: Callable[[], None]) -> None:
+        self._held = []
+        self._thread = threading.Thread(target=self._show, args=(show,),
+                                        name="plan-output", daemon=True)
+        self._thread.start()
+
+    def _show(self, show: Callable[[], None]) -> None:
+        try:
+            show()
+        except BaseException as exc:  # noqa: BLE001 - raised again by `join`
+            self._failed = exc
+        finally:
+            with self._lock:
+                held, self._held = self._held or [], None
+                for line in held:
+                    self._say(line)
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(line)
+                return
+        self._say(line)
+
+    def join(self) -> None:
+        """Once the plan is written (and what waited for it): its writing's error, if any."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+            if self._failed is not None:
+                raise self._failed
 
 
 def _stdin_is_tty() -> bool:
