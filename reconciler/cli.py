@@ -611,11 +611,16 @@ class _ShownBeside:
         self._thread.start()
 
     def _show(self, show: Callable[[], None]) -> None:
+        interval = sys.getswitchinterval()
+        # The event loop's thread, woken by an answer, takes the interpreter from this one
+        # within this long (not the default 5 ms each time).
+        sys.setswitchinterval(0.0005)
         try:
             show()
         except BaseException as exc:  # noqa: BLE001 - raised again by `join`
             self._failed = exc
         finally:
+            sys.setswitchinterval(interval)
             with self._lock:
                 held, self._held = self._held or [], None
                 for line in held:

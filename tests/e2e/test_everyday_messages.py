@@ -20,7 +20,7 @@ from reconciler.state import LocalFileStore
 from tests.helpers.simserve import free_port
 
 from tests.helpers.constants import CLIENT_SECRET, CLUSTER
-from tests.helpers.cli import PROGRESS, invoke, run, run_on_a_terminal
+from tests.helpers.cli import PROGRESS, env_of, invoke, run, run_on_a_terminal
 
 pytestmark = pytest.mark.http
 
@@ -204,3 +204,29 @@ def test_a_long_refresh_and_apply_show_a_progress_line_on_a_terminal_only(ws, si
                    "--refresh=full", **ws.env)
     assert piped.returncode == 0
     assert "Refreshing" not in piped.stderr and "\x1b" not in piped.stderr + piped.stdout
+
+
+def test_an_apply_s_plan_comes_before_its_lines_when_both_streams_go_to_one_log(ws, sim_server):
+    # A CI log: stdout and stderr one pipe. The plan (long to write: 100 variables a
+    # workload) is written while the creates start (one at a time: the first is answered
+    # well before the plan is written), yet every line of it comes before the
+    # first "created", and the summary comes last.
+    env = "".join(f"    - name: VAR_{v}\n      value: v{v}\n" for v in range(100))
+    (ws.specs / "fleet.yaml").write_text("---\n".join(
+        f"kind: Training\nname: job-{i:03d}\nprojectId: \"7\"\nclusterId: {CLUSTER}\n"
+        f"spec:\n  image: nvcr.io/nvidia/pytorch:24.05-py3\n  environmentVariables:\n{env}"
+        for i in range(200)))
+    merged = subprocess.run([sys.executable, "-m", "reconciler.cli", "--state",
+                             str(ws.state_path), "--parallelism", "1", "apply",
+                             str(ws.specs), "--auto-approve"],
+                            env={**env_of(ws), "NO_COLOR": "1"}, cwd=ws.root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, timeout=120)
+    assert merged.returncode == 0, merged.stdout
+    lines = merged.stdout.splitlines()
+    created = [i for i, line in enumerate(lines) if line.endswith(": created")]
+    plan_end = next(i for i, line in enumerate(lines) if line.startswith("Plan: 200 to create,"))
+    planned = [i for i, line in enumerate(lines) if line.endswith(" will be created")]
+    assert len(created) == 200 and len(planned) == 200
+    assert max(planned) < plan_end < min(created)
+    assert lines[-1].startswith("Apply complete! Resources: 200 created")
