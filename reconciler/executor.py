@@ -142,7 +142,8 @@ class Executor:
                  parallelism: int = 16, wait_timeout_s: float = 900.0,
                  poll_interval_s: float = 0.05, on_event: Callable[[str], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, progress=None,
-                 finishing: Callable[[ApplyResult], Awaitable[None]] | None = None):
+                 finishing: Callable[[ApplyResult], Awaitable[None]] | None = None,
+                 force_write: bool = False):
         self.client = client
         self.store = store
         self.state = state
@@ -156,6 +157,9 @@ class Executor:
         # Run once every action has ended, before the state is compacted, so that what it
         # records in the state goes into the same write (apply's list fingerprints).
         self.finishing = finishing
+        # The serial moves at the compaction even when nothing changed (a saved plan's
+        # apply: it must not apply twice).
+        self.force_write = force_write
         self._stop = False
         self._abandoned = False
         self._seq = 0
@@ -267,7 +271,8 @@ class Executor:
                 # Abandoned: no compaction, so the intents in flight stay open in the
                 # journal for the next read to see, as after a kill.
                 if not self._abandoned:
-                    await asyncio.to_thread(self.store.write, self.state)
+                    await asyncio.to_thread(self.store.write, self.state,
+                                            force=self.force_write)
                     self._journaled.clear()  # the journal is gone, and the bodies it held
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()

@@ -150,10 +150,11 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
                 _refuse_stale(path, planfile.live_problems(saved, live_now))
             return saved.plan, saved.desired
 
-        result = _perform(store, connect, state, pending, make, parallelism, approve, on_event,
-                          progress=progress, wait_timeout_s=wait_timeout_s)
-        store.write(state, force=True)
-    return result
+        # The serial moves even when nothing changed, unless a second signal abandoned the
+        # run: its intents in flight stay open in the journal, as after a kill.
+        return _perform(store, connect, state, pending, make, parallelism, approve,
+                        on_event, progress=progress, wait_timeout_s=wait_timeout_s,
+                        force_write=True)
 
 
 def _specs_now(folder: str) -> list[DesiredWorkload]:
@@ -166,7 +167,7 @@ def _specs_now(folder: str) -> list[DesiredWorkload]:
 
 def _perform(store, connect: ClientFactory, state: State, pending: list, make,
              parallelism: int, approve: Approve, on_event: OnEvent, *, progress=None,
-             after=None, wait_timeout_s: float | None = None):
+             after=None, wait_timeout_s: float | None = None, force_write: bool = False):
     """The common path of both applies, with the state lock held: recover, `make` the
     plan, approve, execute (SIGINT, SIGTERM: `executor.run_interruptible`), with
     `after(client, result)` when given once the actions ended, before the executor writes
@@ -187,6 +188,7 @@ def _perform(store, connect: ClientFactory, state: State, pending: list, make,
                                    progress=progress,
                                    finishing=None if after is None
                                    else lambda result: after(client, result),
+                                   force_write=force_write,
                                    **({} if wait_timeout_s is None
                                       else {"wait_timeout_s": wait_timeout_s}))
             return await executor.run_interruptible(ex, the_plan)

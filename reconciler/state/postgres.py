@@ -414,7 +414,6 @@ class PostgresStore(_Store):
                                                                f"{self._backup_serial}")
 
     keeps_every_version = True
-    loads_saved_bytes = False  # `_load` answers jsonb's text of the body, not its bytes
 
     def history(self) -> list[Version]:
         """Every version written, newest first, in one query (the bodies stay on the server)."""

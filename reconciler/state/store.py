@@ -261,9 +261,6 @@ class _Store:
         self._held_info: LockInfo | None = None
         self._depth = 0
         self._journal_lineage: str | None = None  # known once this store has checked it
-        # What this store saved last while it held the lock, until it lets the lock go:
-        # its bytes, lineage and serial (`_write`).
-        self._saved: tuple[bytes, str, int] | None = None
 
     def _load(self) -> bytes | None:
         raise NotImplementedError
@@ -353,22 +350,11 @@ class _Store:
     def _write(self, state: State, force: bool) -> None:
         with self._mutex:
             raw = self._load()
-            doc = None
             if raw is not None:
-                saved = self._saved
-                if saved is not None and raw == saved[0]:
-                    # The bytes this store saved last: their lineage and serial are known
-                    # without parsing them, and the content is the same when `state`
-                    # encodes to those bytes at that serial.
-                    lineage, serial = saved[1], saved[2]
-                    doc = state.to_json()
-                    doc["serial"] = serial
-                    same = _encode(doc) == raw
-                else:
-                    stored = loads(raw, self.where)
-                    lineage, serial = stored.lineage, stored.serial
-                    same = stored.same_content(state)
-                    del stored
+                stored = loads(raw, self.where)
+                lineage, serial = stored.lineage, stored.serial
+                same = stored.same_content(state)
+                del stored
                 if lineage != state.lineage:
                     raise StateError(
                         f"refusing to write state {self.where}: it belongs to another "
@@ -384,16 +370,13 @@ class _Store:
             serial = state.serial + 1
             backup = raw if not self._backed_up else None
             del raw
-            if doc is None:
-                doc = state.to_json()
+            doc = state.to_json()
             doc["serial"] = serial
             data = _encode(doc)
             del doc
             self._save(data, backup)
             self._backed_up = True
             state.serial = serial
-            if self._held is not None and self.loads_saved_bytes:
-                self._saved = (data, state.lineage, serial)
 
     @contextlib.contextmanager
     def lock(self, operation: str) -> Iterator[LockInfo]:
@@ -419,13 +402,10 @@ class _Store:
         finally:
             with self._mutex:
                 self._held = self._held_info = None
-                self._saved = None
             self._release(handle)
 
     # A store of files (or their memory twin) keeps the state and its backup only.
     keeps_every_version = False
-    # `_load` answers the very bytes `_save` was given (what `_write` compares).
-    loads_saved_bytes = True
 
     def _kept(self) -> Iterator[tuple[bytes, str, str | None]]:
         """(bytes, where, when written) of the state and of its backup, when they exist."""

@@ -200,3 +200,28 @@ def test_after_kill_9_mid_replacement_drift_and_plan_say_interrupted_apply_not_d
     assert ids == {f"DistributedTraining/7/{w['name']}": w["id"] for w in sim_server.live()}
     assert sorted(live_names(sim_server)) == names
     assert cli("drift", str(ws.specs), "--detailed-exitcode").exit_code == 0
+
+
+def test_a_second_signal_during_a_saved_plan_s_apply_leaves_its_intents_open(ws, sim_server):
+    # As for a specs folder's apply (above): the saved plan's apply, which moves the serial
+    # even when nothing changed, writes no state over the intents it abandoned.
+    names = applied_fleet(ws, sim_server, 2)
+    plan_path = ws.root / "replace.plan"
+    assert ws.plan("--out", str(plan_path)).exit_code == 0
+    faults(sim_server, latencyMs=600)
+    proc = spawn(ws, "--parallelism", "2", "apply", str(plan_path))
+    wait_until(lambda: deletes(sim_server) >= 2, proc)
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    time.sleep(1.0)
+    faults(sim_server, latencyMs=0)
+    assert proc.returncode == 130, err
+    assert "0 not started, 2 unknown." in out + err
+    assert journal(ws).exists()  # the intents stay open for the next apply
+    res = ws.apply()
+    assert res.exit_code == 0, res.output
+    assert convergence(ws, sim_server, names).ok
+    assert ws.plan("--detailed-exitcode").exit_code == 0

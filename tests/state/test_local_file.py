@@ -161,27 +161,3 @@ def test_writing_the_state_drops_its_journal_without_reading_it_back(path, monke
     assert not store.has_journal()
     assert sorted(LocalFileStore(path).read().resources) == sorted(state.resources)
 
-
-def test_a_second_write_under_the_lock_does_not_parse_the_file_it_wrote(path, monkeypatch):
-    """Under its lock a store knows the bytes it saved last: a write over them parses
-    nothing (an apply writes its state twice, 10,000 workloads each); once it lets the
-    lock go, the file is parsed again (another writer may have replaced it)."""
-    from reconciler.state import store as stores
-
-    parsed = []
-    real = stores.loads
-    monkeypatch.setattr(stores, "loads", lambda raw, where: parsed.append(where) or real(raw, where))
-    store, state = written(path, "a")
-    assert len(parsed) == 0  # nothing stored yet
-    with store.lock("apply"):
-        state.set(resource("b"))
-        store.write(state)
-        assert len(parsed) == 1  # the file written before the lock was taken
-        state.set(resource("c"))
-        store.write(state)
-        store.write(state)
-        assert len(parsed) == 1 and state.serial == 3
-    state.set(resource("d"))
-    store.write(state)
-    assert len(parsed) == 2 and state.serial == 4
-    assert sorted(LocalFileStore(path).read().resources) == sorted(state.resources)

@@ -243,17 +243,17 @@ def test_history_and_restore_after_a_wrong_state_rm(pg, sim_server):
     assert code == 0, err
     header, *rows = out.strip().splitlines()
     assert header.split() == ["SERIAL", "WHEN", "WHO", "OPERATION", "WORKLOADS"]
-    # An apply that acted writes twice: its actions, then the list fingerprints.
-    assert [(r.split()[0], r.split()[-1]) for r in rows] == [("3", "2"), ("2", "3"), ("1", "3")]
+    # An apply writes once: its actions with the list fingerprints of what it touched.
+    assert [(r.split()[0], r.split()[-1]) for r in rows] == [("2", "2"), ("1", "3")]
     assert "state rm" in rows[0] and "apply" in rows[1] and " pid " in rows[0]
-    code, out, err = pg.run("state", "restore", "2")
+    code, out, err = pg.run("state", "restore", "1")
     assert code == 0, err
-    assert out.startswith("Restored serial 2 (3 workloads) as serial 4 of postgresql://")
+    assert out.startswith("Restored serial 1 (3 workloads) as serial 3 of postgresql://")
     code, out, _ = pg.run("state", "history", "--format", "json")
     doc = json.loads(out)
     assert doc["keeps"] == "every version"
     assert [(v["serial"], v["workloads"], v["operation"]) for v in doc["versions"]] == [
-        (4, 3, "state restore 2"), (3, 2, "state rm"), (2, 3, "apply"), (1, 3, "apply")]
+        (3, 3, "state restore 1"), (2, 2, "state rm"), (1, 3, "apply")]
     code, out, err = pg.run("plan", str(pg.ws.specs), "--detailed-exitcode")
     assert code == 0, out + err  # the forgotten workload is tracked again: no create
     pg.converged(sim_server, names)
@@ -268,7 +268,7 @@ def test_migrate_file_to_postgresql_then_plan_shows_no_changes_and_says_what_to_
     code, out, err = pg.run("state", "migrate", "--to", pg.url, "--to-name", pg.name,
                             name="default", state=str(pg.ws.state_path))
     assert code == 0, err
-    assert "Copied the state (serial 2, 4 workloads" in out and "the source is unchanged" in out
+    assert "Copied the state (serial 1, 4 workloads" in out and "the source is unchanged" in out
     server = pg.url.split("@", 1)[1]
     assert f"Next, pass --state 'postgresql://postgres@{server}' --state-name '{pg.name}'" in out
     assert pg.ws.state_path.read_bytes() == before
@@ -280,7 +280,7 @@ def test_migrate_file_to_postgresql_then_plan_shows_no_changes_and_says_what_to_
     other = pg.ws.root / "back" / "state.json"
     code, out, err = pg.run("state", "migrate", "--to", str(other))
     assert code == 0 and f"Next, pass --state '{other}' (or" in out, err
-    assert json.loads(other.read_text())["serial"] == 2
+    assert json.loads(other.read_text())["serial"] == 1
     code, out, err = pg.run("state", "migrate", "--to", pg.url, "--to-name", pg.name,
                             name="default", state=str(other))
     assert code == 0 and "already holds this state" in out, err
