@@ -34,6 +34,24 @@ def applied_fleet(ws, sim, n: int) -> list[str]:
     return names
 
 
+def interrupted_twice(ws, sim, *apply_args: str):
+    """`apply` of `apply_args` (replacing 2 workloads, 2 at a time) sent SIGINT, then
+    SIGTERM, while both replacements are under way: (the process, its stdout, stderr)."""
+    faults(sim, latencyMs=600)
+    proc = spawn(ws, "--parallelism", "2", "apply", *apply_args)
+    wait_until(lambda: deletes(sim) >= 2, proc)
+    # Deletes answered at 0.6 s, then waits until gone (each GET 0.6 s): signals at 0.8 s
+    # and 0.9 s land during those waits.
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    time.sleep(1.0)  # a create the dead process had sent still lands
+    faults(sim, latencyMs=0)
+    return proc, out, err
+
+
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_during_the_refresh_writes_nothing_and_exits_130_or_143(ws, sim_server,
                                                                           signum, code):
@@ -78,19 +96,8 @@ def test_sigterm_finishes_what_is_in_flight_records_it_and_exits_143(ws, sim_ser
 def test_a_second_signal_abandons_the_replacements_in_flight_and_says_they_may_have_happened(
         ws, sim_server):
     names = applied_fleet(ws, sim_server, 2)
-    faults(sim_server, latencyMs=600)
-    proc = spawn(ws, "--parallelism", "2", "apply", str(ws.specs), "--auto-approve",
-                 "--format", "json")
-    wait_until(lambda: deletes(sim_server) >= 2, proc)
-    # Deletes answered at 0.6 s, then waits until gone (each GET 0.6 s): signals at 0.8 s
-    # and 0.9 s land during those waits.
-    time.sleep(0.8)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    time.sleep(1.0)  # a create the dead process had sent still lands
-    faults(sim_server, latencyMs=0)
+    proc, out, err = interrupted_twice(ws, sim_server, str(ws.specs), "--auto-approve",
+                                       "--format", "json")
     assert proc.returncode == 130, err  # the first signal decides
     assert "Traceback" not in err
     # Not "2 not started": both were under way, and the summary says what is known.
@@ -208,16 +215,7 @@ def test_a_second_signal_during_a_saved_plan_s_apply_leaves_its_intents_open(ws,
     names = applied_fleet(ws, sim_server, 2)
     plan_path = ws.root / "replace.plan"
     assert ws.plan("--out", str(plan_path)).exit_code == 0
-    faults(sim_server, latencyMs=600)
-    proc = spawn(ws, "--parallelism", "2", "apply", str(plan_path))
-    wait_until(lambda: deletes(sim_server) >= 2, proc)
-    time.sleep(0.8)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
-    time.sleep(1.0)
-    faults(sim_server, latencyMs=0)
+    proc, out, err = interrupted_twice(ws, sim_server, str(plan_path))
     assert proc.returncode == 130, err
     assert "0 not started, 2 unknown." in out + err
     assert journal(ws).exists()  # the intents stay open for the next apply
