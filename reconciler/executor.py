@@ -104,14 +104,19 @@ class ApplyResult:
 
 
 class _Journal:
-    """Appends journal entries through the store off the event loop; entries queued while
-    one append is on disk go together in the next (one fsync for many actions)."""
+    """Appends journal entries through the store; the entries queued before an append
+    starts go together in it (one fsync for many actions). A local file's append (a write
+    and an fsync) is made on the event loop, which joins every entry the callbacks of a
+    loop turn queued (an append in a thread started as soon as the last ended: more, and
+    smaller, appends); a database's append (a round trip) in a thread, the loop going on
+    meanwhile."""
 
     def __init__(self, store, lineage: str):
         self._store = store
         self._lineage = lineage
         self._queue: list[tuple[dict, asyncio.Future]] = []
         self._flusher: asyncio.Task | None = None
+        self._on_loop = getattr(store, "local_file", None) is not None
 
     async def write(self, entry: dict) -> None:
         fut = asyncio.get_running_loop().create_future()
@@ -123,8 +128,12 @@ class _Journal:
     async def _flush(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
+            entries = [e for e, _ in batch]
             try:
-                await asyncio.to_thread(self._store.append, [e for e, _ in batch], self._lineage)
+                if self._on_loop:
+                    self._store.append(entries, self._lineage)
+                else:
+                    await asyncio.to_thread(self._store.append, entries, self._lineage)
             except BaseException as exc:  # noqa: BLE001 - handed to every waiter
                 for _, fut in batch:
                     if not fut.done():
