@@ -27,10 +27,22 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from typing import Any
 
-import aiohttp
 import httpx
+
+# aiohttp builds two default TLS contexts as it is imported, each reading the system's CA
+# certificates (about 40 ms of CPU, in every command that sends a request, even to an
+# http URL). This transport never uses them: an https URL's requests carry the context
+# httpx would use (`_start`), and --insecure's verify nothing; so the certificates are
+# not read for them.
+_read_certificates = ssl.SSLContext.set_default_verify_paths
+ssl.SSLContext.set_default_verify_paths = lambda self: None  # type: ignore[method-assign]
+try:
+    import aiohttp
+finally:
+    ssl.SSLContext.set_default_verify_paths = _read_certificates  # type: ignore[method-assign]
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
