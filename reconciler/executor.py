@@ -129,7 +129,7 @@ class _Journal:
         self._queue.append((entry, fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
-        await asyncio.shield(fut)
+        await fut  # its entry is written even when this waiter is cancelled
 
     async def _flush(self) -> None:
         while self._queue:
