@@ -103,28 +103,44 @@ class ApplyResult:
         return out
 
 
+# A local journal append (a write and an fsync) that took longer than this (a slow disk)
+# sends the next one to a thread, so that the loop goes on while it syncs (seconds).
+SLOW_APPEND_S = 0.01
+
+
 class _Journal:
-    """Appends journal entries through the store off the event loop; entries queued while
-    one append is on disk go together in the next (one fsync for many actions)."""
+    """Appends journal entries through the store; the entries queued before an append
+    starts go together in it (one fsync for many actions). A local file's append is made
+    on the event loop, which joins every entry the callbacks of a loop turn queued (an
+    append in a thread, started as soon as the last ended, makes more and smaller ones),
+    unless the last took longer than `SLOW_APPEND_S`; a database's append (a round trip)
+    in a thread, the loop going on meanwhile."""
 
     def __init__(self, store, lineage: str):
         self._store = store
         self._lineage = lineage
         self._queue: list[tuple[dict, asyncio.Future]] = []
         self._flusher: asyncio.Task | None = None
+        self._local = getattr(store, "local_file", None) is not None
+        self._slow = not self._local  # the next append goes to a thread
 
     async def write(self, entry: dict) -> None:
         fut = asyncio.get_running_loop().create_future()
         self._queue.append((entry, fut))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
-        await asyncio.shield(fut)
+        await fut  # its entry is written even when this waiter is cancelled
 
     async def _flush(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
+            entries = [e for e, _ in batch]
             try:
-                await asyncio.to_thread(self._store.append, [e for e, _ in batch], self._lineage)
+                if self._slow:
+                    took = await asyncio.to_thread(self._append, entries)
+                else:
+                    took = self._append(entries)
+                self._slow = not self._local or took > SLOW_APPEND_S
             except BaseException as exc:  # noqa: BLE001 - handed to every waiter
                 for _, fut in batch:
                     if not fut.done():
@@ -135,6 +151,12 @@ class _Journal:
             for _, fut in batch:
                 if not fut.done():
                     fut.set_result(None)
+
+    def _append(self, entries: list[dict]) -> float:
+        """Append `entries` through the store; the seconds it took."""
+        started = time.monotonic()
+        self._store.append(entries, self._lineage)
+        return time.monotonic() - started
 
 
 class Executor:

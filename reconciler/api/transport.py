@@ -26,10 +26,23 @@ encoded is an httpx.Response instead, which decodes it).
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 from typing import Any
 
-import aiohttp
 import httpx
+
+# aiohttp builds two default TLS contexts as it is imported, each reading the system's CA
+# certificates (about 40 ms of CPU, in every command that sends a request, even to an
+# http URL). This transport never uses them: an https URL's requests carry the context
+# httpx would use (`_start`), and --insecure's verify nothing; so the certificates are
+# not read for them.
+_read_certificates = ssl.SSLContext.set_default_verify_paths
+ssl.SSLContext.set_default_verify_paths = lambda self: None  # type: ignore[method-assign]
+try:
+    import aiohttp
+finally:
+    ssl.SSLContext.set_default_verify_paths = _read_certificates  # type: ignore[method-assign]
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -42,29 +55,31 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._verify = verify
         self._keepalive_expiry = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None  # made in the running loop
-        self.opened = 0  # connections opened so far (tests)
+        self.opened = 0  # sockets made for connections so far (tests)
         # (pool, connect, read) -> its aiohttp.ClientTimeout (a request's are the client's)
         self._timeouts: dict[tuple, aiohttp.ClientTimeout] = {}
 
     def _start(self, https: bool) -> aiohttp.ClientSession:
-        async def opened(*_: Any) -> None:
+        def new_socket(addr_info: Any) -> socket.socket:
+            # Counted where aiohttp makes a connection's socket: a trace config would
+            # make aiohttp build its trace objects for every request.
             self.opened += 1
+            family, type_, proto, _, _ = addr_info
+            return socket.socket(family=family, type=type_, proto=proto)
 
-        trace = aiohttp.TraceConfig()
-        trace.on_connection_create_end.append(opened)
         # The CA certificates httpx trusts (certifi, or SSL_CERT_FILE / SSL_CERT_DIR),
         # loaded only when the URL is https.
         tls: Any = False
         if self._verify:
             tls = httpx.create_ssl_context(verify=True) if https else True
         connector = aiohttp.TCPConnector(limit=self.size, limit_per_host=self.size, ssl=tls,
-                                         keepalive_timeout=self._keepalive_expiry)
+                                         keepalive_timeout=self._keepalive_expiry,
+                                         socket_factory=new_socket)
         # httpx sets every header (User-Agent, Accept-Encoding, ...) and keeps the
         # cookies: aiohttp adds no header, keeps no cookie and decodes nothing.
         return aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                      cookie_jar=aiohttp.DummyCookieJar(),
-                                     skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                                     trace_configs=[trace])
+                                     skip_auto_headers=("User-Agent", "Accept-Encoding"))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeout = request.extensions.get("timeout") or {}
