@@ -11,8 +11,9 @@ time, each part's bodies that are the state's replaced by the state's objects as
 arrives), problems and keys through a pipe. When the user's spec cache (`desired.cache`)
 has a file of this tool for the folder, one child (the indexer) does the cache's work
 instead: it hashes the files, reads and checks the cache file and loads the files it
-lacks, and sends back the keys and the entries too; the parent makes the workloads of the
-files served. The parent joins the shares in file order and checks across files, so the
+lacks, and sends back the keys and the entries too (`PART` entries at a time, before its
+reply); the parent makes the workloads of the files served (as each part arrives, when
+the state's bodies are known and the cache file will stay as it is). The parent joins the shares in file order and checks across files, so the
 outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
@@ -132,14 +133,17 @@ def _start_indexing(files: list[sources.Found], listed: list[sources.Problem],
 def _index(files: list[sources.Found], cache: SpecCache, caller_busy: bool) -> tuple:
     """In a child: `_load`'s reply for the files the cache lacks (shared with children
     of its own as `start_loading` would share them: `_load_shared`), then the files' cache
-    keys and the cache file's checked entries (None when it served no file)."""
+    keys. Before it, when the cache served a file, the cache file's checked entries go to
+    the parent `PART` at a time ("entries", part, whether a save would leave the file as
+    it is): the parent holds one part's bytes at once, never the whole file's."""
     keys = cache.keys(files)
-    payload = cache.payload()
-    cache.adopt(payload)  # this process's copy of the cache
     to_load = [f for f in files if f[1] not in keys or cache.lookup(keys[f[1]]) is None]
-    served = len(to_load) < len(files)
-    return (*_load_shared(to_load, caller_busy), keys,
-            bytes(payload) if served else None)  # a view: not picklable
+    reply = _load_shared(to_load, caller_busy)
+    if reply[3] is None and len(to_load) < len(files):
+        unchanged = not to_load and cache.all_used()
+        for part in cache.parts(PART):
+            _to_parent.send(("entries", part, unchanged))
+    return (*reply, keys)
 
 
 def _load_shared(files: list[sources.Found], caller_busy: bool) -> tuple:
@@ -324,6 +328,10 @@ class PendingSpecs:
             if conn not in ready:
                 continue
             message = _message(process, conn)
+            if message[0] == "entries":  # the indexer's: a part of the cache file's
+                # An unchanged fleet's workloads are made now, their bytes let go.
+                self._cache.adopt(message[1], self._share if message[2] else None)
+                continue
             if type(message[0]) is str:  # ("part", workloads): more to come
                 self._parts.setdefault(index, []).extend(self._shared(message[1]))
                 continue
@@ -338,12 +346,13 @@ class PendingSpecs:
             self._settle()
 
     def _adopt_index(self) -> None:
-        """The indexer's reply (`_index`) as a loader's: the cache takes the entries it
-        read, and the files it served are those its entries hold."""
+        """The indexer's reply (`_index`) as a loader's: the cache has taken the entries
+        it read (in parts, before the reply), and the files it served are those its
+        entries hold."""
         self._indexing = False
-        *reply, keys, payload = self._replies[0]
+        *reply, keys = self._replies[0]
         cache = self._cache
-        cache.adopt(payload)
+        cache.adopt({})  # the disk file is read: its entries, if any, came before
         self._keys = keys
         self._served = {display: key for display, key in keys.items()
                         if cache.lookup(key) is not None}

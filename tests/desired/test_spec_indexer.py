@@ -5,8 +5,10 @@ seen, a damaged cache file not used, a dead indexer one clear error and nothing 
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import pickle
 import signal
 import sys
 import time
@@ -77,6 +79,40 @@ def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
     assert "TRAIN_OPTION_99" in str(edited.body)
     again, parsed, _ = _load(folder)  # the edit is now cached too
     assert parsed == 0 and again == got
+
+
+def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(folder, monkeypatch):
+    """The indexer sends the cache file's entries a few at a time, so the parent never
+    holds the whole file's bytes; a served workload whose body is exactly the state's
+    takes the state's object, one that only compares equal (1 for true) keeps its own."""
+    from reconciler.desired import background
+
+    monkeypatch.setattr(background, "PART", 7)  # the indexer is forked: it sees it
+    sizes = []
+    plain_message = background._message
+
+    def noting(process, conn):
+        message = plain_message(process, conn)
+        sizes.append(len(pickle.dumps(message)))
+        return message
+
+    monkeypatch.setattr(background, "_message", noting)
+    expected = load_specs(folder)
+    state = {w.address: json.loads(json.dumps(w.body)) for w in expected}
+    loose = next(w for w in expected if w.body.get("masterSpecSameAsWorker") is True)
+    state[loose.address]["masterSpecSameAsWorker"] = 1
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    pending.share_bodies(state)
+    try:
+        got = pending.result()
+    finally:
+        pending.cancel()
+    assert got == expected and pending.parsed == 0
+    assert [w.body is state[w.address] for w in got] == [
+        w.address != loose.address for w in got]
+    assert len(sizes) > GENERATED // 7 and max(sizes) < path.stat().st_size / 5
 
 
 def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
