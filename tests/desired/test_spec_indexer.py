@@ -196,6 +196,36 @@ def test_a_killed_indexer_is_one_clear_error_and_leaves_nothing(folder, monkeypa
         os.kill(pid, 0)
 
 
+def test_an_indexer_killed_while_it_sends_the_cache_is_one_clear_error(folder, monkeypatch):
+    """Killed after the first part of the cache's entries: the parent, which has taken
+    that part, says the loader was killed (not a load missing workloads) and saves
+    nothing; the next load is served by the cache file as it was."""
+    from reconciler.desired import background
+
+    monkeypatch.setattr(background, "PART", 7)
+    plain_parts = SpecCache.parts
+
+    def dying(self, size):
+        parts = plain_parts(self, size)
+        yield next(parts)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(SpecCache, "parts", dying)
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    before = path.read_bytes()
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
+                                             "was killed \\(SIGKILL\\)"):
+        pending.result()
+    pending.cancel()
+    pending.save_cache()
+    assert pending.pids == [] and path.read_bytes() == before
+    monkeypatch.setattr(SpecCache, "parts", plain_parts)
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == 0 and got == load_specs(folder)
+
+
 @pytest.fixture
 def shared(monkeypatch):
     """Loads of this many files shared between two processes, as a big folder's are."""
