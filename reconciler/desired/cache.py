@@ -260,14 +260,16 @@ class SpecCache:
                 for k, (keys, packed, made) in self._entries.items()})
         except ValueError:  # a value marshal cannot keep (an exotic YAML tag): not cached
             return
-        data = _MAGIC + tool_identity() + hashlib.blake2b(
-            payload, digest_size=_DIGEST).digest() + payload
+        # The header and the entries written apart: never a copy of them together.
+        header = _MAGIC + tool_identity() + hashlib.blake2b(
+            payload, digest_size=_DIGEST).digest()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                    f.write(header)
+                    f.write(payload)
                 os.replace(tmp, self.path)
             except BaseException:
                 with _quiet():
