@@ -347,9 +347,10 @@ class SpecCache:
         return None
 
     def parts(self, size: int) -> Iterator[dict[bytes, tuple]]:
-        """The entries read from the disk file, `size` at a time, as `adopt` takes them:
-        what a child process sends its parent."""
-        items = [(key, (entry[0], entry[1])) for key, entry in self._entries.items()]
+        """The entries read from the disk file that the load used (`lookup`), `size` at
+        a time, as `adopt` takes them: what a child process sends its parent."""
+        items = [(key, (entry[0], entry[1])) for key, entry in self._entries.items()
+                 if key in self._used and entry[1] is not None]
         for at in range(0, len(items), size):
             yield dict(items[at:at + size])
 

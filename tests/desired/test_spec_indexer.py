@@ -81,11 +81,18 @@ def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
     assert parsed == 0 and again == got
 
 
-def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(folder, monkeypatch):
+@pytest.mark.parametrize("edited", [False, True])
+def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(
+        folder, monkeypatch, edited):
     """The indexer sends the cache file's entries a few at a time, so the parent never
     holds the whole file's bytes; a served workload whose body is exactly the state's
-    takes the state's object, one that only compares equal (1 for true) keeps its own."""
+    takes the state's object, one that only compares equal (1 for true) keeps its own.
+    With a file edited, the indexer itself saves the cache (the parent, holding no
+    entry's bytes, has nothing to save): the next load parses nothing."""
     from reconciler.desired import background
+
+    if edited:
+        edit_in_place(_first_spec(folder), "TRAIN_OPTION_00", "TRAIN_OPTION_99")
 
     monkeypatch.setattr(background, "PART", 7)  # the indexer is forked: it sees it
     sizes = []
@@ -102,6 +109,7 @@ def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(folder, mo
     loose = next(w for w in expected if w.body.get("masterSpecSameAsWorker") is True)
     state[loose.address]["masterSpecSameAsWorker"] = 1
     (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    before = path.read_bytes()
     pending = start_loading(folder, cache=SpecCache.for_folder(folder))
     assert pending._indexing
     pending.share_bodies(state)
@@ -109,10 +117,15 @@ def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(folder, mo
         got = pending.result()
     finally:
         pending.cancel()
-    assert got == expected and pending.parsed == 0
+    assert got == expected and pending.parsed == int(edited)
     assert [w.body is state[w.address] for w in got] == [
         w.address != loose.address for w in got]
-    assert len(sizes) > GENERATED // 7 and max(sizes) < path.stat().st_size / 5
+    assert len(sizes) > GENERATED // 7 and max(sizes) < len(before) / 5
+    assert (path.read_bytes() != before) is edited  # saved by the indexer, if at all
+    written = path.stat().st_mtime_ns
+    pending.save_cache()
+    assert path.stat().st_mtime_ns == written
+    assert _load(folder)[1] == 0
 
 
 def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
@@ -130,6 +143,20 @@ def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
 def test_a_spec_made_bad_gives_the_problems_a_load_from_the_files_gives(folder):
     path = _first_spec(folder)
     assert any(path.name in p for p in _made_bad(folder, path))
+
+
+def test_a_workload_defined_twice_gives_a_load_from_the_files_problems_each_time(folder):
+    """A copy of a spec under another name: the indexer loads it and may keep it, but the
+    check across files is the parent's, from the cache's keys as from a load."""
+    path = _first_spec(folder)
+    (path.parent / "copy.yaml").write_bytes(path.read_bytes())
+    with pytest.raises(SpecError) as plain:
+        load_specs(folder)
+    for _ in range(2):  # the copy loaded, then served by the cache
+        with pytest.raises(SpecError) as indexed:
+            _load(folder)
+        assert indexed.value.problems == plain.value.problems
+    assert any("already defined at" in p for p in plain.value.problems)
 
 
 def test_a_damaged_cache_file_is_not_used_and_written_again(folder):
