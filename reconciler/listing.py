@@ -9,7 +9,7 @@ per (project, cluster) scope, as each kind's registry entry scopes its list (`Sc
 `Kind.list_scope`: a NIM service's list is its project's, whatever its spec's
 `clusterId`).
 `fingerprint` is what of a list item a change of the workload moves; `match_listed`
-finds the specs' names in a list.
+finds the specs' names in a list; `cut_to` says what of the items to keep meanwhile.
 
 The reads themselves are `reconciler.live.workloads`'s (`list_scopes`). Callers:
 `reconciler.refresh` (`read_listed` before a plan, `sweep` after an apply: the same
@@ -65,10 +65,39 @@ class Wanted(Protocol):
 def fingerprint(item: Mapping[str, Any]) -> str:
     """A stable hash of the list item less its `VOLATILE` fields: equal for two reads of
     a workload that nothing changed in between (the API moves `updatedAt`, and the images
-    and requested resources an item carries, when its spec changes)."""
+    and requested resources an item carries, when its spec changes). An item cut
+    (`Listed`) keeps the whole item's."""
+    if type(item) is Listed:
+        return item.fingerprint
     kept = {k: v for k, v in item.items() if k not in VOLATILE}
     text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+class Listed(dict):
+    """A list item cut to what `choose` and `match_listed` read of it (its id, name,
+    project and phase) and the whole item's `fingerprint` (`cut_to`)."""
+    __slots__ = ("fingerprint",)
+
+
+_READ = ("id", "workloadId", "name", "projectId", "phase")  # what `choose` reads of an item
+
+
+def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """What to keep of each list item as it arrives, for `choose`: an item of one of
+    `known` (by its id) cut to a `Listed`, a few fields and not the whole item; any other
+    item whole (a new spec may be found in it by name). A big fleet's lists are held at
+    a few fields a workload until the choice is made."""
+    ids = {r.workload_id for r in known if r.workload_id}
+
+    def cut(item: Mapping[str, Any]) -> Mapping[str, Any]:
+        if str(item.get("id")) not in ids:
+            return item
+        out = Listed({k: item[k] for k in _READ if k in item})
+        out.fingerprint = fingerprint(item)
+        return out
+
+    return cut
 
 
 def match_listed(wanted: Iterable[Wanted], items: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -141,7 +141,8 @@ async def read_listed(client,
         chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
         first, _ = listing.scopes(chosen.values(), (), _scope_of)
         known = {r.kind for r in chosen.values()}  # whose own collections are read
-        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known)))
+        cut = listing.cut_to(chosen.values())  # the state's workloads' items held cut
+        tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known, cut)))
         if inspect.isawaitable(desired):
             desired = await desired
         desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
@@ -152,7 +153,7 @@ async def read_listed(client,
                    for d in desired_by_addr.values()
                    if d.kind in new_kinds and not kinds.get(d.kind).listed}, **more}
         if more:
-            tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds)))
+            tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds, cut)))
         items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
                  for i in listed]
         tasks = []

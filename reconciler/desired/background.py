@@ -11,9 +11,12 @@ time, each part's bodies that are the state's replaced by the state's objects as
 arrives), problems and keys through a pipe. When the user's spec cache (`desired.cache`)
 has a file of this tool for the folder, one child (the indexer) does the cache's work
 instead: it hashes the files, reads and checks the cache file and loads the files it
-lacks, and sends back the keys and the entries too; the parent makes the workloads of the
-files served. The parent joins the shares in file order and checks across files, so the
-outcome is exactly `load_specs(directory)`'s; a child that fails or dies
+lacks, and sends back the keys and the entries too (`PART` entries at a time, before its
+reply); the parent makes the workloads of the files served (as each part arrives, when
+the state's bodies are known). After a load without problems that changes the cache, the
+indexer saves it (the checks across files are still the parent's, made from the cache's
+keys as from a load's). The parent joins the shares in file order and checks across
+files, so the outcome is exactly `load_specs(directory)`'s; a child that fails or dies
 is one ReconcileError and the others are killed. The parent imports the pydantic models
 only when two workloads share an address (for the message naming both places).
 Callers: the CLI (`validate`, `plan`, `apply`).
@@ -132,14 +135,24 @@ def _start_indexing(files: list[sources.Found], listed: list[sources.Problem],
 def _index(files: list[sources.Found], cache: SpecCache, caller_busy: bool) -> tuple:
     """In a child: `_load`'s reply for the files the cache lacks (shared with children
     of its own as `start_loading` would share them: `_load_shared`), then the files' cache
-    keys and the cache file's checked entries (None when it served no file)."""
+    keys and whether this child saved the cache. Before it, when the cache served a file,
+    the cache file's checked entries go to the parent `PART` at a time ("entries", part,
+    whether the load had no problems): the parent holds one part's bytes at once, never
+    the whole file's. After a load without problems that changes the cache (files loaded,
+    or entries no file uses), this child keeps and saves it: the parent, which then has no
+    save to make, needs no entry's bytes."""
     keys = cache.keys(files)
-    payload = cache.payload()
-    cache.adopt(payload)  # this process's copy of the cache
     to_load = [f for f in files if f[1] not in keys or cache.lookup(keys[f[1]]) is None]
-    served = len(to_load) < len(files)
-    return (*_load_shared(to_load, caller_busy), keys,
-            bytes(payload) if served else None)  # a view: not picklable
+    reply = _load_shared(to_load, caller_busy)
+    good = reply[3] is None and not reply[1]
+    if reply[3] is None and len(to_load) < len(files):
+        for part in cache.parts(PART):
+            _to_parent.send(("entries", part, good))
+    saved = good and (bool(to_load) or not cache.all_used())
+    if saved:
+        _keep(cache, to_load, keys, reply[0], {})
+        cache.save()
+    return (*reply, keys, saved)
 
 
 def _load_shared(files: list[sources.Found], caller_busy: bool) -> tuple:
@@ -196,6 +209,18 @@ def _joined(parts: list[DesiredWorkload], reply: tuple) -> tuple:
     return reply if reply[0] is None else (parts + reply[0], *reply[1:])
 
 
+def _keep(cache: SpecCache, files: list[sources.Found], keys: dict[str, bytes],
+          loaded: list[DesiredWorkload], served: dict[str, bytes]) -> None:
+    """Give `cache` the workloads of each of `files` loaded (not `served`)."""
+    loaded_of: dict[str, list] = {}
+    for w in loaded:
+        loaded_of.setdefault(w.source, []).append(w)
+    for _, display, _ in files:
+        key = keys.get(display)
+        if key is not None and display not in served:
+            cache.put(key, loaded_of.get(display, ()))
+
+
 def _load(share: list[sources.Found]) -> tuple:
     """(workloads, problems, their keys, None) of the files of `share` (in a child, or
     here)."""
@@ -226,6 +251,7 @@ class PendingSpecs:
         self._keys: dict[str, bytes] = {}
         self._cache: SpecCache | None = None
         self._indexing = False  # the one child is `_index`: its reply is adopted first
+        self._saved = False  # the indexer kept and saved the cache
         self._parts: dict[int, list[DesiredWorkload]] = {}  # a child's workloads so far
         self.parsed = 0  # files loaded (not served by the cache)
 
@@ -324,6 +350,10 @@ class PendingSpecs:
             if conn not in ready:
                 continue
             message = _message(process, conn)
+            if message[0] == "entries":  # the indexer's: a part of the cache file's
+                # A good load's served workloads are made now, their bytes let go.
+                self._cache.adopt(message[1], self._share if message[2] else None)
+                continue
             if type(message[0]) is str:  # ("part", workloads): more to come
                 self._parts.setdefault(index, []).extend(self._shared(message[1]))
                 continue
@@ -338,12 +368,13 @@ class PendingSpecs:
             self._settle()
 
     def _adopt_index(self) -> None:
-        """The indexer's reply (`_index`) as a loader's: the cache takes the entries it
-        read, and the files it served are those its entries hold."""
+        """The indexer's reply (`_index`) as a loader's: the cache has taken the entries
+        it read (in parts, before the reply), and the files it served are those its
+        entries hold."""
         self._indexing = False
-        *reply, keys, payload = self._replies[0]
+        *reply, keys, self._saved = self._replies[0]
         cache = self._cache
-        cache.adopt(payload)
+        cache.adopt({})  # the disk file is read: its entries, if any, came before
         self._keys = keys
         self._served = {display: key for display, key in keys.items()
                         if cache.lookup(key) is not None}
@@ -402,22 +433,15 @@ class PendingSpecs:
         return out
 
     def _keep(self) -> None:
-        """Give the cache the workloads of each file loaded (a load without problems)."""
-        cache = self._cache
-        if cache is None:
-            return
-        loaded_of: dict[str, list] = {}
-        for w in self._loaded:
-            loaded_of.setdefault(w.source, []).append(w)
-        for _, display, _ in self._files:
-            key = self._keys.get(display)
-            if key is not None and display not in self._served:
-                cache.put(key, loaded_of.get(display, ()))
+        """Give the cache the workloads of each file loaded (a load without problems),
+        unless the indexer kept and saved them."""
+        if self._cache is not None and not self._saved:
+            _keep(self._cache, self._files, self._keys, self._loaded, self._served)
 
     def save_cache(self) -> None:
-        """Save the cache this load used, after a load without problems (the disk's
-        failures are the cache's own: never raised)."""
-        if self._cache is not None and self._ok:
+        """Save the cache this load used, after a load without problems, unless the
+        indexer saved it (the disk's failures are the cache's own: never raised)."""
+        if self._cache is not None and self._ok and not self._saved:
             self._cache.save()
 
     def _outcome(self) -> list[DesiredWorkload]:

@@ -57,7 +57,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -260,14 +260,16 @@ class SpecCache:
                 for k, (keys, packed, made) in self._entries.items()})
         except ValueError:  # a value marshal cannot keep (an exotic YAML tag): not cached
             return
-        data = _MAGIC + tool_identity() + hashlib.blake2b(
-            payload, digest_size=_DIGEST).digest() + payload
+        # The header and the entries written apart: never a copy of them together.
+        header = _MAGIC + tool_identity() + hashlib.blake2b(
+            payload, digest_size=_DIGEST).digest()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(data)
+                    f.write(header)
+                    f.write(payload)
                 os.replace(tmp, self.path)
             except BaseException:
                 with _quiet():
@@ -286,7 +288,8 @@ class SpecCache:
 
     def payload(self) -> memoryview | None:
         """The disk file's entries as stored, checked (header and checksum); None when
-        there is no usable file. What a child process reads for its parent (`adopt`)."""
+        there is no usable file. What `lookup` reads first (an indexer's, for its parent:
+        `parts`)."""
         if self.path is None:
             return None
         data = self._read_file()
@@ -343,11 +346,29 @@ class SpecCache:
                         if left_alone else "")
         return None
 
-    def adopt(self, payload: bytes | memoryview | None) -> None:
-        """Take the entries of `payload` (`payload()`, read by another process) as the
-        disk file's, instead of reading the file here."""
+    def parts(self, size: int) -> Iterator[dict[bytes, tuple]]:
+        """The entries read from the disk file that the load used (`lookup`), `size` at
+        a time, as `adopt` takes them: what a child process sends its parent."""
+        items = [(key, (entry[0], entry[1])) for key, entry in self._entries.items()
+                 if key in self._used and entry[1] is not None]
+        for at in range(0, len(items), size):
+            yield dict(items[at:at + size])
+
+    def all_used(self) -> bool:
+        """Whether every entry was looked up since the last save: unless one is put, a
+        save leaves the file as it is."""
+        return len(self._used) == len(self._entries)
+
+    def adopt(self, entries: Mapping[bytes, tuple],
+              share: Mapping[str, Any] | None = None) -> None:
+        """Take `entries` (`parts`, read by another process) as (some of) the disk
+        file's, instead of reading the file here. With `share`, their workloads are made
+        at once (`workloads`) and, the cache unchanged, their marshalled form let go."""
         self._read = True
-        self._entries.update(_entries_of(payload))
+        for key, (keys, packed) in entries.items():
+            self._entries[key] = [keys, packed, None]
+            if share is not None:
+                self.workloads(key, share)
 
     def _load(self) -> dict[bytes, list]:
         return _entries_of(self.payload())

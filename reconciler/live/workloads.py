@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reconciler import kinds
@@ -79,8 +79,10 @@ async def list_all(client, kinds_in_use: Iterable[str] | None = None
 PAGE = 500  # the API's largest page (workloads.yml `Limit`)
 
 async def list_scopes(reader, expected: Mapping[Scope, int],
-                      kinds_in_use: Iterable[str] = ()) -> dict[Scope, list[dict]]:
-    """Every listed workload of each scope (`filterBy` projectId and clusterId). Each
+                      kinds_in_use: Iterable[str] = (),
+                      cut: Callable[[dict], Mapping] | None = None) -> dict[Scope, list]:
+    """Every listed workload of each scope (`filterBy` projectId and clusterId), each
+    item as `cut` keeps it as it arrives (`listing.cut_to`; None: whole). Each
     scope's first `ceil(expected / PAGE)` pages (at least one) go out at once, with every
     other scope's, through `reader` (its bound holds); a scope whose last page says more
     follow (`next`), or is full without saying and holds fewer items than expected, asks
@@ -88,14 +90,22 @@ async def list_scopes(reader, expected: Mapping[Scope, int],
     list does not show are read for those of `kinds_in_use` only."""
     async def scope(project_id: str, cluster_id: str, count: int) -> list[dict]:
         where = [f"projectId=={project_id}"] + ([f"clusterId=={cluster_id}"] if cluster_id else [])
-        found: list[dict] = []
+        found: list = []
+
+        async def page(at: int) -> tuple[dict, list]:
+            """The page at `at` and its items, cut as it arrives (of them the page keeps
+            their count, what `_more` reads)."""
+            got = await reader.list_page(where, at)
+            items = got["workloads"]
+            got["workloads"] = range(len(items))
+            return got, [i if cut is None else cut(i) for i in items if isinstance(i, dict)]
+
         offset, pages = 0, max(1, math.ceil(count / PAGE))
         while True:
-            answers = await asyncio.gather(*(reader.list_page(where, offset + i * PAGE)
-                                             for i in range(pages)))
-            for page in answers:
-                found.extend(i for i in page["workloads"] if isinstance(i, dict))
-            last = answers[-1]
+            answers = await asyncio.gather(*(page(offset + i * PAGE) for i in range(pages)))
+            for _, items in answers:
+                found.extend(items)
+            last = answers[-1][0]
             if not _more(last, offset + (pages - 1) * PAGE, len(found) >= count):
                 return found
             offset += pages * PAGE
@@ -112,7 +122,7 @@ async def list_scopes(reader, expected: Mapping[Scope, int],
             item = as_list_item(kind, body)
             where = kind.list_scope(str(item["projectId"]), item.get("clusterId"))
             if where in out:
-                out[where].append(item)
+                out[where].append(item if cut is None else cut(item))
     return out
 
 

@@ -5,8 +5,10 @@ seen, a damaged cache file not used, a dead indexer one clear error and nothing 
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import pickle
 import signal
 import sys
 import time
@@ -79,6 +81,53 @@ def test_an_edit_in_place_is_seen_and_only_that_file_parsed(folder):
     assert parsed == 0 and again == got
 
 
+@pytest.mark.parametrize("edited", [False, True])
+def test_the_cache_comes_in_parts_and_an_unchanged_fleet_is_held_once(
+        folder, monkeypatch, edited):
+    """The indexer sends the cache file's entries a few at a time, so the parent never
+    holds the whole file's bytes; a served workload whose body is exactly the state's
+    takes the state's object, one that only compares equal (1 for true) keeps its own.
+    With a file edited, the indexer itself saves the cache (the parent, holding no
+    entry's bytes, has nothing to save): the next load parses nothing."""
+    from reconciler.desired import background
+
+    if edited:
+        edit_in_place(_first_spec(folder), "TRAIN_OPTION_00", "TRAIN_OPTION_99")
+
+    monkeypatch.setattr(background, "PART", 7)  # the indexer is forked: it sees it
+    sizes = []
+    plain_message = background._message
+
+    def noting(process, conn):
+        message = plain_message(process, conn)
+        sizes.append(len(pickle.dumps(message)))
+        return message
+
+    monkeypatch.setattr(background, "_message", noting)
+    expected = load_specs(folder)
+    state = {w.address: json.loads(json.dumps(w.body)) for w in expected}
+    loose = next(w for w in expected if w.body.get("masterSpecSameAsWorker") is True)
+    state[loose.address]["masterSpecSameAsWorker"] = 1
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    before = path.read_bytes()
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    pending.share_bodies(state)
+    try:
+        got = pending.result()
+    finally:
+        pending.cancel()
+    assert got == expected and pending.parsed == int(edited)
+    assert [w.body is state[w.address] for w in got] == [
+        w.address != loose.address for w in got]
+    assert len(sizes) > GENERATED // 7 and max(sizes) < len(before) / 5
+    assert (path.read_bytes() != before) is edited  # saved by the indexer, if at all
+    written = path.stat().st_mtime_ns
+    pending.save_cache()
+    assert path.stat().st_mtime_ns == written
+    assert _load(folder)[1] == 0
+
+
 def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
     """`path` given an unknown field: the indexed load's problems, which are a load from
     the files' and name it."""
@@ -94,6 +143,20 @@ def _made_bad(folder: pathlib.Path, path: pathlib.Path) -> list[str]:
 def test_a_spec_made_bad_gives_the_problems_a_load_from_the_files_gives(folder):
     path = _first_spec(folder)
     assert any(path.name in p for p in _made_bad(folder, path))
+
+
+def test_a_workload_defined_twice_gives_a_load_from_the_files_problems_each_time(folder):
+    """A copy of a spec under another name: the indexer loads it and may keep it, but the
+    check across files is the parent's, from the cache's keys as from a load."""
+    path = _first_spec(folder)
+    (path.parent / "copy.yaml").write_bytes(path.read_bytes())
+    with pytest.raises(SpecError) as plain:
+        load_specs(folder)
+    for _ in range(2):  # the copy loaded, then served by the cache
+        with pytest.raises(SpecError) as indexed:
+            _load(folder)
+        assert indexed.value.problems == plain.value.problems
+    assert any("already defined at" in p for p in plain.value.problems)
 
 
 def test_a_damaged_cache_file_is_not_used_and_written_again(folder):
@@ -158,6 +221,36 @@ def test_a_killed_indexer_is_one_clear_error_and_leaves_nothing(folder, monkeypa
     assert pending.pids == []
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_indexer_killed_while_it_sends_the_cache_is_one_clear_error(folder, monkeypatch):
+    """Killed after the first part of the cache's entries: the parent, which has taken
+    that part, says the loader was killed (not a load missing workloads) and saves
+    nothing; the next load is served by the cache file as it was."""
+    from reconciler.desired import background
+
+    monkeypatch.setattr(background, "PART", 7)
+    plain_parts = SpecCache.parts
+
+    def dying(self, size):
+        parts = plain_parts(self, size)
+        yield next(parts)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(SpecCache, "parts", dying)
+    (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
+    before = path.read_bytes()
+    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
+    assert pending._indexing
+    with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
+                                             "was killed \\(SIGKILL\\)"):
+        pending.result()
+    pending.cancel()
+    pending.save_cache()
+    assert pending.pids == [] and path.read_bytes() == before
+    monkeypatch.setattr(SpecCache, "parts", plain_parts)
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == 0 and got == load_specs(folder)
 
 
 @pytest.fixture

@@ -65,3 +65,25 @@ def test_a_scope_of_exactly_one_full_page_costs_one_request():
     reader = Pages({("1", "c"): 500})
     got = asyncio.run(workloads.list_scopes(reader, {("1", "c"): 500}))
     assert len(got[("1", "c")]) == 500 and [o for _, o in reader.calls] == [0]
+
+
+def test_each_page_is_cut_as_it_arrives_not_once_every_page_is_in():
+    """With `cut`, a page's items are cut when that page is answered: the pages of a
+    scope, all in flight together, are never all held whole."""
+    events = []
+
+    class Slow(Pages):
+        async def list_page(self, filter_by, offset):
+            await asyncio.sleep(0.01 * offset / 500)  # later pages answer later
+            page = await super().list_page(filter_by, offset)
+            events.append(("answered", offset))
+            return page
+
+    def cut(item):
+        events.append(("cut", int(item["id"].split("-")[1]) // 500 * 500))
+        return {"id": item["id"]}
+
+    reader = Slow({("1", "c"): 1700})
+    got = asyncio.run(workloads.list_scopes(reader, {("1", "c"): 1200}, cut=cut))
+    assert got[("1", "c")] == [{"id": f"1-{i}"} for i in range(1700)]
+    assert events.index(("cut", 0)) < events.index(("answered", 1000))

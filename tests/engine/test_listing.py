@@ -77,3 +77,24 @@ def test_the_fingerprint_ignores_the_phase_and_moves_with_updated_at_and_images(
     assert listing.fingerprint(dict(item, updatedAt="2026-01-01T00:00:00.001Z")) != fp
     assert listing.fingerprint(dict(item, images=["a:2"])) != fp
     assert listing.fingerprint(dict(item, id="w2")) != fp
+
+
+def test_items_cut_as_they_arrive_give_the_same_choice_as_whole_ones():
+    """`cut_to`: the state's workloads' items are held at a few fields (not the whole
+    item, images and all), and `choose` decides from them as from the whole items; an item
+    the state does not know is kept whole (a new spec may be found in it by name)."""
+    images = {"images": ["nvcr.io/nvidia/pytorch:24.05-py3"], "category": "Train"}
+    items = [_item("w1", "same", **images), _item("w2", "moved", **images),
+             _item("w3", "deleting", "Deleting"), _item("w5", "found", "Pending", **images)]
+    fp = {i["id"]: listing.fingerprint(i) for i in items}
+    known = {"Training/7/same": _known(workload_id="w1", listed=fp["w1"]),
+             "Training/7/moved": _known(workload_id="w2", listed="an older one"),
+             "Training/7/deleting": _known(workload_id="w3", listed=fp["w3"]),
+             "Training/7/lost": _known(workload_id=None)}
+    wanted = {"Training/7/found": _wanted("Training/7/found")}
+    cut = listing.cut_to(known.values())
+    held = [cut(i) for i in items]
+    assert [set(h) for h in held[:3]] == [{"id", "name", "projectId", "phase"}] * 3
+    assert held[3] is items[3]
+    assert listing.choose(known, held, wanted) == listing.choose(known, items, wanted)
+    assert listing.choose(known, held, wanted).fingerprints["Training/7/moved"] == fp["w2"]
