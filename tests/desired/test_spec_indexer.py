@@ -240,17 +240,24 @@ def test_an_indexer_killed_while_it_sends_the_cache_is_one_clear_error(folder, m
     monkeypatch.setattr(SpecCache, "parts", dying)
     (path,) = pathlib.Path(os.environ["XDG_CACHE_HOME"]).rglob("*.cache")
     before = path.read_bytes()
+    pending = _killed_while_indexing(folder)
+    pending.save_cache()
+    assert pending.pids == [] and path.read_bytes() == before
+    monkeypatch.setattr(SpecCache, "parts", plain_parts)
+    got, parsed, indexed = _load(folder)
+    assert indexed and parsed == 0 and got == load_specs(folder)
+
+
+def _killed_while_indexing(folder):
+    """A load by the indexer whose process (or child) a test kills: one clear error, every
+    child reaped; the load, cancelled."""
     pending = start_loading(folder, cache=SpecCache.for_folder(folder))
     assert pending._indexing
     with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
                                              "was killed \\(SIGKILL\\)"):
         pending.result()
     pending.cancel()
-    pending.save_cache()
-    assert pending.pids == [] and path.read_bytes() == before
-    monkeypatch.setattr(SpecCache, "parts", plain_parts)
-    got, parsed, indexed = _load(folder)
-    assert indexed and parsed == 0 and got == load_specs(folder)
+    return pending
 
 
 @pytest.fixture
@@ -314,10 +321,5 @@ def test_a_killed_child_of_the_indexer_is_one_clear_error(folder, shared, monkey
         return plain_load(share)
 
     monkeypatch.setattr(background, "_load", dying)
-    pending = start_loading(folder, cache=SpecCache.for_folder(folder))
-    assert pending._indexing
-    with pytest.raises(ReconcileError, match="could not load the specs: the loader process "
-                                             "was killed \\(SIGKILL\\)"):
-        pending.result()
-    pending.cancel()
+    pending = _killed_while_indexing(folder)
     assert pending.pids == []
