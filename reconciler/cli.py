@@ -622,7 +622,7 @@ class _ShownBeside:
         finally:
             sys.setswitchinterval(interval)
             with self._lock:
-                held, self._held = self._held or [], None
+                held, self._held = self._held, None
                 for line in held:
                     self._say(line)
 

@@ -75,7 +75,7 @@ async def record_fingerprints(client, state: State, result, seen: dict[str, str]
     """After an apply, record in the state the list fingerprint of each workload it may
     vouch for (`ResourceState.listed`), so that the next auto plan GETs none of them: a
     no-op found unchanged gets the one the refresh listed; a workload acted on, the one of
-    one list sweep of its projects now. Written only when one changed. A workload whose
+    one list sweep of its projects now. A workload whose
     action failed, was not started or was abandoned keeps none (it is read next time); so
     does every workload acted on when the sweep fails (the apply's result stands).
     Run by the executor before it writes the state (`Executor.finishing`): what it records

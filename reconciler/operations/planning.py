@@ -195,30 +195,30 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
     refresh, not after it (`_QuotaReads`). Without a client, none is read. `seen`, when
     given, receives the list fingerprint of each address the auto refresh listed.
     `reuse`: what the last plans left to use again (`Reuse`)."""
-    early = None
+    quotas = None
     known = reuse.projects if reuse is not None else {}
     if client is not None:
-        early = _QuotaReads(client, known)
-        early.start(r.project_id for a, r in state.resources.items()
+        quotas = _QuotaReads(client, known)
+        quotas.start(r.project_id for a, r in state.resources.items()
                     if (not options.targets or a in options.targets) and gpus.in_project(r.kind))
     try:
         the_plan, live, desired = await _refresh_and_plan(
             client, specs, state, options, pending, desired=desired, progress=progress,
             seen=seen, reuse=reuse,
-            resolved=None if early is None else lambda got: early.start(
+            resolved=None if quotas is None else lambda got: quotas.start(
                 d.project_id for d in got if gpus.in_project(d.kind)
                 and (not options.targets or d.address in options.targets)))
         if client is not None:
             await dry_run(client, the_plan)
-        if early is not None:  # (a project this plan creates has no id to read yet)
+        if quotas is not None:  # (a project this plan creates has no id to read yet)
             made = {c.address for c in the_plan.changes if c.action is Action.CREATE}
             unborn = [c for c in the_plan.changes
                       if c.known_after.get("projectId") in made]
             waiting = {c.address for c in unborn}
             projects = {c.project_id for c in the_plan.changes
                         if gpus.in_project(c.kind) and c.address not in waiting}
-            early.start(projects)
-            read = await early.results()
+            quotas.start(projects)
+            read = await quotas.results()
             if reuse is not None:  # only what was read: a failed read is tried again
                 known.update((p, r) for p, r in read.items() if r.unknown is None)
             read = {**known, **read}
@@ -242,8 +242,8 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))
     finally:
-        if early is not None:  # a refresh or a plan that failed leaves them unfinished
-            await early.cancel()
+        if quotas is not None:  # a refresh or a plan that failed leaves them unfinished
+            await quotas.cancel()
     return the_plan, live, desired
 
 
