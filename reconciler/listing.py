@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 Scope = tuple[str, str]  # (project id, cluster id; "": every cluster of the project)
 
 # (kind name, project id, the cluster id a spec or record names) -> the scope of the list
@@ -70,8 +72,18 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     if type(item) is Listed:
         return item.fingerprint
     kept = {k: v for k, v in item.items() if k not in VOLATILE}
-    text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    # The text json.dumps(sort_keys, compact, ensure_ascii) writes, as orjson writes it
+    # (in C), so that the fingerprints a state recorded still match: json's own where
+    # orjson would write otherwise, text not ASCII, and what it refuses (an integer beyond
+    # 64 bits). A float below 1e-4 is spelled otherwise (1e-07, 0.00001): an item holding
+    # one is read by GET once.
+    try:
+        text = orjson.dumps(kept, option=orjson.OPT_SORT_KEYS, default=str)
+    except orjson.JSONEncodeError:
+        text = b""
+    if not text or not text.isascii():
+        text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.blake2b(text, digest_size=16).hexdigest()
 
 
 class Listed(dict):
