@@ -22,6 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# httpx imports its own command line (`httpx._main`: rich, pygments) wherever rich is
+# installed beside it; this program never runs that command, so it is not imported.
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
 import click
 
 from reconciler import __version__, errors, kinds, operations, timeline
