@@ -61,7 +61,8 @@ async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Itera
         known = sorted(a for a, res in state.resources.items()
                        if res.workload_id and (only is None or a in only))
         tasks += [asyncio.ensure_future(reader.get(kinds.get(state.resources[a].kind),
-                                                   state.resources[a].workload_id))
+                                                   state.resources[a].workload_id,
+                                                   like=state.resources[a].applied))
                   for a in known]
         addrs += known
         if progress is not None:
@@ -162,8 +163,9 @@ async def read_listed(client,
         out.live.update(dict.fromkeys(choice.gone))
         if progress is not None:
             progress.start("Refreshing", len(choice.read))
-        tasks = [asyncio.ensure_future(reader.get(kinds.get(r.kind), r.workload_id,
-                                                  listed_phase=r.listed_phase))
+        tasks = [asyncio.ensure_future(reader.get(
+                     kinds.get(r.kind), r.workload_id, listed_phase=r.listed_phase,
+                     like=chosen[r.address].applied if r.address in chosen else None))
                  for r in choice.read]
         bodies = await asyncio.gather(*tasks)
     except BaseException:

@@ -29,10 +29,12 @@ class Reader:
         self._slots = asyncio.Semaphore(max(1, parallelism))
 
     async def get(self, kind: kinds.Kind, workload_id: str, *,
-                  listed_phase: str | None = None) -> dict[str, Any] | None:
+                  listed_phase: str | None = None,
+                  like: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The workload's GET body, None when the kind's endpoint does not know it. For a
         kind whose answer has no phase, `actualPhase` is `listed_phase` (its list item's)
-        or, without one, the workloads API's."""
+        or, without one, the workloads API's. `like`: the body the state last applied,
+        whose equal parts the answer takes for its own (`share_alike`)."""
         async with self._slots:
             try:
                 if kind.phase_source == "workloads" and listed_phase is None:
@@ -46,6 +48,8 @@ class Reader:
         if body is not None and kind.phase_source == "workloads" \
                 and isinstance(listed_phase, str):
             body["actualPhase"] = listed_phase
+        if like is not None and body is not None:
+            share_alike(body, like)
         if self.progress is not None:
             self.progress.step()
         return body
@@ -78,3 +82,28 @@ class Reader:
                 except api_errors.NotFound:
                     continue
         return None
+
+
+def share_alike(body: Any, like: Any) -> None:
+    """Each part of `body` (a GET answer, just decoded) equal to the part of `like` at the
+    same place (the state's applied body) replaced by that part, in place: an unchanged
+    workload's answer holds little of its own, not a second copy of its spec, while a
+    refresh holds a fleet's answers (a plan keeps what it shows of each). Bodies are read,
+    never changed in place (what changes one copies it), so sharing is safe."""
+    if type(body) is dict:
+        if type(like) is not dict:
+            return
+        for key, value in body.items():
+            other = like.get(key)
+            if other is None or other is value:
+                continue
+            if value == other:
+                body[key] = other
+            elif type(value) is dict or type(value) is list:
+                share_alike(value, other)
+    elif type(body) is list and type(like) is list and len(body) == len(like):
+        for i, (value, other) in enumerate(zip(body, like)):
+            if value == other:
+                body[i] = other
+            elif type(value) is dict or type(value) is list:
+                share_alike(value, other)
