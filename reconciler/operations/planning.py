@@ -211,9 +211,9 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
         if client is not None:
             await dry_run(client, the_plan)
         if quotas is not None:  # (a project this plan creates has no id to read yet)
-            made = {c.address for c in the_plan.changes if c.action is Action.CREATE}
+            made = {c.address for c in the_plan.acting if c.action is Action.CREATE}
             unborn = [c for c in the_plan.changes
-                      if c.known_after.get("projectId") in made]
+                      if c.known_after.get("projectId") in made] if made else []
             waiting = {c.address for c in unborn}
             projects = {c.project_id for c in the_plan.changes
                         if gpus.in_project(c.kind) and c.address not in waiting}
@@ -287,7 +287,7 @@ async def dry_run(client, the_plan: Plan) -> None:
     from reconciler import kinds
     from reconciler.plans import DryRun
 
-    checked = [c for c in the_plan.changes
+    checked = [c for c in the_plan.acting
                if c.action in (Action.CREATE, Action.UPDATE, Action.REPLACE) and c.after
                and kinds.get(c.kind).codec.dry_runs]
     if not checked:
@@ -396,7 +396,7 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         return reuse.plan(new, desired, state, live, listed, interrupted(pending))
 
     the_plan = make()
-    acted = [c.address for c in the_plan.changes
+    acted = [c.address for c in the_plan.acting
              if c.address in listed and c.action is not Action.NOOP
              and (options.read_acted or c.action is Action.DELETE
                   or not kinds.get(c.kind).in_project)]
@@ -410,7 +410,7 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         the_plan = make()
     if client is not None:
         await _taken_with(client, the_plan, live, state)
-    planner.refuse(the_plan.changes, desired, state, refuse_protected=options.refuse_protected,
+    planner.refuse(the_plan.acting, desired, state, refuse_protected=options.refuse_protected,
                    destroy=options.destroy, targets=options.targets)
     return the_plan, live, desired
 
@@ -426,7 +426,7 @@ async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
     from reconciler import kinds
     from reconciler.live import workloads
 
-    going = [rc for rc in the_plan.changes if rc.action in (Action.DELETE, Action.REPLACE)
+    going = [rc for rc in the_plan.acting if rc.action in (Action.DELETE, Action.REPLACE)
              and rc.workload_id and kinds.get(rc.kind).holds_workloads]
     if not going:
         return
