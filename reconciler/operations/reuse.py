@@ -58,28 +58,22 @@ class StateReads:
     """The state and the journal's open intents as a watch's cycles read them: the last
     ones read while the store's version stamp says neither changed (a cycle over an
     unchanged fleet reads nothing of it), else read again; and the list fingerprints of
-    the workloads the cycles found unchanged, held in memory (watch writes nothing for
-    them) and laid on the state's records, as `apply` records them."""
+    the workloads the cycles found unchanged laid on the records of the state kept, as
+    `apply` records them (watch writes nothing for them: a state read again has its own)."""
 
     def __init__(self, store) -> None:
         self.store = store
         self.kept: tuple | None = None  # (the store's version stamp, what it read)
-        self.vouched: dict[str, str] = {}  # address -> list fingerprint found unchanged
+        self._vouched_for: tuple | None = None  # (plan, seen) of the last `vouch` since
 
     def read(self):
-        """(state, open intents). Read again, the fingerprints vouched for in memory are
-        forgotten: they held for the state read before."""
+        """(state, open intents)."""
         stamp = self.store.version_stamp()
         if stamp is not None and self.kept is not None and self.kept[0] == stamp:
-            read = self.kept[1]
-        else:
-            read = self.store.read_with_pending()
-            self.kept = (stamp, read) if stamp is not None else None
-            self.vouched.clear()
-        for address, fingerprint in self.vouched.items():
-            record = read[0].resources.get(address)
-            if record is not None:
-                record.listed = fingerprint
+            return self.kept[1]
+        read = self.store.read_with_pending()
+        self.kept = (stamp, read) if stamp is not None else None
+        self._vouched_for = None
         return read
 
     def forget(self) -> None:
@@ -87,13 +81,19 @@ class StateReads:
         self.kept = None
 
     def vouch(self, the_plan: Plan, seen: dict[str, str]) -> None:
-        """Remember the list fingerprint of each workload this auto cycle found unchanged:
-        a workload whose list entry moved on its own (a phase moving: Creating to Running)
-        is read by GET once, not every cycle until the next apply."""
+        """Lay on the state kept the list fingerprint of each workload this auto cycle
+        found unchanged: a workload whose list entry moved on its own (a phase moving:
+        Creating to Running) is read by GET once, not every cycle until the next apply.
+        The same plan and fingerprints as the last call on this state: nothing new."""
+        last = self._vouched_for
+        if self.kept is None or (last is not None and last[0] is the_plan and last[1] == seen):
+            return
+        records = self.kept[1][0].resources
         for change in the_plan.changes:
             address = change.address
             if change.action is Action.NOOP and not change.changes_state \
                     and change.reason in _VOUCHED and address in seen:
-                self.vouched[address] = seen[address]
-            else:
-                self.vouched.pop(address, None)
+                record = records.get(address)
+                if record is not None:
+                    record.listed = seen[address]
+        self._vouched_for = (the_plan, seen)
