@@ -1,7 +1,8 @@
 """What a caller that plans again and again keeps from one plan to the next: the watch's
-cycles over an unchanged fleet neither read the quotas again nor plan again (`Reuse`), nor
-read the state again, and they remember the list fingerprints of the workloads they found
-unchanged (`StateReads`).
+cycles over an unchanged fleet neither read the quotas again nor plan again, nor work out
+again what depends only on the specs and the state (`Reuse`), nor read the state again,
+and they remember the list fingerprints of the workloads they found unchanged
+(`StateReads`).
 
 Callers: the package's `watching` (one of each per watch), and `planning.make_plan`, which
 takes a `Reuse`.
@@ -9,12 +10,15 @@ takes a `Reuse`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, TypeVar
 
 from reconciler import plans
 from reconciler.plans import Action, Plan
 from reconciler.state.model import State
+
+T = TypeVar("T")
 
 
 class Reuse:
@@ -27,19 +31,35 @@ class Reuse:
       state are the very objects a kept plan was made from (the caller re-reads neither
       when they did not change) and live, the list's vouchers and the open intents are
       equal to its, that plan is the answer, not made again. Two are kept, so that an auto
-      refresh after a full one finds the plan of the auto refresh before it."""
+      refresh after a full one finds the plan of the auto refresh before it;
+    - what `derived` worked out from the specs and the state (each of its names' last)."""
 
     KEPT = 2
 
     def __init__(self) -> None:
         self.projects: dict[str, Any] = {}
         self._kept: list[tuple[tuple, Plan]] = []  # (inputs, plan), the latest first
+        self._derived: dict[str, tuple[tuple, Any]] = {}  # name -> (inputs, value)
+
+    def derived(self, name: str, inputs: tuple, make: Callable[[], T]) -> T:
+        """`make()`, or what it gave the last time `name` was asked for, when `inputs` are
+        the very objects they were then: the specs' list and the state, which the caller
+        reads again when they changed and otherwise changes in place only in what nothing
+        derived reads (a record's list fingerprint, `StateReads`). What it gives is shared
+        from one call to the next: read it, never change it."""
+        kept = self._derived.get(name)
+        if kept is not None and len(kept[0]) == len(inputs) \
+                and all(map(operator.is_, kept[0], inputs)):
+            return kept[1]
+        value = make()
+        self._derived[name] = (inputs, value)
+        return value
 
     def plan(self, make: Callable[[], Plan], desired, state: State, live: dict,
              listed: dict, interrupted_: Collection[str]) -> Plan:
         for i, (inputs, plan) in enumerate(self._kept):
             if inputs[1] is state and len(inputs[0]) == len(desired) \
-                    and all(a is b for a, b in zip(inputs[0], desired)) \
+                    and all(map(operator.is_, inputs[0], desired)) \
                     and inputs[2:] == (live, listed, frozenset(interrupted_)):
                 self._kept.insert(0, self._kept.pop(i))
                 return plan
