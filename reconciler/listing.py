@@ -117,6 +117,8 @@ def match_listed(wanted: Iterable[Wanted], items: Iterable[Mapping[str, Any]]) -
     a list item has (names are unique per project across kinds)."""
     by_key = {(d.project_id, d.listed_name): d.address for d in wanted}
     found: dict[str, str] = {}
+    if not by_key:
+        return found
     for item in items:
         project = item.get("projectId")
         address = by_key.get(("" if project is None else str(project), item.get("name")))

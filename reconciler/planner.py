@@ -554,11 +554,10 @@ def protected(changes: Sequence[plans.ResourceChange], desired: Sequence[Desired
               state: State) -> dict[str, str]:
     """address -> why, for each change that would delete or replace a resource (a workload,
     a department, a project) that `preventDestroy` protects (in its spec, or recorded in the state once its spec is gone)."""
-    by_addr = {d.address: d for d in desired}
+    going = [rc for rc in changes if rc.action in (Action.DELETE, Action.REPLACE)]
+    by_addr = {d.address: d for d in desired} if going else {}
     out: dict[str, str] = {}
-    for rc in changes:
-        if rc.action not in (Action.DELETE, Action.REPLACE):
-            continue
+    for rc in going:
         dw = by_addr.get(rc.address)
         if dw is not None:
             if dw.lifecycle.prevent_destroy:

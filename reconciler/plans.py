@@ -10,6 +10,7 @@ anything: a renderer needs only this module's types to read a finished plan.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -433,6 +434,14 @@ class Plan:
         # of asyncio.run; the dataclass repr would print every change.
         counts = ", ".join(f"{n} {a}" for a, n in self.counts().items() if n)
         return f"<Plan lineage={self.lineage} serial={self.serial}: {counts or 'empty'}>"
+
+    @functools.cached_property
+    def acting(self) -> list[ResourceChange]:
+        """Its changes that change the state (`ResourceChange.changes_state`: an action, an
+        adoption or a lifecycle flag), in plan order: all that acting on it looks at, the
+        plain no-ops left out. Worked out once (a plan's changes are not changed once it
+        is made): a watch reuses an unchanged fleet's plan cycle after cycle."""
+        return [c for c in self.changes if c.changes_state]
 
     @property
     def impact(self) -> GpuImpact:

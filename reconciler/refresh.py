@@ -27,8 +27,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler import kinds, listing, phases
 from reconciler.desired.types import DesiredWorkload
@@ -38,6 +39,10 @@ from reconciler.state.model import State
 log = logging.getLogger("reconciler.refresh")
 
 MODES = ("auto", "full", "none")  # --refresh=
+
+# derived(name, inputs, make): make(), or its kept value for these very inputs
+# (`operations.reuse.Reuse.derived`).
+Derived = Callable[[str, tuple, Callable[[], Any]], Any]
 
 
 async def read_live(client, desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
@@ -128,31 +133,46 @@ def _scope_of(kind: str, project_id: str, cluster_id: str | None) -> listing.Sco
     return kinds.get(kind).list_scope(project_id, cluster_id)
 
 
+def _now(name: str, inputs: tuple, make: Callable[[], Any]) -> Any:
+    return make()
+
+
 async def read_listed(client,
                       desired: Iterable[DesiredWorkload] | Awaitable[Iterable[DesiredWorkload]],
                       state: State, *, parallelism: int, only: set[str] | None = None,
-                      progress=None) -> Refreshed:
+                      progress=None, derived: Derived | None = None) -> Refreshed:
     """The list-first refresh: list the scopes (project, cluster) of the state's workloads
     at once (while the specs load), then those only the specs name; GET what the list does
-    not vouch for (`listing.choose`). `desired`, `only`, `progress` as `read_live`'s."""
+    not vouch for (`listing.choose`). `desired`, `only`, `progress` as `read_live`'s.
+    `derived`: what keeps the lists' scopes of the same state and specs (a watch's
+    `Reuse.derived`), used without `only`."""
     reader = reads.Reader(client, parallelism, progress=progress)
     out = Refreshed()
     tasks: list[asyncio.Future] = []
+    derived = derived if derived is not None and only is None else _now
     try:
-        chosen = {a: r for a, r in state.resources.items() if only is None or a in only}
-        first, _ = listing.scopes(chosen.values(), (), _scope_of)
-        known = {r.kind for r in chosen.values()}  # whose own collections are read
-        cut = listing.cut_to(chosen.values())  # the state's workloads' items held cut
+        chosen = state.resources if only is None else {
+            a: r for a, r in state.resources.items() if a in only}
+        first, known, cut = derived("the state's lists", (state,), lambda: (
+            listing.scopes(chosen.values(), (), _scope_of)[0],
+            {r.kind for r in chosen.values()},  # whose own collections are read
+            listing.cut_to(chosen.values())))  # the state's workloads' items held cut
         tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known, cut)))
         if inspect.isawaitable(desired):
             desired = await desired
-        desired_by_addr = {d.address: d for d in desired if only is None or d.address in only}
-        _, more = listing.scopes(chosen.values(), desired_by_addr.values(), _scope_of)
-        new_kinds = {d.kind for d in desired_by_addr.values()} - known
-        # A type first named by a spec: its own collection is read with the new scopes.
-        more = {**{_scope_of(d.kind, d.project_id, d.cluster_id): 0
-                   for d in desired_by_addr.values()
-                   if d.kind in new_kinds and not kinds.get(d.kind).listed}, **more}
+
+        def specs_lists() -> tuple[dict[str, DesiredWorkload], dict, set[str]]:
+            by_addr = {d.address: d for d in desired if only is None or d.address in only}
+            _, more = listing.scopes(chosen.values(), by_addr.values(), _scope_of)
+            new_kinds = {d.kind for d in by_addr.values()} - known
+            # A type first named by a spec: its own collection is read with the new scopes.
+            more = {**{_scope_of(d.kind, d.project_id, d.cluster_id): 0
+                       for d in by_addr.values()
+                       if d.kind in new_kinds and not kinds.get(d.kind).listed}, **more}
+            return by_addr, more, new_kinds
+
+        desired_by_addr, more, new_kinds = derived("the specs' lists", (state, desired),
+                                                   specs_lists)
         if more:
             tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds, cut)))
         items = [i for part in await asyncio.gather(*tasks) for listed in part.values()

@@ -35,10 +35,7 @@ async def check_names(client, desired: Iterable[DesiredWorkload]) -> None:
     """SpecError listing every name of `desired` (`Codec.names`) that names nothing on the
     control plane and nothing a spec of `desired` creates in the same cluster."""
     desired = list(desired)
-    named: list[tuple[DesiredWorkload, Reference]] = []
-    for d in desired:
-        kind = kinds.get(d.kind)
-        named += [(d, ref) for ref in kind.codec.names(kind, d.body)]
+    named = references(desired)
     if not named:
         return
     wanted: list[_Collection] = sorted({_collection(ref) for _, ref in named})
@@ -66,6 +63,16 @@ async def check_names(client, desired: Iterable[DesiredWorkload]) -> None:
                                 f"{these})"))
     if problems:
         raise SpecError(problem_lines(problems))
+
+
+def references(desired: Iterable[DesiredWorkload]) -> list[tuple[DesiredWorkload, Reference]]:
+    """Each name of a thing on the control plane that a spec of `desired` gives, with its
+    spec (`Codec.names`): what `check_names` checks."""
+    named: list[tuple[DesiredWorkload, Reference]] = []
+    for d in desired:
+        kind = kinds.get(d.kind)
+        named += [(d, ref) for ref in kind.codec.names(kind, d.body)]
+    return named
 
 
 def _line(d: DesiredWorkload, field: str) -> int | None:

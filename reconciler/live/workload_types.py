@@ -20,7 +20,7 @@ Callers: `operations.planning` (the plan's specs, once their projects are resolv
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from reconciler import kinds
@@ -43,12 +43,17 @@ def group_and_kind(manifest: object) -> tuple[str, str]:
     return group, kind if isinstance(kind, str) else ""
 
 
+def manifests(desired: Iterable[DesiredWorkload]) -> list[DesiredWorkload]:
+    """The specs of `desired` that carry a manifest: those `check_manifests` checks."""
+    return [d for d in desired if kinds.get(d.kind).manifest(d.body) is not None]
+
+
 async def check_manifests(client, desired: Sequence[DesiredWorkload]) -> list[DesiredWorkload]:
     """`desired`, once every Manifest among them is of a type the control plane lists
     (one read of the list, none without a Manifest). Raises `SpecError` naming each spec
     whose type it does not list; warns, and checks nothing, when the list cannot be read."""
     desired = list(desired)
-    wanted = [d for d in desired if kinds.get(d.kind).manifest(d.body) is not None]
+    wanted = manifests(desired)
     if not wanted:
         return desired
     try:

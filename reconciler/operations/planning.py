@@ -197,26 +197,31 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
     `reuse`: what the last plans left to use again (`Reuse`)."""
     quotas = None
     known = reuse.projects if reuse is not None else {}
+    # (The projects of the state's and the specs' workloads: the same for the same ones.)
+    memo = reuse if not options.targets else None
     if client is not None:
         quotas = _QuotaReads(client, known)
-        quotas.start(r.project_id for a, r in state.resources.items()
-                    if (not options.targets or a in options.targets) and gpus.in_project(r.kind))
+        quotas.start(_derived(memo, "the state's projects", (state,), lambda: {
+            r.project_id for a, r in state.resources.items()
+            if (not options.targets or a in options.targets) and gpus.in_project(r.kind)}))
     try:
         the_plan, live, desired = await _refresh_and_plan(
             client, specs, state, options, pending, desired=desired, progress=progress,
             seen=seen, reuse=reuse,
             resolved=None if quotas is None else lambda got: quotas.start(
-                d.project_id for d in got if gpus.in_project(d.kind)
-                and (not options.targets or d.address in options.targets)))
+                _derived(memo, "the specs' projects", (got,), lambda: {
+                    d.project_id for d in got if gpus.in_project(d.kind)
+                    and (not options.targets or d.address in options.targets)})))
         if client is not None:
             await dry_run(client, the_plan)
         if quotas is not None:  # (a project this plan creates has no id to read yet)
-            made = {c.address for c in the_plan.changes if c.action is Action.CREATE}
+            made = {c.address for c in the_plan.acting if c.action is Action.CREATE}
             unborn = [c for c in the_plan.changes
-                      if c.known_after.get("projectId") in made]
+                      if c.known_after.get("projectId") in made] if made else []
             waiting = {c.address for c in unborn}
-            projects = {c.project_id for c in the_plan.changes
-                        if gpus.in_project(c.kind) and c.address not in waiting}
+            projects = _derived(reuse, "the plan's projects", (the_plan,), lambda: {
+                c.project_id for c in the_plan.changes
+                if gpus.in_project(c.kind) and c.address not in waiting})
             quotas.start(projects)
             read = await quotas.results()
             if reuse is not None:  # only what was read: a failed read is tried again
@@ -245,6 +250,11 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
         if quotas is not None:  # a refresh or a plan that failed leaves them unfinished
             await quotas.cancel()
     return the_plan, live, desired
+
+
+def _derived(reuse: Reuse | None, name: str, inputs: tuple, make: Callable[[], Any]) -> Any:
+    """`reuse.derived(name, inputs, make)`, or `make()` without a `Reuse`."""
+    return make() if reuse is None else reuse.derived(name, inputs, make)
 
 
 class _QuotaReads:
@@ -287,7 +297,7 @@ async def dry_run(client, the_plan: Plan) -> None:
     from reconciler import kinds
     from reconciler.plans import DryRun
 
-    checked = [c for c in the_plan.changes
+    checked = [c for c in the_plan.acting
                if c.action in (Action.CREATE, Action.UPDATE, Action.REPLACE) and c.after
                and kinds.get(c.kind).codec.dry_runs]
     if not checked:
@@ -336,9 +346,21 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         from reconciler import refresh  # brings the HTTP client: --no-refresh goes without
         from reconciler.live import names, projects, workload_types
 
+        def asks_nothing(loaded: list[DesiredWorkload]) -> bool:
+            """No spec names its project, a name on the control plane or a Manifest's
+            type: the checks below would send nothing and keep every spec."""
+            return all(d.resolved for d in loaded) and not names.references(loaded) \
+                and not workload_types.manifests(loaded)
+
         async def specs_in() -> list[DesiredWorkload]:
             nonlocal desired
             loaded = await specs.wait()
+            if reuse is not None and reuse.derived("specs ask nothing", (loaded,),
+                                                   lambda: asks_nothing(loaded)):
+                desired = loaded  # the same list from cycle to cycle: what is derived
+                if resolved is not None:  # from it is kept (`Reuse.derived`)
+                    resolved(desired)
+                return desired
             # The specs' project names resolved, and the names they give of node pools,
             # departments and priorities checked (`live.names`), at once: every problem
             # of either is reported together.
@@ -371,7 +393,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
                 got = await refresh.read_listed(client, specs_in(), state,
                                                 parallelism=options.parallelism,
                                                 only=set(options.targets) or None,
-                                                progress=progress)
+                                                progress=progress,
+                                                derived=reuse and reuse.derived)
                 live, listed = got.live, got.listed
                 if seen is not None:
                     seen.update(got.fingerprints)
@@ -382,7 +405,8 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
     if desired is None:  # a refresh ends only once the specs are in (or raises)
         raise AssertionError("the specs were never read")
     if client is not None:
-        live.update((d.address, None) for d in desired if not d.resolved)
+        live.update(dict.fromkeys(_derived(reuse, "unresolved", (desired,), lambda: [
+            d.address for d in desired if not d.resolved])))
     def make() -> Plan:
         def new() -> Plan:
             # Protection is judged below, once what a deletion takes with it is known.
@@ -396,7 +420,7 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         return reuse.plan(new, desired, state, live, listed, interrupted(pending))
 
     the_plan = make()
-    acted = [c.address for c in the_plan.changes
+    acted = [c.address for c in the_plan.acting
              if c.address in listed and c.action is not Action.NOOP
              and (options.read_acted or c.action is Action.DELETE
                   or not kinds.get(c.kind).in_project)]
@@ -410,7 +434,7 @@ async def _refresh_and_plan(client, specs, state: State, options: PlanOptions,
         the_plan = make()
     if client is not None:
         await _taken_with(client, the_plan, live, state)
-    planner.refuse(the_plan.changes, desired, state, refuse_protected=options.refuse_protected,
+    planner.refuse(the_plan.acting, desired, state, refuse_protected=options.refuse_protected,
                    destroy=options.destroy, targets=options.targets)
     return the_plan, live, desired
 
@@ -426,7 +450,7 @@ async def _taken_with(client, the_plan: Plan, live: dict[str, dict | None],
     from reconciler import kinds
     from reconciler.live import workloads
 
-    going = [rc for rc in the_plan.changes if rc.action in (Action.DELETE, Action.REPLACE)
+    going = [rc for rc in the_plan.acting if rc.action in (Action.DELETE, Action.REPLACE)
              and rc.workload_id and kinds.get(rc.kind).holds_workloads]
     if not going:
         return

@@ -16,6 +16,7 @@ from reconciler import errors
 from reconciler.operations import memory
 
 GIT_TIMEOUT_S = 120.0
+_SUFFIXES = (".yaml", ".yml", ".json")  # the files a spec may be in
 
 
 class Loaded:
@@ -45,15 +46,28 @@ class SpecsFolder:
         self.parsed = 0  # files parsed by the last read
 
     def _fingerprint(self) -> tuple:
-        out = []
-        for root, dirs, files in os.walk(self.directory):
-            dirs[:] = sorted(d for d in dirs if d != ".git")
-            for name in sorted(files):
-                if name.endswith((".yaml", ".yml", ".json")):
-                    path = os.path.join(root, name)
-                    with contextlib.suppress(OSError):
-                        st = os.stat(path)
-                        out.append((path, st.st_size, st.st_mtime_ns, st.st_ino))
+        """(path, size, modification time, inode) of each spec file, in name order, as
+        `os.walk` would find them (a linked folder not entered, `.git` skipped): read from
+        `os.scandir`'s entries, whose paths and types come from the listing itself."""
+        out: list[tuple] = []
+        folders = [self.directory]
+        while folders:
+            try:
+                with os.scandir(folders.pop()) as found:
+                    entries = sorted(found, key=lambda e: e.name)
+            except OSError:
+                continue
+            inner = []
+            for entry in entries:
+                try:
+                    if entry.name.endswith(_SUFFIXES) and not entry.is_dir():
+                        st = entry.stat()
+                        out.append((entry.path, st.st_size, st.st_mtime_ns, st.st_ino))
+                    elif entry.name != ".git" and entry.is_dir(follow_symlinks=False):
+                        inner.append(entry.path)
+                except OSError:
+                    pass
+            folders += reversed(inner)  # depth first, in name order
         return tuple(out)
 
     def get(self) -> tuple[list, bool]:

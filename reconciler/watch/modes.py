@@ -79,7 +79,8 @@ def select(plan: Plan, mode: str, *, prune: bool = False, max_actions: int,
     protected = protected or {}
     # What waits for another change's outcome (`known_after`) comes after the rest, so
     # that what it waits for is decided first.
-    for change in sorted(plan.changes, key=lambda c: (bool(c.known_after), c.address)):
+    # (A change that changes no state is passed over: `Plan.acting` holds the others.)
+    for change in sorted(plan.acting, key=lambda c: (bool(c.known_after), c.address)):
         address = change.address
         why = wanted(change, mode, prune=prune)
         if why is not None:
@@ -126,7 +127,7 @@ def _not_taken(change: ResourceChange, out: Selection) -> str | None:
 
 def candidates(plan: Plan, mode: str, *, prune: bool = False) -> list[ResourceChange]:
     """The changes `mode` would perform before policy and the cap (what the policy judges)."""
-    return [c for c in plan.changes if wanted(c, mode, prune=prune) is None]
+    return [c for c in plan.acting if wanted(c, mode, prune=prune) is None]
 
 
 def denied_by(violations: Sequence[tuple[str, ...]],

@@ -47,3 +47,18 @@ def test_the_same_inputs_give_the_last_plan_and_any_change_a_new_one(tmp_path):
     assert plan(load_specs(str(tmp_path)), state, {}, {}) is not first  # parsed again
     assert plan(desired, state, {}, {}, ("Training/7/job-2",)) is not first
     assert len(made) == 7
+
+
+def test_what_is_derived_is_kept_for_the_very_same_inputs_only():
+    reuse, made = Reuse(), []
+
+    def derive(*inputs):
+        return reuse.derived("sizes", inputs, lambda: made.append(1) or [id(i) for i in inputs])
+
+    specs, state = [1, 2], State()
+    first = derive(specs, state)
+    assert derive(specs, state) is first and len(made) == 1
+    assert derive(list(specs), state) is not first and len(made) == 2  # an equal list: made again
+    assert derive(specs, State()) is not first and len(made) == 3  # the state read again
+    assert reuse.derived("other", (specs, state), lambda: "x") == "x"  # each name its own
+    assert derive(specs, state) is not first and len(made) == 4  # only the last is kept
