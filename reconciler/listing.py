@@ -78,10 +78,10 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     # 64 bits). A float below 1e-4 is spelled otherwise (1e-07, 0.00001): an item holding
     # one is read by GET once.
     try:
-        text = orjson.dumps(kept, option=orjson.OPT_SORT_KEYS, default=str)
+        text: bytes | None = orjson.dumps(kept, option=orjson.OPT_SORT_KEYS, default=str)
     except orjson.JSONEncodeError:
-        text = b""
-    if not text or not text.isascii():
+        text = None
+    if text is None or not text.isascii():
         text = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.blake2b(text, digest_size=16).hexdigest()
 

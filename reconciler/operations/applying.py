@@ -7,7 +7,6 @@ Caller: `reconciler.cli`, through `reconciler.operations`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Sequence

@@ -8,7 +8,6 @@ Caller: the package's `watching`.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 
