@@ -1092,7 +1092,7 @@ def _tune_collector() -> None:
     next passes, over the actions' garbage, need not walk the specs, state and live bodies
     again); in a watch, what exists frozen after a cycle that parsed the specs (the full
     collections that came every few cycles walked it all to find nothing); a watch cycle's
-    parse paused too, resumed without freezing (the cycle may yet fail).
+    reads and plan paused too, resumed without freezing (the cycle may yet fail).
     docs/performance.md has what each buys."""
     import gc
 
@@ -1112,7 +1112,7 @@ def _tune_collector() -> None:
             gc.freeze()
             gc.enable()
 
-    def parsed() -> None:
+    def cycle_planned() -> None:
         nonlocal paused
         if paused:
             paused = False
@@ -1122,8 +1122,8 @@ def _tune_collector() -> None:
         gc.collect()
         gc.freeze()
 
-    memory.hooks = memory.Hooks(loading=loading, planned=planned, parsed=parsed,
-                                settled=settled)
+    memory.hooks = memory.Hooks(loading=loading, planned=planned,
+                                cycle_planned=cycle_planned, settled=settled)
 
 
 if __name__ == "__main__":  # python -m reconciler.cli

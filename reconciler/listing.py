@@ -43,6 +43,7 @@ VOLATILE = frozenset({
     "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
     "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
 })
+_VOLATILE = tuple(VOLATILE)
 
 
 class Known(Protocol):
@@ -71,7 +72,9 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     (`Listed`) keeps the whole item's."""
     if type(item) is Listed:
         return item.fingerprint
-    kept = {k: v for k, v in item.items() if k not in VOLATILE}
+    kept = dict(item)
+    for key in _VOLATILE:  # (quicker than keeping the others one by one)
+        kept.pop(key, None)
     # The text json.dumps(sort_keys, compact, ensure_ascii) writes, as orjson writes it
     # (in C), so that the fingerprints a state recorded still match: json's own where
     # orjson would write otherwise, text not ASCII, and what it refuses (an integer beyond

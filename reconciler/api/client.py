@@ -416,7 +416,7 @@ class RunaiClient:
             params["filterBy"] = ",".join(filter_by)
         if deleted:
             params["deleted"] = "true"
-        page = await self._send("GET", WORKLOADS_PATH, params=params)
+        page = await self._send("GET", WORKLOADS_PATH, params=params, listed=True)
         if not isinstance(page.get("workloads"), list):
             raise errors.PermanentError(
                 f"GET {WORKLOADS_PATH}: the answer has no `workloads` list",
@@ -550,7 +550,7 @@ class RunaiClient:
                     params: Mapping[str, Any] | None = None, auth: bool = True,
                     mode: str = _READ, on_ambiguous: OnAmbiguous | None = None,
                     sensitive: tuple[str, ...] = (), any_json: bool = False,
-                    array: bool = False) -> Any:
+                    array: bool = False, listed: bool = False) -> Any:
         budget = self._budget
         hidden = _BodySecrets(json, sensitive)  # found only when a message needs them
         started: float | None = None  # when this request's first attempt was sent
@@ -623,7 +623,7 @@ class RunaiClient:
                 if status < 400:
                     if any_json or (status in (202, 204) and not resp.content):
                         return {}  # not the resource (a sub-route's answer), or no body
-                    return self._json(resp, method, path, array=array)
+                    return self._json(resp, method, path, array=array, listed=listed)
                 if status == 404 and mode == _DELETE and maybe_performed:
                     return {"code": 202, "message": "The workload was already gone when the "
                                                     "delete was retried."}
@@ -728,8 +728,23 @@ class RunaiClient:
             self.concurrency.release(ticket, throttled=throttled)
 
     def _json(self, resp: httpx.Response, method: str, path: str, *,
-              array: bool = False) -> Any:
-        """The JSON object answered (with `array`: the JSON array answered)."""
+              array: bool = False, listed: bool = False) -> Any:
+        """The JSON object answered (with `array`: the JSON array answered).
+
+        `listed`: a page of the workload list, whose items are read for their ids, names,
+        phases and fingerprints, never as a body: decoded by orjson (in C; a watch of a
+        big fleet spends much of its cycle decoding pages: docs/performance.md), which
+        reads an integer beyond 64 bits as a float. Whatever orjson refuses (NaN, Infinity, a
+        number too large for a float, text that is not JSON) goes the standard way, which
+        says what is wrong as for any other answer."""
+        if listed:
+            try:
+                data = orjson.loads(resp.content)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                if isinstance(data, dict):
+                    return data
         try:
             data = jsonlib.loads(resp.content or b"", parse_constant=_no_constant,
                                  parse_float=_finite_float)

@@ -9,16 +9,16 @@ tests and any other caller in process leave the collector as they found it. A lo
 child is forked after `loading`, so it inherits what the hook decided.
 
 - `loading`: an operation starts loading its specs (`planning.loading`), or a watch cycle
-  parses them again (`specfolder.SpecsFolder.get`);
+  starts reading its specs, its state and the control plane (`watching`);
 - `planned`: its plan is made, or it ends (`planning.resume_collector`): what it does next
   (the actions, rendering) makes garbage;
-- `parsed`: a watch cycle's specs are parsed (what the cycle does next makes garbage, and
-  what lives on is known only once the cycle went well);
+- `cycle_planned`: a watch cycle's plan is made, or the cycle failed before (what the
+  cycle does next makes garbage, and what lives on is known only once the cycle went well);
 - `settled`: a watch cycle that parsed the specs went well: what exists now lives as long
   as the watch.
 
-Callers: `planning`, `applying` (through `planning.resume_collector`), `specfolder`,
-`watching`; the CLI sets the hooks.
+Callers: `planning`, `applying` (through `planning.resume_collector`), `watching`; the CLI
+sets the hooks.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _nothing() -> None:
 class Hooks:
     loading: Callable[[], None] = _nothing
     planned: Callable[[], None] = _nothing
-    parsed: Callable[[], None] = _nothing
+    cycle_planned: Callable[[], None] = _nothing
     settled: Callable[[], None] = _nothing
 
 

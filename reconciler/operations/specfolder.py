@@ -1,7 +1,7 @@
 """The specs folder a watch reads: its specs re-read only when a file under it changed,
 and then only the changed files parsed (`SpecsFolder`, over the spec cache kept in
-memory, the program's collector hooks called around a parse); with `--pull`, the git
-tree fast-forwarded first (`pull`, through the git command line) and its commit noted.
+memory); with `--pull`, the git tree fast-forwarded first (`pull`, through the git command
+line) and its commit noted.
 
 Caller: the package's `watching`.
 """
@@ -12,7 +12,6 @@ import os
 import subprocess
 
 from reconciler import errors
-from reconciler.operations import memory
 
 GIT_TIMEOUT_S = 120.0
 _SUFFIXES = (".yaml", ".yml", ".json")  # the files a spec may be in
@@ -77,12 +76,8 @@ class SpecsFolder:
         from reconciler.desired import start_loading
 
         self._workloads, self._seen = None, None
-        memory.hooks.loading()  # the program's choice (the CLI pauses the cycle collector)
-        try:
-            pending = start_loading(self.directory, processes=0, cache=self.cache)
-            workloads = pending.result()
-        finally:
-            memory.hooks.parsed()
+        pending = start_loading(self.directory, processes=0, cache=self.cache)
+        workloads = pending.result()
         pending.save_cache()
         self.parsed = pending.parsed
         self._workloads, self._seen = workloads, seen

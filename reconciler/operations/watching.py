@@ -265,6 +265,25 @@ class _Loop:
 
     async def _reconcile(self, client: Client, number: int, started: float, wants: str):
         client.renew_budget()  # each cycle has the whole --timeout to spend on retries
+        # The specs, the state and the control plane read and the plan made between the
+        # program's hooks (the CLI pauses the cycle collector, as for a plan).
+        memory.hooks.loading()
+        try:
+            planned = await self._plan(client, wants)
+        finally:
+            memory.hooks.cycle_planned()
+        the_plan, live, desired, state, pending, selection = planned
+        outcomes: dict = {}
+        note = None
+        if self.stopping.is_set():  # stopped while it planned: nothing new starts
+            note = "not acted: stopping"
+        elif selection.take or (pending and self.options.mode != modes.REPORT):
+            outcomes, note = await self._act(client, selection, desired, state, pending)
+        return self.report.summarise(number, started, wants, the_plan, live, selection,
+                                     outcomes, note, commit=self.commit)
+
+    async def _plan(self, client: Client, wants: str):
+        """(plan, live, specs, state, pending intents, what the mode takes of the plan)."""
         desired, parsed = await asyncio.to_thread(self.specs.get)
         self.parsed = self.parsed or parsed
         if parsed:
@@ -292,14 +311,7 @@ class _Loop:
             self.log("protected", address=address, reason=why)
         for address, block in denied.items():
             self.log("denied", address=address, rules=block.label, reason=block.why)
-        outcomes: dict = {}
-        note = None
-        if self.stopping.is_set():  # stopped while it planned: nothing new starts
-            note = "not acted: stopping"
-        elif selection.take or (pending and self.options.mode != modes.REPORT):
-            outcomes, note = await self._act(client, selection, desired, state, pending)
-        return self.report.summarise(number, started, wants, the_plan, live, selection,
-                                     outcomes, note, commit=self.commit)
+        return the_plan, live, desired, state, pending, selection
 
     async def _act(self, client: Client, selection: modes.Selection, desired, planned_state, pending):
         """Perform `selection.take` under the state's write lock, unless a person holds it

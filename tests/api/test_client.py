@@ -129,7 +129,30 @@ async def test_a_list_answer_without_workloads_is_a_permanent_error(make_client)
             await client.list_workloads()
 
 
-# --- error mapping --------------------------------------------------------------------
+@pytest.mark.parametrize("page, message", [
+    (b'<html>proxy</html>', "with a body that is not JSON"),
+    (b'{"workloads": [{"id": "w", "gpus": NaN}]}', "NaN, which is not a finite number"),
+    (b'{"workloads": [{"id": "w", "gpus": 1e999}]}', "1e999, which is not a finite number"),
+    (b'{"workloads": [{"id": "w", "name": "caf\xe9"}]}', "with a body that is not JSON"),
+    (b'["w"]', "JSON that is not an object"),
+])
+async def test_a_list_page_is_refused_as_any_answer_is(make_client, page, message):
+    """List pages are decoded by a quicker parser; what it refuses still gets the message
+    any other answer gets."""
+    async with make_client(scripted(httpx.Response(200, content=page))) as client:
+        with pytest.raises(errors.PermanentError, match=message):
+            await client.list_workloads()
+
+
+async def test_a_list_page_reads_as_the_standard_parser_reads_it(make_client):
+    text = ('{"workloads": [{"id": "w", "name": "caf\\u00e9 \\ud83d\\ude00", "projectId": "7", '
+            '"phase": "Running", "gpus": 0.5, "tiny": 1e-07, "cpu": -3, "big": 18446744073709551615, '
+            '"deletedAt": null, "images": ["a:1"], "preemptible": false, "name": "last"}], '
+            '"next": 1}')
+    async with make_client(scripted(httpx.Response(200, content=text.encode()))) as client:
+        page = await client.list_workloads()
+    assert page == json.loads(text)
+    assert page["workloads"][0]["name"] == "last"  # a repeated key: the last one holds --------------------------------------------------------------------
 
 async def test_404_is_not_found_quoting_the_api_message_method_and_path(make_client):
     h = scripted(json_response(404, {"code": 404, "message": "Workload not found"}))
