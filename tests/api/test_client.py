@@ -145,14 +145,17 @@ async def test_a_list_page_is_refused_as_any_answer_is(make_client, page, messag
 
 
 async def test_a_list_page_reads_as_the_standard_parser_reads_it(make_client):
-    text = ('{"workloads": [{"id": "w", "name": "caf\\u00e9 \\ud83d\\ude00", "projectId": "7", '
-            '"phase": "Running", "gpus": 0.5, "tiny": 1e-07, "cpu": -3, "big": 18446744073709551615, '
-            '"deletedAt": null, "images": ["a:1"], "preemptible": false, "name": "last"}], '
-            '"next": 1}')
+    text = ('{"workloads": [{"id": "w", "name": "caf\\u00e9 \\ud83d\\ude00", '
+            '"projectId": "7", "phase": "Running", "gpus": 0.5, "tiny": 1e-07, "cpu": -3, '
+            '"big": 18446744073709551615, "deletedAt": null, "images": ["a:1"], '
+            '"preemptible": false, "name": "last"}], "next": 1}')
     async with make_client(scripted(httpx.Response(200, content=text.encode()))) as client:
         page = await client.list_workloads()
     assert page == json.loads(text)
-    assert page["workloads"][0]["name"] == "last"  # a repeated key: the last one holds --------------------------------------------------------------------
+    assert page["workloads"][0]["name"] == "last"  # a repeated key: the last one holds
+
+
+# --- error mapping --------------------------------------------------------------------
 
 async def test_404_is_not_found_quoting_the_api_message_method_and_path(make_client):
     h = scripted(json_response(404, {"code": 404, "message": "Workload not found"}))
