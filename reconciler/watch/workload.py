@@ -82,9 +82,10 @@ def status_of(change: ResourceChange, *, outcome: Outcome | None, selection: Sel
         else:
             why = f"{why}; not done: {selection.skipped[address]}"
     body = live.get(address) if live else None
-    if body is None and live is not None and address not in live and change.live_phase:
+    if body is None and live is not None and address not in live:
         # Vouched for by the workload list (--refresh=auto): not read, but listed in this
-        # phase, which the plan carries.
+        # phase, which the plan carries (none for an item that has none: an organisation
+        # unit, an access rule, a policy, as when it is read).
         body = {"actualPhase": change.live_phase}
     state_health, health_why = health.health_of(change.kind, body)
     if body is None and change.reason == "completed":

@@ -50,6 +50,18 @@ def test_a_workload_the_list_vouched_for_takes_its_health_from_the_listed_phase(
     assert _of(vouched, live=None).status.health == status.MISSING  # not refreshed at all
 
 
+def test_a_vouched_for_item_without_a_phase_is_not_missing():
+    """A project's (or an access rule's, a policy's) collection item has no phase: vouched
+    for, it reads as it does when its GET body is read, not as gone."""
+    project = ResourceChange("Project/c1/team-a", "Project", "team-a", "", Action.NOOP, None)
+    vouched = _of(project, live={})
+    read = _of(project, live={"Project/c1/team-a": {"name": "team-a", "id": "4"}})
+    assert vouched.status.health == read.status.health != status.MISSING
+    assert vouched.status.reason == read.status.reason == "no phase reported yet"
+    gone = _of(project, live={"Project/c1/team-a": None})
+    assert gone.status.health == status.MISSING
+
+
 def test_an_action_held_back_says_why_and_counts_as_deferred_or_skipped():
     over_cap = modes.Selection(deferred=[ADDR], blocked={ADDR: "--max-actions 0"})
     got = _of(_drifted(), selection=over_cap)
