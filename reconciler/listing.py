@@ -43,7 +43,6 @@ VOLATILE = frozenset({
     "idleAllocatedGpus", "totalPendingTimeSeconds", "totalRunningTimeSeconds", "completedAt",
     "urls", "childrenIds", "actionsSupport", "pendingSchedulingMessages",
 })
-_VOLATILE = tuple(VOLATILE)
 
 
 class Known(Protocol):
@@ -73,7 +72,7 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     if type(item) is Listed:
         return item.fingerprint
     kept = dict(item)
-    for key in _VOLATILE:  # (quicker than keeping the others one by one)
+    for key in VOLATILE:  # (quicker than keeping the others one by one)
         kept.pop(key, None)
     # The text json.dumps(sort_keys, compact, ensure_ascii) writes, as orjson writes it
     # (in C), so that the fingerprints a state recorded still match: json's own where
