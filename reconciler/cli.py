@@ -386,14 +386,16 @@ def _progress():
 
 
 def _render(plan: Plan, fmt: str, cfg: Config) -> str:
-    from reconciler.render import json as json_render
-    from reconciler.render import markdown as markdown_render
-    from reconciler.render import text as text_render
-
     if fmt == "json":
+        from reconciler.render import json as json_render
+
         return json_render.render_plan(plan)
     if fmt == "markdown":
+        from reconciler.render import markdown as markdown_render
+
         return markdown_render.render_plan(plan)
+    from reconciler.render import text as text_render
+
     return text_render.render_plan(plan, color=cfg.color)
 
 
@@ -598,8 +600,13 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
 
 class _ShownBeside:
     """An apply that asks nothing, without a progress bar: its plan is written by a thread
-    while the actions start (the renderer's CPU beside the requests' waits), and the
-    lines the apply says meanwhile wait for it, so the output reads as it would after."""
+    while the actions go on (the renderer's CPU beside the requests' waits), and the
+    lines the apply says meanwhile wait for it, so the output reads as it would after.
+    The thread starts writing once the first actions are under way: at the first line the
+    apply says (an action ended), or `FIRST_WAVE_S` after it started, whichever is first,
+    so that the first requests go out without the renderer taking turns with them."""
+
+    FIRST_WAVE_S = 0.25
 
     def __init__(self, say: Callable[[str], None]):
         self._say = say
@@ -607,6 +614,7 @@ class _ShownBeside:
         self._held: list[str] | None = None  # a list while the plan is being written
         self._thread: threading.Thread | None = None
         self._failed: BaseException | None = None
+        self._go = threading.Event()
 
     def start(self, show: Callable[[], None]) -> None:
         self._held = []
@@ -615,6 +623,7 @@ class _ShownBeside:
         self._thread.start()
 
     def _show(self, show: Callable[[], None]) -> None:
+        self._go.wait(self.FIRST_WAVE_S)
         interval = sys.getswitchinterval()
         # The event loop's thread, woken by an answer, takes the interpreter from this one
         # within this long (not the default 5 ms each time).
@@ -634,11 +643,13 @@ class _ShownBeside:
         with self._lock:
             if self._held is not None:
                 self._held.append(line)
+                self._go.set()
                 return
         self._say(line)
 
     def join(self) -> None:
         """Once the plan is written (and what waited for it): its writing's error, if any."""
+        self._go.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

@@ -230,3 +230,36 @@ def test_an_apply_s_plan_comes_before_its_lines_when_both_streams_go_to_one_log(
     assert len(created) == 200 and len(planned) == 200
     assert max(planned) < plan_end < min(created)
     assert lines[-1].startswith("Apply complete! Resources: 200 created")
+
+
+def test_an_apply_s_plan_is_written_once_its_first_action_ended_or_it_ends():
+    # The plan written beside the actions waits until the first of them has ended (so
+    # that the first requests go out without the renderer), then comes before the lines
+    # said meanwhile; an apply that says nothing until it ends (every action failed, or
+    # took longer than the wait) still has its plan written, first.
+    from reconciler import cli as cli_module
+
+    for first in ("a: created", None):
+        out: list[str] = []
+        beside = cli_module._ShownBeside(out.append)
+        beside.FIRST_WAVE_S = 60.0
+        beside.start(lambda: out.append("the plan"))
+        time.sleep(0.2)
+        assert out == []
+        if first is not None:
+            beside.say(first)
+        beside.join()
+        assert out == ["the plan"] + ([first] if first else [])
+        beside.say("Apply complete!")
+        assert out[-1] == "Apply complete!"
+
+    # Without any line, the plan is written after FIRST_WAVE_S all the same.
+    out = []
+    beside = cli_module._ShownBeside(out.append)
+    beside.FIRST_WAVE_S = 0.05
+    beside.start(lambda: out.append("the plan"))
+    deadline = time.monotonic() + 10
+    while not out and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert out == ["the plan"]
+    beside.join()
