@@ -10,6 +10,10 @@ Health, from the live `actualPhase` (and `desiredPhase`) and the kind:
   or fewer running pods than the spec's `autoscaling.minReplicas` where the body says how
   many run (`runningPods`, as the workloads list gives it);
 - Missing: no live workload, or one being deleted (Deleting, Terminating).
+A resource that is no workload (an organisation unit, an access rule, a Run:ai policy:
+`Kind.listed` false) runs nothing: it is Healthy once it exists, when its type reports
+no phase (a department, a policy) or reports Ready (a project), Degraded when NotReady,
+Progressing while Creating, Initializing or Updating.
 
 Sync, from the plan's change for the address and what the loop did with it:
 - Synced: nothing to do;
@@ -32,8 +36,10 @@ from reconciler.render import words
 from reconciler.watch import status
 
 PROGRESSING_PHASES = frozenset({"Creating", "Initializing", "Pending", "Resuming", "Updating"})
-DEGRADED_PHASES = frozenset({"Failed", "Degraded", "Unknown"})
+DEGRADED_PHASES = frozenset({"Failed", "Degraded", "Unknown", "NotReady"})
 GONE_PHASES = frozenset({"Deleting", "Terminating"})
+# A project's (and an access rule's) phase once it is there (CONTRACT.md §13).
+READY = "Ready"
 
 
 def health_of(kind_name: str, live: Mapping[str, Any] | None) -> tuple[str, str | None]:
@@ -46,6 +52,10 @@ def health_of(kind_name: str, live: Mapping[str, Any] | None) -> tuple[str, str 
         return status.MISSING, f"being deleted (phase {phase or 'Deleting'})"
     if phases.live_suspended(live):
         return status.SUSPENDED, None
+    if not phase or phase == READY:
+        kind = kinds.KINDS.get(kind_name)
+        if kind is not None and not kind.listed:  # no workload: it exists, it runs nothing
+            return status.HEALTHY, None
     if phase == phases.COMPLETED:
         try:
             completes = kinds.get(kind_name).runs_to_completion(live)

@@ -59,6 +59,17 @@ def test_intervals_show_reads_back():
                    "spec": {"autoscaling": {"minReplicas": 2}}}, status.DEGRADED),
     ("Inference", {"actualPhase": "Running", "runningPods": 2,
                    "spec": {"autoscaling": {"minReplicas": 2}}}, status.HEALTHY),
+    # No workload: it runs nothing. There, it is healthy unless its phase says otherwise.
+    ("Project", {"actualPhase": "Ready"}, status.HEALTHY),
+    ("Project", {"actualPhase": "Creating"}, status.PROGRESSING),
+    ("Project", {"actualPhase": "NotReady"}, status.DEGRADED),
+    ("Project", {"actualPhase": "Deleting", "desiredPhase": "Deleted"}, status.MISSING),
+    ("Project", None, status.MISSING),
+    ("Department", {"name": "research"}, status.HEALTHY),
+    ("AccessRule", {"subjectId": "alice"}, status.HEALTHY),
+    ("Policy", {"type": "training"}, status.HEALTHY),
+    # A workload without a phase yet is on its way.
+    ("Training", {"name": "t"}, status.PROGRESSING),
 ])
 def test_health_from_phase_and_kind(kind, live, expected):
     assert health.health_of(kind, live)[0] == expected

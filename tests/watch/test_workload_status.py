@@ -56,8 +56,8 @@ def test_a_vouched_for_item_without_a_phase_is_not_missing():
     project = ResourceChange("Project/c1/team-a", "Project", "team-a", "", Action.NOOP, None)
     vouched = _of(project, live={})
     read = _of(project, live={"Project/c1/team-a": {"name": "team-a", "id": "4"}})
-    assert vouched.status.health == read.status.health != status.MISSING
-    assert vouched.status.reason == read.status.reason == "no phase reported yet"
+    assert vouched.status.health == read.status.health == status.HEALTHY
+    assert vouched.status.reason is None and read.status.reason is None
     gone = _of(project, live={"Project/c1/team-a": None})
     assert gone.status.health == status.MISSING
 
