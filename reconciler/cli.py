@@ -345,7 +345,8 @@ def _new_client(cfg: Config, RunaiClient, budget: dict):  # noqa: N803 (the clas
                            client_secret=DEFAULT_CLIENT_SECRET, transport=httpx.ASGITransport(app=app),
                            **budget)
     return RunaiClient.from_env(cfg.url, verify=not cfg.insecure, max_connections=cfg.parallelism,
-                                also_secret=[cfg.state_path], **budget)
+                                also_secret=[cfg.state_path],
+                                early_token=cfg.extra.get("early_token"), **budget)
 
 
 def _store(cfg: Config):
@@ -354,9 +355,30 @@ def _store(cfg: Config):
     return open_store(cfg.state_path, name=cfg.state_name, lock_timeout=cfg.lock_timeout)
 
 
-def _connect(cfg: Config):
-    """The client factory the operations call when they need the API."""
-    return lambda: _client(cfg)
+def _connect(cfg: Config, *, early: bool = False):
+    """The client factory the operations call when they need the API. `early`: the
+    command reads the API at once, so its token is asked for as soon as the specs are
+    loading (`prepare`), beside the imports, the state and the specs (`api.early`)."""
+    return _Connect(cfg, early)
+
+
+class _Connect:
+    def __init__(self, cfg: Config, early: bool):
+        self._cfg = cfg
+        self._early = early and not cfg.sim
+
+    def __call__(self):
+        return _client(self._cfg)
+
+    def prepare(self) -> None:
+        """The token request sent now, on a thread (the operations call this once the
+        spec loaders have forked: no thread may run then)."""
+        if self._early and "early_token" not in self._cfg.extra:
+            from reconciler.api import early as early_token
+
+            self._cfg.extra["early_token"] = early_token.start(
+                self._cfg.url, os.environ, verify=not self._cfg.insecure,
+                user_agent=f"runai-reconcile/{__version__}")
 
 
 def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:
@@ -499,7 +521,8 @@ def plan(cfg: Config, directory, fmt, detailed_exitcode, targets, replace, destr
         refresh=mode != "none", refresh_mode=mode if mode != "none" else "auto",
         parallelism=cfg.parallelism, policy=policy, specs_moved=specs_moved,
         prune_others=prune_others)
-    result = operations.plan(directory, _store(cfg), _connect(cfg), options, out=out_path,
+    connect = _connect(cfg, early=options.refresh)
+    result = operations.plan(directory, _store(cfg), connect, options, out=out_path,
                              progress=_progress())
     _show_plan(result.plan, fmt, cfg)
     _spec_warnings(result.desired)
@@ -561,7 +584,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
                     raise errors.ReconcileError(
                         "--target, --replace, --destroy, --specs-moved and --prune-others cannot "
                         "be given with a saved plan: they were fixed when the plan was made")
-                result = operations.apply_saved(directory, _store(cfg), _connect(cfg),
+                connect = _connect(cfg, early=True)
+                result = operations.apply_saved(directory, _store(cfg), connect,
                                                 parallelism=cfg.parallelism, approve=approve,
                                                 on_event=say, progress=progress, policy=policy,
                                                 wait_timeout_s=cfg.timeout)
@@ -571,7 +595,8 @@ def apply(cfg: Config, directory, auto_approve, targets, replace, destroy, refre
                     replace=_check_addresses(replace, "--replace"), destroy=destroy,
                     refresh_mode=refresh, parallelism=cfg.parallelism, policy=policy,
                     specs_moved=specs_moved, prune_others=prune_others)
-                result = operations.apply(directory, _store(cfg), _connect(cfg), options,
+                connect = _connect(cfg, early=True)
+                result = operations.apply(directory, _store(cfg), connect, options,
                                           approve=approve, on_event=say, progress=progress,
                                           wait_timeout_s=cfg.timeout)
         finally:
@@ -724,7 +749,8 @@ def drift(cfg: Config, directory: str, fmt: str, detailed_exitcode: bool, refres
     from reconciler.render import drift as drift_render
     from reconciler.render import markdown as markdown_render
 
-    report = operations.drift(directory, _store(cfg), _connect(cfg),
+    connect = _connect(cfg, early=True)
+    report = operations.drift(directory, _store(cfg), connect,
                               parallelism=cfg.parallelism, progress=_progress(),
                               refresh_mode=refresh)
     if fmt == "json":

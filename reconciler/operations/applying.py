@@ -23,6 +23,7 @@ from reconciler.operations.planning import (
     check_specs_folder,
     loading,
     make_plan,
+    prepare,
     quiet,
     resume_collector,
 )
@@ -45,7 +46,7 @@ def apply(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *
     `approve`) when the plan breaks a deny rule of `options.policy`."""
     rules = load_policy(options.policy)
     seen: dict[str, str] = {}  # the auto refresh's list fingerprints
-    with loading(specs_dir) as specs, store.lock("apply"):
+    with loading(specs_dir, connect=connect) as specs, store.lock("apply"):
         state, pending = store.read_with_pending()
         specs.share_bodies({a: r.applied for a, r in state.resources.items()})
 
@@ -129,6 +130,7 @@ def apply_saved(path: str, store, connect: ClientFactory, *, parallelism: int,
     if policy:
         finish(saved.plan, load_policy(policy), policy)
         refuse_denied(saved.plan)
+    prepare(connect)
     with store.lock("apply"):
         state, pending = store.read_with_pending()
         planfile.adopt_new_state(saved, state)

@@ -31,7 +31,7 @@ def drift(specs_dir: str, store, connect: ClientFactory, *, parallelism: int, pr
     "auto" GETs only those whose list entry moved since the state last saw them."""
     from reconciler import drift as drifts
 
-    with loading(specs_dir) as specs:
+    with loading(specs_dir, connect=connect) as specs:
         state, pending = store.read_with_pending()
         if never_written(store, state):
             raise errors.ReconcileError(

@@ -12,7 +12,10 @@ Callers: `reconciler.cli` (through `reconciler.operations`), and the package's
 
 The client factory (`ClientFactory`) is a callable returning an async context manager
 that yields an API client (`reconciler.api.RunaiClient` or anything with its methods); it
-is called only when the operation needs the API.
+is called only when the operation needs the API. One with a `prepare()` method (the
+CLI's) has it called once the specs are loading and not known bad (`loading(connect=...)`):
+it may start the token request then, on a thread (which must not run while the loaders
+fork).
 """
 
 from __future__ import annotations
@@ -79,7 +82,8 @@ def quiet(message: str) -> None:
 
 
 @contextlib.contextmanager
-def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
+def loading(directory: str, *, caller_busy: bool = True,
+            connect: ClientFactory | None = None) -> Iterator[Any]:
     """The specs loading (on the other core for a big folder) while the caller reads the
     state and the live workloads; stopped when the operation ends. `caller_busy=False`
     when the caller only waits (validate): then the loaders take every core. The files
@@ -97,6 +101,8 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
         timeline.mark("specs", "start")
         pending = start_loading(directory, caller_busy=caller_busy,
                                 cache=SpecCache.for_folder(directory))
+        if not pending.failed():  # specs known bad already (loaded here) send nothing
+            prepare(connect)
         try:
             yield pending
         finally:
@@ -104,6 +110,13 @@ def loading(directory: str, *, caller_busy: bool = True) -> Iterator[Any]:
             pending.save_cache()
     finally:
         resume_collector()
+
+
+def prepare(connect: ClientFactory | None) -> None:
+    """`connect.prepare()`, when the factory has one (the CLI's: the token asked for now)."""
+    ready = getattr(connect, "prepare", None)
+    if ready is not None:
+        ready()
 
 
 def resume_collector() -> None:
@@ -133,7 +146,7 @@ def plan(specs_dir: str, store, connect: ClientFactory, options: PlanOptions, *,
     rules = load_policy(options.policy)
     if out:  # what it acts on is read, for `apply FILE` to check it is still so
         options = dataclasses.replace(options, read_acted=True)
-    with loading(specs_dir) as specs:
+    with loading(specs_dir, connect=connect if options.refresh else None) as specs:
         state, pending = State(), []
 
         def read_state() -> None:
