@@ -280,7 +280,10 @@ class Executor:
                                                 for ch in plan.changes))
         ended = False
         try:
-            await asyncio.gather(*(one(ch) for ch in plan.changes))
+            # The changes with more steps (a replace, a create then suspended or waited
+            # for) take the first slots, so that their later steps go out beside the
+            # other changes rather than trail after them. (Dependencies are `waits_for`.)
+            await asyncio.gather(*(one(ch) for ch in sorted(plan.changes, key=self._fewer_steps)))
             ended = True
         finally:
             if self.progress is not None:
@@ -299,6 +302,17 @@ class Executor:
         result.outcomes.sort(key=lambda o: o.address)
         result.not_started.sort()
         return result
+
+    @staticmethod
+    def _fewer_steps(ch: ResourceChange) -> bool:
+        """False (first) for a change of more than one API step."""
+        if ch.action is Action.REPLACE:
+            return False
+        if ch.action is not Action.CREATE:
+            return True
+        kind = kinds.KINDS.get(ch.kind)
+        return kind is None or not (kind.ready_phase or ch.desired_phase == phases.STOPPED
+                                    and kind.can_suspend)
 
     def _workload_id(self, ch: ResourceChange) -> str | None:
         res = self.state.resources.get(self.moved.get(ch.address, ch.address))

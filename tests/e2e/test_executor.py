@@ -107,3 +107,19 @@ def test_stopped_on_create_is_created_then_suspended():
     assert state.resources["DistributedTraining/7/paused"].desired_phase == "Stopped"
     plan, result = asyncio.run(converge(app, [dt("paused", phase="Stopped")], state, store))
     assert plan.actionable() == []
+
+
+def test_a_change_of_two_steps_takes_a_slot_before_the_changes_of_one():
+    # Its second step (the suspend after the create) then goes out beside the other
+    # creates, not after the last of them: an apply's tail is one round trip shorter.
+    app = create_app()
+    store = MemoryStore()
+    state = State()
+    desired = [dt(f"a-{i}") for i in range(4)] + [dt("z-paused", phase="Stopped")]
+    plan, result = asyncio.run(converge(app, desired, state, store, parallelism=1))
+    assert not result.failed and result.count(Action.CREATE) == 5
+    assert [c.address for c in plan.changes][-1] == "DistributedTraining/7/z-paused"
+    sent = [(r.method, r.path.rsplit("/", 1)[-1]) for r in app.state.sim.requests
+            if r.method == "POST" and r.path != "/api/v1/token"]
+    assert sent[:2] == [("POST", "distributed"), ("POST", "suspend")]
+    assert len(sent) == 6
