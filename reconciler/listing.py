@@ -179,23 +179,26 @@ def choose(known: Mapping[str, Known], items: Iterable[Mapping[str, Any]],
     state) is read when the list holds its name, else gone."""
     wanted = wanted or {}
     items = list(items)
-    by_id = {str(i.get("id")): i for i in items if i.get("id")}
+    by_id = {str(workload_id): i for i in items if (workload_id := i.get("id"))}
     out = Choice()
     unknown: list[str] = []
+    fingerprints, vouched = out.fingerprints, out.vouched  # (one lookup, not one an item)
     for addr in sorted(known):
         record = known[addr]
-        if not record.workload_id:
+        workload_id = record.workload_id
+        if not workload_id:
             unknown.append(addr)
             continue
-        item = by_id.get(record.workload_id)
-        if item is None or item.get("phase") == DELETING:
+        item = by_id.get(workload_id)
+        phase = None if item is None else item.get("phase")
+        if item is None or phase == DELETING:
             out.gone.append(addr)  # gone, or deleted and created again outside
             continue
-        fp = out.fingerprints[addr] = fingerprint(item)
+        fp = fingerprints[addr] = item.fingerprint if type(item) is Listed else fingerprint(item)
         if record.listed == fp:
-            out.vouched[addr] = item.get("phase")
+            vouched[addr] = phase
         else:
-            out.read.append(Read(addr, record.kind, record.workload_id, item.get("phase")))
+            out.read.append(Read(addr, record.kind, workload_id, phase))
     unknown = sorted(unknown + [a for a in wanted if a not in known])
     out.found = match_listed((wanted[a] for a in unknown if a in wanted),
                              (i for i in items if i.get("phase") != DELETING))
