@@ -105,9 +105,13 @@ def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str,
     ids = {r.workload_id for r in known if r.workload_id}
 
     def cut(item: Mapping[str, Any]) -> Mapping[str, Any]:
-        if str(item.get("id")) not in ids:
+        workload_id = item.get("id")
+        if (workload_id if type(workload_id) is str else str(workload_id)) not in ids:
             return item
-        out = Listed({k: item[k] for k in _READ if k in item})
+        out = Listed()
+        for key in _READ:  # (quicker than a comprehension, or a dict made and copied)
+            if key in item:
+                out[key] = item[key]
         out.fingerprint = fingerprint(item)
         return out
 

@@ -175,10 +175,13 @@ async def read_listed(client,
                                                    specs_lists)
         if more:
             tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds, cut)))
-        items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
-                 for i in listed]
+        parts = await asyncio.gather(*tasks)
+        items = [i for part in parts for listed in part.values() for i in listed]
+        for part in parts:  # (the gather that woke this task holds them until the plan
+            part.clear()    # is made: the items go with `items`, before the collector runs)
         tasks = []
         choice = listing.choose(chosen, items, desired_by_addr)
+        del items
         out.listed, out.fingerprints = choice.vouched, choice.fingerprints
         out.live.update(dict.fromkeys(choice.gone))
         if progress is not None:
