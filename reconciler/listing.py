@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -102,16 +103,25 @@ def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str,
     `known` (by its id) cut to a `Listed`, a few fields and not the whole item; any other
     item whole (a new spec may be found in it by name). A big fleet's lists are held at
     a few fields a workload until the choice is made."""
-    ids = {r.workload_id for r in known if r.workload_id}
+    # Each id to the state's own string: the cut item holds that one, which the lookups
+    # of `choose` then find by identity, not by comparing the text of two strings (in a
+    # big fleet, each a read from memory not in the processor's cache).
+    ids = {r.workload_id: r.workload_id for r in known if r.workload_id}
 
     def cut(item: Mapping[str, Any]) -> Mapping[str, Any]:
         workload_id = item.get("id")
-        if (workload_id if type(workload_id) is str else str(workload_id)) not in ids:
+        ours = ids.get(workload_id if type(workload_id) is str else str(workload_id))
+        if ours is None:
             return item
         out = Listed()
         for key in _READ:  # (quicker than a comprehension, or a dict made and copied)
             if key in item:
                 out[key] = item[key]
+        if type(workload_id) is str:
+            out["id"] = ours
+        phase = out.get("phase")
+        if type(phase) is str:  # one string a phase (compared by identity next cycle too)
+            out["phase"] = sys.intern(phase)
         out.fingerprint = fingerprint(item)
         return out
 
@@ -198,10 +208,13 @@ def choose(known: Mapping[str, Known], items: Iterable[Mapping[str, Any]],
         if item is None or phase == DELETING:
             out.gone.append(addr)  # gone, or deleted and created again outside
             continue
-        fp = fingerprints[addr] = item.fingerprint if type(item) is Listed else fingerprint(item)
+        fp = item.fingerprint if type(item) is Listed else fingerprint(item)
         if record.listed == fp:
+            # the record's own string (the next cycle's comparisons find it by identity)
+            fingerprints[addr] = record.listed
             vouched[addr] = phase
         else:
+            fingerprints[addr] = fp
             out.read.append(Read(addr, record.kind, workload_id, phase))
     unknown = sorted(unknown + [a for a in wanted if a not in known])
     out.found = match_listed((wanted[a] for a in unknown if a in wanted),
