@@ -72,9 +72,19 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     (`Listed`) keeps the whole item's."""
     if type(item) is Listed:
         return item.fingerprint
+    return _hashed(_kept(item))
+
+
+def _kept(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item less its `VOLATILE` fields (a copy)."""
     kept = dict(item)
     for key in VOLATILE:  # (quicker than keeping the others one by one)
         kept.pop(key, None)
+    return kept
+
+
+def _hashed(kept: dict[str, Any]) -> str:
+    """The fingerprint of an item less its volatile fields (`_kept`)."""
     # The text json.dumps(sort_keys, compact, ensure_ascii) writes, as orjson writes it
     # (in C), so that the fingerprints a state recorded still match: json's own where
     # orjson would write otherwise, text not ASCII, and what it refuses (an integer beyond
@@ -98,11 +108,19 @@ class Listed(dict):
 _READ = ("id", "workloadId", "name", "projectId", "phase")  # what `choose` reads of an item
 
 
-def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def cut_to(known: Iterable[Known], *, remember: dict[str, tuple[bytes, str]] | None = None,
+           ) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
     """What to keep of each list item as it arrives, for `choose`: an item of one of
     `known` (by its id) cut to a `Listed`, a few fields and not the whole item; any other
     item whole (a new spec may be found in it by name). A big fleet's lists are held at
-    a few fields a workload until the choice is made."""
+    a few fields a workload until the choice is made.
+
+    `remember`: a dict the caller keeps from one list of the same `known` to the next (a
+    watch's cycles over one state), filled here: id -> (the text orjson writes of the
+    item less its volatile fields, its keys in the order they came, and its fingerprint).
+    An item whose text is the one remembered has the fingerprint remembered, without the
+    sorted text and its hash: the same text is the same item, and the fingerprint is made
+    from the item alone. At most one entry per id of `known`."""
     # Each id to the state's own string: the cut item holds that one, which the lookups
     # of `choose` then find by identity, not by comparing the text of two strings (in a
     # big fleet, each a read from memory not in the processor's cache).
@@ -122,7 +140,21 @@ def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str,
         phase = out.get("phase")
         if type(phase) is str:  # one string a phase (compared by identity next cycle too)
             out["phase"] = sys.intern(phase)
-        out.fingerprint = fingerprint(item)
+        kept = _kept(item)
+        if remember is None:
+            out.fingerprint = _hashed(kept)
+            return out
+        try:
+            text: bytes | None = orjson.dumps(kept)
+        except orjson.JSONEncodeError:  # (an integer beyond 64 bits: made each time)
+            text = None
+        was = remember.get(ours)
+        if text is not None and was is not None and was[0] == text:
+            out.fingerprint = was[1]
+        else:
+            out.fingerprint = _hashed(kept)
+            if text is not None:  # (a copy of its size: orjson's text holds about 8 KB)
+                remember[ours] = (bytes(memoryview(text)), out.fingerprint)
         return out
 
     return cut

@@ -156,7 +156,9 @@ async def read_listed(client,
         first, known, cut = derived("the state's lists", (state,), lambda: (
             listing.scopes(chosen.values(), (), _scope_of)[0],
             {r.kind for r in chosen.values()},  # whose own collections are read
-            listing.cut_to(chosen.values())))  # the state's workloads' items held cut
+            # the state's workloads' items held cut; over a watch's cycles, the fingerprint
+            # of an item whose text is the last cycle's taken from then (`remember`)
+            listing.cut_to(chosen.values(), remember=None if derived is _now else {})))
         tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known, cut)))
         if inspect.isawaitable(desired):
             desired = await desired
