@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -71,9 +72,19 @@ def fingerprint(item: Mapping[str, Any]) -> str:
     (`Listed`) keeps the whole item's."""
     if type(item) is Listed:
         return item.fingerprint
+    return _hashed(_kept(item))
+
+
+def _kept(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item less its `VOLATILE` fields (a copy)."""
     kept = dict(item)
     for key in VOLATILE:  # (quicker than keeping the others one by one)
         kept.pop(key, None)
+    return kept
+
+
+def _hashed(kept: dict[str, Any]) -> str:
+    """The fingerprint of an item less its volatile fields (`_kept`)."""
     # The text json.dumps(sort_keys, compact, ensure_ascii) writes, as orjson writes it
     # (in C), so that the fingerprints a state recorded still match: json's own where
     # orjson would write otherwise, text not ASCII, and what it refuses (an integer beyond
@@ -97,18 +108,53 @@ class Listed(dict):
 _READ = ("id", "workloadId", "name", "projectId", "phase")  # what `choose` reads of an item
 
 
-def cut_to(known: Iterable[Known]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+def cut_to(known: Iterable[Known], *, remember: dict[str, tuple[bytes, str]] | None = None,
+           ) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
     """What to keep of each list item as it arrives, for `choose`: an item of one of
     `known` (by its id) cut to a `Listed`, a few fields and not the whole item; any other
     item whole (a new spec may be found in it by name). A big fleet's lists are held at
-    a few fields a workload until the choice is made."""
-    ids = {r.workload_id for r in known if r.workload_id}
+    a few fields a workload until the choice is made.
+
+    `remember`: a dict the caller keeps from one list of the same `known` to the next (a
+    watch's cycles over one state), filled here: id -> (the text orjson writes of the
+    item less its volatile fields, its keys in the order they came, and its fingerprint).
+    An item whose text is the one remembered has the fingerprint remembered, without the
+    sorted text and its hash: the same text is the same item, and the fingerprint is made
+    from the item alone. At most one entry per id of `known`."""
+    # Each id to the state's own string: the cut item holds that one, which the lookups
+    # of `choose` then find by identity, not by comparing the text of two strings (in a
+    # big fleet, each a read from memory not in the processor's cache).
+    ids = {r.workload_id: r.workload_id for r in known if r.workload_id}
 
     def cut(item: Mapping[str, Any]) -> Mapping[str, Any]:
-        if str(item.get("id")) not in ids:
+        workload_id = item.get("id")
+        ours = ids.get(workload_id if type(workload_id) is str else str(workload_id))
+        if ours is None:
             return item
-        out = Listed({k: item[k] for k in _READ if k in item})
-        out.fingerprint = fingerprint(item)
+        out = Listed()
+        for key in _READ:  # (quicker than a comprehension, or a dict made and copied)
+            if key in item:
+                out[key] = item[key]
+        if type(workload_id) is str:
+            out["id"] = ours
+        phase = out.get("phase")
+        if type(phase) is str:  # one string a phase (compared by identity next cycle too)
+            out["phase"] = sys.intern(phase)
+        kept = _kept(item)
+        if remember is None:
+            out.fingerprint = _hashed(kept)
+            return out
+        try:
+            text: bytes | None = orjson.dumps(kept)
+        except orjson.JSONEncodeError:  # (an integer beyond 64 bits: made each time)
+            text = None
+        was = remember.get(ours)
+        if text is not None and was is not None and was[0] == text:
+            out.fingerprint = was[1]
+        else:
+            out.fingerprint = _hashed(kept)
+            if text is not None:  # (a copy of its size: orjson's text holds about 8 KB)
+                remember[ours] = (bytes(memoryview(text)), out.fingerprint)
         return out
 
     return cut
@@ -179,23 +225,29 @@ def choose(known: Mapping[str, Known], items: Iterable[Mapping[str, Any]],
     state) is read when the list holds its name, else gone."""
     wanted = wanted or {}
     items = list(items)
-    by_id = {str(i.get("id")): i for i in items if i.get("id")}
+    by_id = {str(workload_id): i for i in items if (workload_id := i.get("id"))}
     out = Choice()
     unknown: list[str] = []
+    fingerprints, vouched = out.fingerprints, out.vouched  # (one lookup, not one an item)
     for addr in sorted(known):
         record = known[addr]
-        if not record.workload_id:
+        workload_id = record.workload_id
+        if not workload_id:
             unknown.append(addr)
             continue
-        item = by_id.get(record.workload_id)
-        if item is None or item.get("phase") == DELETING:
+        item = by_id.get(workload_id)
+        phase = None if item is None else item.get("phase")
+        if item is None or phase == DELETING:
             out.gone.append(addr)  # gone, or deleted and created again outside
             continue
-        fp = out.fingerprints[addr] = fingerprint(item)
+        fp = item.fingerprint if type(item) is Listed else fingerprint(item)
         if record.listed == fp:
-            out.vouched[addr] = item.get("phase")
+            # the record's own string (the next cycle's comparisons find it by identity)
+            fingerprints[addr] = record.listed
+            vouched[addr] = phase
         else:
-            out.read.append(Read(addr, record.kind, record.workload_id, item.get("phase")))
+            fingerprints[addr] = fp
+            out.read.append(Read(addr, record.kind, workload_id, phase))
     unknown = sorted(unknown + [a for a in wanted if a not in known])
     out.found = match_listed((wanted[a] for a in unknown if a in wanted),
                              (i for i in items if i.get("phase") != DELETING))

@@ -156,7 +156,9 @@ async def read_listed(client,
         first, known, cut = derived("the state's lists", (state,), lambda: (
             listing.scopes(chosen.values(), (), _scope_of)[0],
             {r.kind for r in chosen.values()},  # whose own collections are read
-            listing.cut_to(chosen.values())))  # the state's workloads' items held cut
+            # the state's workloads' items held cut; over a watch's cycles, the fingerprint
+            # of an item whose text is the last cycle's taken from then (`remember`)
+            listing.cut_to(chosen.values(), remember=None if derived is _now else {})))
         tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, first, known, cut)))
         if inspect.isawaitable(desired):
             desired = await desired
@@ -175,10 +177,13 @@ async def read_listed(client,
                                                    specs_lists)
         if more:
             tasks.append(asyncio.ensure_future(workloads.list_scopes(reader, more, new_kinds, cut)))
-        items = [i for part in await asyncio.gather(*tasks) for listed in part.values()
-                 for i in listed]
+        parts = await asyncio.gather(*tasks)
+        items = [i for part in parts for listed in part.values() for i in listed]
+        for part in parts:  # (the gather that woke this task holds them until the plan
+            part.clear()    # is made: the items go with `items`, before the collector runs)
         tasks = []
         choice = listing.choose(chosen, items, desired_by_addr)
+        del items
         out.listed, out.fingerprints = choice.vouched, choice.fingerprints
         out.live.update(dict.fromkeys(choice.gone))
         if progress is not None:

@@ -702,6 +702,7 @@ class RunaiClient:
             timeline.request_sent()
             try:
                 early = self._early_answer(method, path, json)
+                query = None if params is None else _query(params)
                 if early is not None and (got := await early.answer()) is not None:
                     status, answer_headers, body = got  # this attempt's answer: ahead
                     resp = httpx.Response(status, headers=answer_headers, content=body,
@@ -709,9 +710,9 @@ class RunaiClient:
                     if _httpx_log.isEnabledFor(logging.INFO):
                         _httpx_log.info('HTTP Request: %s %s "HTTP/1.1 %d %s"', method,
                                         self.base_url + path, status, resp.reason_phrase)
-                elif self._exchange is not None and params is None:
-                    # Over aiohttp, straight to its pool: the headers and body httpx
-                    # would have sent, without its request and response models.
+                elif self._exchange is not None and (params is None or query is not None):
+                    # Over aiohttp, straight to its pool: the headers, query and body
+                    # httpx would have sent, without its request and response models.
                     content = None
                     if json is not None:
                         headers = {**self._headers, **headers,
@@ -720,11 +721,11 @@ class RunaiClient:
                     else:
                         headers = {**self._headers, **headers}
                     resp = await self._exchange(method, self.base_url + path, headers,
-                                                content, timeout)
+                                                content, timeout, query=query)
                     if _httpx_log.isEnabledFor(logging.INFO):  # the line httpx's client logs
-                        _httpx_log.info('HTTP Request: %s %s "HTTP/1.1 %d %s"', method,
-                                        self.base_url + path, resp.status_code,
-                                        resp.reason_phrase)
+                        _httpx_log.info('HTTP Request: %s %s%s "HTTP/1.1 %d %s"', method,
+                                        self.base_url + path, "" if query is None else "?" + query,
+                                        resp.status_code, resp.reason_phrase)
                 else:
                     resp = await self._http.request(method, self.base_url + path, json=json,
                                                     params=params, headers=headers,
@@ -874,6 +875,16 @@ def _json_bytes(value: Any) -> bytes:
 # Types orjson would write and the standard encoder refuses, handed back to be refused.
 _PASS_THROUGH = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
                  | orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def _query(params: Mapping[str, Any]) -> str | None:
+    """The query string httpx sends for `params` (`QueryParams`: `urlencode`, then every
+    character it writes left as it is) when each value is a string or an integer (None:
+    any other, which httpx spells its own way: left to httpx)."""
+    for value in params.values():
+        if type(value) is not str and type(value) is not int:
+            return None
+    return urllib.parse.urlencode(params)
 
 
 def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outcome: str,

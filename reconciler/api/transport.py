@@ -31,6 +31,7 @@ import ssl
 from typing import Any
 
 import httpx
+import yarl
 
 # aiohttp builds two default TLS contexts as it is imported, each reading the system's CA
 # certificates (about 40 ms of CPU, in every command that sends a request, even to an
@@ -90,19 +91,24 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return _response(resp, content, request)
 
     async def exchange(self, method: str, url: str, headers: dict[str, str],
-                       content: bytes | None, timeout: float) -> "Answer | httpx.Response":
+                       content: bytes | None, timeout: float, *,
+                       query: str | None = None) -> "Answer | httpx.Response":
         """One request as `RunaiClient` sends it without httpx's models: `timeout` seconds
-        for the pool, the connection and each read (as `httpx.Timeout(timeout)`). Fails
-        with the same httpx exceptions as `handle_async_request`."""
+        for the pool, the connection and each read (as `httpx.Timeout(timeout)`); `query`
+        (already encoded, as httpx encodes it) sent as it is. Fails with the same httpx
+        exceptions as `handle_async_request`."""
+        if query is not None:
+            url += "?" + query
         resp, body = await self._send(method, url, headers, content, timeout, timeout,
-                                      timeout, None)
+                                      timeout, None, encoded=query is not None)
         if "Content-Encoding" in resp.headers:  # not asked for (identity): httpx decodes it
             return _response(resp, body, httpx.Request(method, url))
         return Answer(resp.status, resp.headers, body, resp.reason or "", resp.raw_headers)
 
     async def _send(self, method: str, url: str, headers: Any, content: bytes | None,
                     pool: float | None, connect: float | None, read: float | None,
-                    request: httpx.Request | None) -> tuple[aiohttp.ClientResponse, bytes]:
+                    request: httpx.Request | None, *,
+                    encoded: bool = False) -> tuple[aiohttp.ClientResponse, bytes]:
         if self._session is None:
             self._session = self._start(url.startswith("https:"))
         key = (pool, connect, read)
@@ -111,7 +117,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             limits = self._timeouts[key] = aiohttp.ClientTimeout(
                 total=None, connect=pool, sock_connect=connect, sock_read=read)
         try:
-            async with self._session.request(method, url, headers=headers,
+            # An encoded URL is sent as it is (yarl would spell some escapes its own way).
+            async with self._session.request(method, yarl.URL(url, encoded=True) if encoded
+                                             else url, headers=headers,
                                              data=content or None, allow_redirects=False,
                                              timeout=limits) as resp:
                 body = await resp.read()

@@ -254,8 +254,10 @@ async def make_plan(client, specs, state: State, options: PlanOptions,
                                     if read[p].pools} or None
             from reconciler.live.projects import department_projects
 
-            the_plan.department_projects = await department_projects(
-                client, the_plan.changes) or None
+            # (only the changes that provide a quota count: found once per plan)
+            units = _derived(reuse, "the plan's quota units", (the_plan,), lambda: [
+                c for c in the_plan.changes if kinds.get(c.kind).provides_quota])
+            the_plan.department_projects = await department_projects(client, units) or None
         if options.targets:  # the totals of the targets' projects count the others too
             the_plan.gpu_elsewhere = gpus.held_elsewhere(
                 r for a, r in state.resources.items() if a not in set(options.targets))

@@ -121,3 +121,29 @@ def test_items_cut_as_they_arrive_give_the_same_choice_as_whole_ones():
     assert held[3] is items[3]
     assert listing.choose(known, held, wanted) == listing.choose(known, items, wanted)
     assert listing.choose(known, held, wanted).fingerprints["Training/7/moved"] == fp["w2"]
+
+
+def test_a_remembered_fingerprint_is_the_one_the_item_has():
+    """`cut_to(remember=)` (a watch's cycles over one state): an item whose text less its
+    volatile fields is the last list's takes the fingerprint remembered; one that moved,
+    or came with its keys in another order, has its own made again; at most one entry an
+    id of the state."""
+    images = {"images": ["nvcr.io/nvidia/pytorch:24.05-py3"], "tenantId": 2 ** 70}
+    items = [_item("w1", "same", runningPods=1, totalRunningTimeSeconds=10),
+             _item("w2", "moved"), _item("w3", "big", **images), _item("w9", "other")]
+    known = [_known(workload_id=w) for w in ("w1", "w2", "w3")]
+    remember: dict = {}
+    cut = listing.cut_to(known, remember=remember)
+    first = [cut(dict(i)) for i in items]
+    assert set(remember) == {"w1", "w2"}  # w3's integer beyond 64 bits: made each time
+    later = [dict(items[0], runningPods=2, totalRunningTimeSeconds=12, phase="Pending"),
+             dict(items[1], updatedAt="2026-01-02T00:00:00Z"),
+             dict(items[2]), dict(items[3])]
+    again = [cut(dict(i)) for i in later]
+    assert [h.fingerprint for h in first[:3]] == [listing.fingerprint(i) for i in items[:3]]
+    assert [h.fingerprint for h in again[:3]] == [listing.fingerprint(i) for i in later[:3]]
+    assert again[0].fingerprint == first[0].fingerprint and again[0]["phase"] == "Pending"
+    assert again[1].fingerprint != first[1].fingerprint
+    reordered = dict(reversed(list(later[1].items())))
+    assert cut(reordered).fingerprint == listing.fingerprint(later[1])
+    assert set(remember) == {"w1", "w2"}

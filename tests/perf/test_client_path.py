@@ -144,3 +144,22 @@ def test_a_body_orjson_would_spell_otherwise_is_encoded_or_refused_as_httpx_does
     assert result["workloadId"] == "w-3"
     assert len(seen) == 1  # the NaN body was never sent
     assert seen[0][1].endswith(b'"limit":null,"big":1180591620717411303424}}')
+
+
+def test_a_list_page_goes_out_with_the_query_httpx_would_send(monkeypatch):
+    """A page of the workload list (what a watch cycle sends most) takes the same path:
+    its query as httpx writes it (`filterBy`'s `==` and `,` escaped), no httpx request."""
+    page = json.dumps({"workloads": [{"id": "w-1", "name": "a", "phase": "Running"}],
+                       "next": 0}).encode()
+
+    async def listing(client: RunaiClient):
+        return await client.list_workloads(filter_by=["projectId==7", "clusterId==c 1"],
+                                            offset=500)
+
+    result, seen, sent = _exchange([_answer("200 OK", page)], listing, monkeypatch)
+    assert result["workloads"] == [{"id": "w-1", "name": "a", "phase": "Running"}]
+    assert sent == []
+    wanted = httpx.URL("http://h/api/v1/workloads", params={
+        "limit": 500, "offset": 500, "filterBy": "projectId==7,clusterId==c 1"}).raw_path
+    assert seen[0][0].startswith(b"GET " + wanted + b" HTTP/1.1\r\n")
+    assert wanted.endswith(b"filterBy=projectId%3D%3D7%2CclusterId%3D%3Dc+1")
