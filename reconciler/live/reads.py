@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from reconciler import kinds
 from reconciler.api import errors as api_errors
 
@@ -120,7 +122,7 @@ _NOTHING: dict = {}
 
 def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
     """`value` as `share_alike` holds it, where the state's body holds `other`."""
-    if other is not None and value == other:
+    if type(value) is type(other) and value == other and _same(value, other):
         return other
     if type(value) is str:
         if strings is not None and len(value) <= 32:
@@ -128,3 +130,15 @@ def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
     elif type(value) is dict or type(value) is list:
         share_alike(value, other, strings)
     return value
+
+
+def _same(value: Any, other: Any) -> bool:
+    """Whether `value` and `other`, equal, read the same: `==` holds 0 and false, 1 and
+    1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C)
+    does not. An integer beyond 64 bits, which orjson refuses, is taken for different."""
+    if type(value) is str:
+        return True
+    try:
+        return orjson.dumps(value) == orjson.dumps(other)
+    except orjson.JSONEncodeError:
+        return False

@@ -23,7 +23,8 @@ from tests.helpers.workspace import changes_by_address
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import specgen  # noqa: E402
 
-SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b", "0.5"])
+SCALARS = (st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b", "0.5"])
+           | st.sampled_from([0.0, -0.0, 1.0, 2 ** 70]))
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
                     max_leaves=12)
