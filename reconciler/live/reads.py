@@ -132,13 +132,17 @@ def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
     return value
 
 
+_SORTED = orjson.OPT_SORT_KEYS
+
+
 def _same(value: Any, other: Any) -> bool:
     """Whether `value` and `other`, equal, read the same: `==` holds 0 and false, 1 and
-    1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C)
-    does not. An integer beyond 64 bits, which orjson refuses, is taken for different."""
+    1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C,
+    keys sorted: a dict's order is not what `==` or a diff reads) does not. An integer
+    beyond 64 bits, which orjson refuses, is taken for different."""
     if type(value) is str:
         return True
     try:
-        return orjson.dumps(value) == orjson.dumps(other)
+        return orjson.dumps(value, option=_SORTED) == orjson.dumps(other, option=_SORTED)
     except orjson.JSONEncodeError:
         return False
