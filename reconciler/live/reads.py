@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from reconciler import kinds
 from reconciler.api import errors as api_errors
 
@@ -27,6 +29,7 @@ class Reader:
         self.client = client
         self.progress = progress
         self._slots = asyncio.Semaphore(max(1, parallelism))
+        self._strings: dict[str, str] = {}  # the answers' short strings (`share_alike`)
 
     async def get(self, kind: kinds.Kind, workload_id: str, *,
                   listed_phase: str | None = None,
@@ -49,7 +52,7 @@ class Reader:
                 and isinstance(listed_phase, str):
             body["actualPhase"] = listed_phase
         if like is not None and body is not None:
-            share_alike(body, like)
+            share_alike(body, like, self._strings)
         if self.progress is not None:
             self.progress.step()
         return body
@@ -84,26 +87,62 @@ class Reader:
         return None
 
 
-def share_alike(body: Any, like: Any) -> None:
+def share_alike(body: Any, like: Any, strings: dict[str, str] | None = None) -> None:
     """Each part of `body` (a GET answer, just decoded) equal to the part of `like` at the
     same place (the state's applied body) replaced by that part, in place: an unchanged
     workload's answer holds little of its own, not a second copy of its spec, while a
     refresh holds a fleet's answers (a plan keeps what it shows of each). Bodies are read,
-    never changed in place (what changes one copies it), so sharing is safe."""
+    never changed in place (what changes one copies it), so sharing is safe.
+
+    What stays the answer's own is held small too: a short string that is not the state's
+    (a phase, a default the server fills in, "Always") is the first equal one `strings`
+    saw (the reader's, for one refresh), and a dict of more than 8 keys is rebuilt key by
+    key, which sizes it as `json` would (orjson sizes it for more keys)."""
     if type(body) is dict:
         if type(like) is not dict:
-            return
+            like = _NOTHING
         for key, value in body.items():
             other = like.get(key)
-            if other is None or other is value:
-                continue
-            if value == other:
-                body[key] = other
-            elif type(value) is dict or type(value) is list:
-                share_alike(value, other)
-    elif type(body) is list and type(like) is list and len(body) == len(like):
-        for i, (value, other) in enumerate(zip(body, like)):
-            if value == other:
-                body[i] = other
-            elif type(value) is dict or type(value) is list:
-                share_alike(value, other)
+            if other is not value:
+                body[key] = _alike(value, other, strings)
+        if len(body) > 8:
+            items = list(body.items())
+            body.clear()
+            body.update(items)
+    elif type(body) is list:
+        same = type(like) is list and len(body) == len(like)
+        for i, value in enumerate(body):
+            other = like[i] if same else None
+            if other is not value:
+                body[i] = _alike(value, other, strings)
+
+
+_NOTHING: dict = {}
+
+
+def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
+    """`value` as `share_alike` holds it, where the state's body holds `other`."""
+    if type(value) is type(other) and value == other and _same(value, other):
+        return other
+    if type(value) is str:
+        if strings is not None and len(value) <= 32:
+            return strings.setdefault(value, value)
+    elif type(value) is dict or type(value) is list:
+        share_alike(value, other, strings)
+    return value
+
+
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def _same(value: Any, other: Any) -> bool:
+    """Whether `value` and `other`, equal, read the same: `==` holds 0 and false, 1 and
+    1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C,
+    keys sorted: a dict's order is not what `==` or a diff reads) does not. An integer
+    beyond 64 bits, which orjson refuses, is taken for different."""
+    if type(value) is str:
+        return True
+    try:
+        return orjson.dumps(value, option=_SORTED) == orjson.dumps(other, option=_SORTED)
+    except orjson.JSONEncodeError:
+        return False

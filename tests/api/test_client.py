@@ -155,6 +155,29 @@ async def test_a_list_page_reads_as_the_standard_parser_reads_it(make_client):
     assert page["workloads"][0]["name"] == "last"  # a repeated key: the last one holds
 
 
+async def test_a_body_reads_as_the_standard_parser_reads_it(make_client):
+    """Bodies are decoded by the quicker parser too, but what it would read otherwise (an
+    integer beyond 64 bits, a lone surrogate) is read by the standard one: exactly."""
+    for text in (
+            '{"name": "caf\\u00e9", "spec": {"gpus": 0.5, "tiny": 1e-07, "cpu": -3, '
+            '"big": 18446744073709551615, "images": ["a:1"], "on": false, "off": null}}',
+            '{"name": "bert", "spec": {"big": 123456789012345678901, "neg": -9223372036854775809}}',
+            '{"name": "bert", "spec": {"args": "\\ud800"}}'):
+        async with make_client(scripted(httpx.Response(200, content=text.encode()))) as client:
+            body = await client.get(DT, WID)
+        assert body == json.loads(text)
+        assert [type(v) for v in body["spec"].values()] == \
+            [type(v) for v in json.loads(text)["spec"].values()]
+
+
+async def test_bodies_share_their_keys(make_client):
+    """A fleet's answers hold one copy of each key, not one per answer."""
+    h = scripted(json_response(200, LIVE), json_response(200, LIVE))
+    async with make_client(h) as client:
+        one, two = await client.get(DT, WID), await client.get(DT, WID)
+    assert one == two and all(a is b for a, b in zip(one, two))
+
+
 # --- error mapping --------------------------------------------------------------------
 
 async def test_404_is_not_found_quoting_the_api_message_method_and_path(make_client):

@@ -6,9 +6,11 @@ drift deep in a shared body is planned, healed and kept out of the state."""
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +23,8 @@ from tests.helpers.workspace import changes_by_address
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import specgen  # noqa: E402
 
-SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b", "0.5"])
+SCALARS = (st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["a", "b", "0.5"])
+           | st.sampled_from([0.0, -0.0, 1.0, 2 ** 70]))
 JSON = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
                     | st.dictionaries(st.sampled_from("abcd"), inner, max_size=3),
                     max_leaves=12)
@@ -44,9 +47,25 @@ def _shared(body, like, out: list) -> list:
 @given(JSON, JSON)
 def test_an_answer_reads_as_answered_and_the_state_s_body_is_untouched(answer, applied):
     body, like = copy.deepcopy(answer), copy.deepcopy(applied)
-    share_alike(body, like)
+    share_alike(body, like, {})
     assert body == answer
     assert like == applied
+    assert json.dumps(body, sort_keys=True) == json.dumps(answer, sort_keys=True)  # 0 not false
+
+
+def test_what_stays_the_answer_s_own_is_held_small():
+    """Its short strings are one object across a refresh's answers; a dict of many keys
+    (orjson sizes it for more) is sized as `json` would size it."""
+    strings: dict[str, str] = {}
+    text = json.dumps({"name": "w", "actualPhase": "Running", "workloadId": "x" * 36,
+                       **{f"k{i}": i for i in range(12)}}).encode()
+    one, two = orjson.loads(text), orjson.loads(text)
+    share_alike(one, {"name": "w"}, strings)
+    share_alike(two, {"name": "w"}, strings)
+    assert one == two == json.loads(text) and list(one) == list(json.loads(text))
+    assert one["actualPhase"] is two["actualPhase"]
+    assert one["workloadId"] is not two["workloadId"]  # long: most likely its own
+    assert sys.getsizeof(one) == sys.getsizeof(json.loads(text))
 
 
 def test_an_unchanged_spec_s_parts_are_the_state_s_own():
