@@ -377,8 +377,7 @@ class _Connect:
             from reconciler.api import early as early_token
 
             self._cfg.extra["early_token"] = early_token.start(
-                self._cfg.url, os.environ, verify=not self._cfg.insecure,
-                user_agent=f"runai-reconcile/{__version__}")
+                self._cfg.url, os.environ, verify=not self._cfg.insecure)
 
 
 def _check_addresses(addrs: tuple[str, ...], flag: str) -> list[str]:

@@ -48,18 +48,17 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 import httpx
 import orjson
 
-from reconciler import __version__, masking, timeline
+from reconciler import masking, timeline
 from reconciler.api import errors, retries
 from reconciler.api.auth import ClientCredentials, StaticToken
 from reconciler.api import limits as limits_mod
-from reconciler.api.early import EarlyToken
+from reconciler.api.early import TOKEN_PATH, USER_AGENT, EarlyToken, proxy_configured
 from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
 _httpx_log = logging.getLogger("httpx")  # the requests that skip httpx's client log here too
-_USER_AGENT = f"runai-reconcile/{__version__}"
+_USER_AGENT = USER_AGENT
 
-TOKEN_PATH = "/api/v1/token"
 WORKLOADS_PATH = "/api/v1/workloads"
 MAX_PAGE = 500
 PROJECTS_PATH = "/api/v1/org-unit/projects"
@@ -181,7 +180,7 @@ class RunaiClient:
         self._early = early_token
         # Requests in flight: max_connections, halved on each round of 429s, then regained.
         self.concurrency = limits_mod.AdaptiveLimit(max_connections)
-        if transport is None and not _proxy_configured():
+        if transport is None and not proxy_configured(os.environ):
             from reconciler.api.transport import AiohttpTransport  # aiohttp: network only
 
             transport = AiohttpTransport(size=max_connections, verify=verify)
@@ -907,12 +906,6 @@ def _log_request(method: str, path: str, params: Mapping[str, Any] | None, outco
     if log.isEnabledFor(logging.INFO):
         query = "?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else ""
         log.info("%s %s%s -> %s in %.0f ms", method, path, query, outcome, seconds * 1000)
-
-
-def _proxy_configured() -> bool:
-    """A proxy is set in the environment: then httpx's own transport, which honours it."""
-    return any(k.lower() in ("http_proxy", "https_proxy", "all_proxy") and v
-               for k, v in os.environ.items())
 
 
 def _item(kind: Kind, workload_id: str, collection: str | None = None) -> str:

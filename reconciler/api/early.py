@@ -25,9 +25,10 @@ import threading
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from reconciler import timeline
+from reconciler import __version__, timeline
 
 TOKEN_PATH = "/api/v1/token"
+USER_AGENT = f"runai-reconcile/{__version__}"  # the client's too
 Answer = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
 # How long a client that needs the token waits for this one before asking itself, and
 # the thread's own bound on its request (it is then given up).
@@ -37,20 +38,19 @@ WAIT_S = TIMEOUT_S = 5.0
 class EarlyToken:
     """One token request in flight on a thread; `answer()` is its HTTP answer, once."""
 
-    def __init__(self, base_url: str, client_id: str, client_secret: str,
-                 user_agent: str):
+    def __init__(self, base_url: str, client_id: str, client_secret: str):
         self.client_id = client_id
         self._future: concurrent.futures.Future[Answer | None] = concurrent.futures.Future()
         self._taken = False
         body = json.dumps({"grantType": "client_credentials", "clientID": client_id,
                            "clientSecret": client_secret}, separators=(",", ":")).encode()
-        threading.Thread(target=self._ask, args=(base_url, body, user_agent),
+        threading.Thread(target=self._ask, args=(base_url, body),
                          name="early-token", daemon=True).start()
 
-    def _ask(self, base_url: str, body: bytes, user_agent: str) -> None:
+    def _ask(self, base_url: str, body: bytes) -> None:
         answer = None
         try:
-            answer = _post(base_url, body, user_agent)
+            answer = _post(base_url, body)
         except BaseException:  # noqa: BLE001 - never reported: the client asks itself
             answer = None
         finally:
@@ -70,17 +70,14 @@ class EarlyToken:
         return self._future.result()
 
 
-def start(base_url: str | None, env: Mapping[str, str], *, verify: bool,
-          user_agent: str) -> EarlyToken | None:
+def start(base_url: str | None, env: Mapping[str, str], *, verify: bool) -> EarlyToken | None:
     """The token request sent now for the client `RunaiClient.from_env(base_url)` will
     make, when it will use client credentials and this request would go the same way;
     None (nothing sent) otherwise."""
     url = base_url or env.get("RUNAI_URL")
     client_id, secret = env.get("RUNAI_CLIENT_ID"), env.get("RUNAI_CLIENT_SECRET")
-    if not url or not client_id or not secret or env.get("RUNAI_TOKEN") or not verify:
-        return None
-    if any(k.lower() in ("http_proxy", "https_proxy", "all_proxy") and v
-           for k, v in env.items()):
+    if not url or not client_id or not secret or env.get("RUNAI_TOKEN") or not verify \
+            or proxy_configured(env):
         return None
     try:
         parts = urlsplit(url)
@@ -92,10 +89,17 @@ def start(base_url: str | None, env: Mapping[str, str], *, verify: bool,
         return None
     if parts.scheme == "https" and (env.get("SSL_CERT_FILE") or env.get("SSL_CERT_DIR")):
         return None
-    return EarlyToken(url, client_id, secret, user_agent)
+    return EarlyToken(url, client_id, secret)
 
 
-def _post(base_url: str, body: bytes, user_agent: str) -> Answer:
+def proxy_configured(env: Mapping[str, str]) -> bool:
+    """A proxy is set in `env`: then the client uses httpx's own transport, which honours
+    it (and nothing is sent early, which would not)."""
+    return any(k.lower() in ("http_proxy", "https_proxy", "all_proxy") and v
+               for k, v in env.items())
+
+
+def _post(base_url: str, body: bytes) -> Answer:
     import http.client
 
     parts = urlsplit(base_url)
@@ -114,7 +118,7 @@ def _post(base_url: str, body: bytes, user_agent: str) -> Answer:
         conn.request("POST", parts.path.rstrip("/") + TOKEN_PATH, body=body,
                      headers={"Content-Type": "application/json",
                               "Accept": "application/json", "Accept-Encoding": "identity",
-                              "User-Agent": user_agent})
+                              "User-Agent": USER_AGENT})
         resp = conn.getresponse()
         return resp.status, resp.getheaders(), resp.read()
     finally:

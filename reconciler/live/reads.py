@@ -133,6 +133,7 @@ def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
 
 
 _SORTED = orjson.OPT_SORT_KEYS
+_PLAIN = (str, int, bool)
 
 
 def _same(value: Any, other: Any) -> bool:
@@ -140,7 +141,7 @@ def _same(value: Any, other: Any) -> bool:
     1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C,
     keys sorted: a dict's order is not what `==` or a diff reads) does not. An integer
     beyond 64 bits, which orjson refuses, is taken for different."""
-    if type(value) is str:
+    if type(value) in _PLAIN:  # (the same type, equal: the same text)
         return True
     try:
         return orjson.dumps(value, option=_SORTED) == orjson.dumps(other, option=_SORTED)

@@ -38,7 +38,7 @@ def tokens(sim_server) -> list[dict]:
     ({k: v for k, v in ENV.items() if k != "RUNAI_URL"}, None, True),
 ])
 def test_nothing_is_sent_early_where_the_client_would_not_ask_the_same_way(env, url, verify):
-    assert early.start(url, env, verify=verify, user_agent="t") is None
+    assert early.start(url, env, verify=verify) is None
     assert not [t for t in threading.enumerate() if t.name == "early-token"]
 
 
