@@ -8,7 +8,10 @@
 The parent lists the files (`sources.find_files`) and forks one `multiprocessing.Process`
 per share of them; each runs `loader.load_share` and sends back its workloads (`PART` at a
 time, each part's bodies that are the state's replaced by the state's objects as it
-arrives), problems and keys through a pipe. When the user's spec cache (`desired.cache`)
+arrives), problems and keys through a pipe. A busy caller (plan, apply) keeps a CPU for
+its own work, which ends long before the load: the first child, once it has imported the
+models, forks a helper for half its share (`_helper`), which Linux kills if that child
+dies. When the user's spec cache (`desired.cache`)
 has a file of this tool for the folder, one child (the indexer) does the cache's work
 instead: it hashes the files, reads and checks the cache file and loads the files it
 lacks, and sends back the keys and the entries too (`PART` entries at a time, before its
@@ -92,7 +95,7 @@ def start_loading(directory: str | os.PathLike, *, caller_busy: bool = True,
     pending._count_parsed(len(to_load))
     if processes > 0 and sys.platform.startswith("linux"):
         try:
-            pending._children = _start(_shares(to_load, processes), "spec loader")
+            pending._children = _start(_works(to_load, processes, caller_busy), "spec loader")
             pending._replies = [None] * len(pending._children)
             return pending
         except OSError:  # no fork to be had (resources): load here instead
@@ -107,6 +110,15 @@ def _processes(count: int, caller_busy: bool) -> int:
         return 0
     busy = caller_busy and count < EVERY_CPU_FILES
     return max(1, min(_cpus() - busy, MAX_PROCESSES, count // FILES_PER_PROCESS))
+
+
+def _helper(count: int, caller_busy: bool) -> bool:
+    """Whether the first loader of `count` files, once it has imported the models, forks a
+    helper for half its share: the CPU the caller kept (`_processes`) is free by then
+    (its own work is short), and a helper forked then needs no import of its own."""
+    if not caller_busy or count >= EVERY_CPU_FILES or count < MIN_FILES or not _can_fork():
+        return False
+    return min(_cpus(), MAX_PROCESSES, count // FILES_PER_PROCESS) > _processes(count, True)
 
 
 def _cpus() -> int:
@@ -157,23 +169,41 @@ def _index(files: list[sources.Found], cache: SpecCache, caller_busy: bool) -> t
 
 def _load_shared(files: list[sources.Found], caller_busy: bool) -> tuple:
     """`_load(files)`, in the indexer child: when `start_loading` would have shared as
-    many files among children (every spec changed since the cache was written), the first
-    share is loaded here and each other one by a child of this one, their replies joined
-    in file order."""
-    count = min(_processes(len(files), caller_busy), len(files))
+    many files among children (every spec changed since the cache was written), they are
+    shared the same way: the first share loaded here, each other one by a child of this
+    one (`_load_helped`)."""
+    count = min(_processes(len(files), caller_busy) + _helper(len(files), caller_busy),
+                len(files))
     if count < 2:
         return _load(files)
-    shares = _shares(files, count)
+    return _load_helped([share for _, (share,) in _shares(files, count)])
+
+
+def _works(files: list[sources.Found], count: int, caller_busy: bool) -> list[tuple[Any, tuple]]:
+    """The work of each of `count` loader children: its share of `files` (`_shares`); the
+    first one's two shares, the second for its helper, when `_helper` says so."""
+    if not _helper(len(files), caller_busy):
+        return _shares(files, count)
+    (_, (first,)), (_, (second,)), *others = _shares(files, count + 1)
+    return [(_load_helped, ([first, second],)), *others]
+
+
+def _load_helped(shares: list[list[sources.Found]]) -> tuple:
+    """In a child: `_load` of every one of `shares`, their replies joined in file order;
+    the first share loaded here, each other one by a helper (a child of this one) forked
+    once the models are imported, so that none imports them again."""
+    from reconciler.desired import loader  # noqa: F401 - the helpers are forked with it
+
     # Its parent still sees this child as daemonic (killed with it); here the flag only
     # keeps it from having children, which are daemonic and go with it.
     multiprocessing.current_process().daemon = False
     try:
-        helpers = _start(shares[1:], "spec loader")
+        helpers = _start([(_load_as_helper, (share, os.getpid())) for share in shares[1:]],
+                         "spec loader helper")
     except OSError:  # no fork to be had: all of it here
-        return _load(files)
-    _, first = shares[0]  # the share this child loads itself
+        return _load([file for share in shares for file in share])
     try:
-        replies = [_load(*first)] + [_received(*helper) for helper in helpers]
+        replies = [_load(shares[0])] + [_received(*helper) for helper in helpers]
     finally:
         PendingSpecs(helpers, [])._reap()
     failed = next((r[3] for r in replies if r[3] is not None), None)
@@ -219,6 +249,30 @@ def _keep(cache: SpecCache, files: list[sources.Found], keys: dict[str, bytes],
         key = keys.get(display)
         if key is not None and display not in served:
             cache.put(key, loaded_of.get(display, ()))
+
+
+def _load_as_helper(share: list[sources.Found], loader_pid: int) -> tuple:
+    """`_load(share)` in a helper, which is killed when the loader that forked it
+    (`loader_pid`) dies: a cancel kills that loader, and its helper would otherwise load
+    on, an orphan, until its reply met a closed pipe."""
+    _die_with(loader_pid)
+    return _load(share)
+
+
+def _die_with(parent: int) -> None:
+    """Have Linux kill this process when its parent dies (`PR_SET_PDEATHSIG`), and exit
+    at once if it already has (its parent is no longer `parent`)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl to be had: the closed pipe stops it later
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def _load(share: list[sources.Found]) -> tuple:

@@ -226,6 +226,152 @@ def test_wait_raises_the_spec_error(bad_specs):
     assert got.problems == expected.problems
 
 
+# --- a helper for the CPU the caller kept --------------------------------------------
+
+@pytest.fixture
+def noted(monkeypatch, tmp_path):
+    """Each `loader.load_share` (in whichever process: the children are forked with the
+    patch) noted as (its process, that process's parent, its share's size); `slow`
+    makes each one sleep once noted."""
+    notes = tmp_path / "loads"
+    real = loader.load_share
+    slow = []
+
+    def noting(share):
+        with open(notes, "a") as f:
+            f.write(f"{os.getpid()} {os.getppid()} {len(share)}\n")
+        if slow:
+            time.sleep(60)
+        return real(share)
+
+    monkeypatch.setattr(loader, "load_share", noting)
+
+    def read() -> list[tuple[int, int, int]]:
+        text = notes.read_text() if notes.exists() else ""
+        return [tuple(map(int, line.split())) for line in text.splitlines()]
+
+    read.slow = slow
+    return read
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie nobody has reaped yet (an orphan's new parent may never)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.parametrize(("cpus", "caller_busy", "worth", "children", "helped"), [
+    (2, True, 2, 1, True),    # plan on 2 CPUs: one child now, its helper once the models are in
+    (2, False, 2, 2, False),  # validate: every CPU from the start
+    (4, True, 2, 2, False),   # a CPU to spare: two children at once
+    (4, True, 4, 3, True),    # three children now, the first one's helper later
+    (8, True, 4, 4, False),
+])
+def test_the_cpu_a_busy_caller_kept_is_taken_by_a_helper_of_the_first_child(
+        monkeypatch, generated, noted, cpus, caller_busy, worth, children, helped):
+    """Below EVERY_CPU_FILES a busy caller (plan, apply) keeps a CPU, yet its own work
+    (the state, the token, the list pages) ends long before the load: the first child,
+    once it has imported the models, forks a helper that loads the second half of its
+    share. The outcome is the same workloads in file order."""
+    root, expected = generated
+    monkeypatch.setattr(background, "_cpus", lambda: cpus)
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", GENERATED // worth)  # processes' worth
+    pending = start_loading(root, caller_busy=caller_busy)
+    pids = pending.pids
+    try:
+        assert len(pids) == children
+        assert pending.result() == expected
+    finally:
+        pending.cancel()
+    loads = noted()
+    assert sorted(n for *_, n in loads) == [GENERATED // worth] * worth  # one share each
+    parents = {pid: parent for pid, parent, _ in loads}
+    assert {parents[pid] for pid in pids} == {os.getpid()}  # the parent loaded nothing
+    helpers = set(parents) - set(pids)
+    assert [parents[helper] for helper in helpers] == ([pids[0]] if helped else [])
+    assert all(_exited(pid) for pid in parents)
+
+
+def test_bad_specs_split_between_a_child_and_its_helper_give_the_same_problems(
+        monkeypatch, bad_specs, noted):
+    monkeypatch.setattr(background, "_cpus", lambda: 2)
+    monkeypatch.setattr(background, "MIN_FILES", 2)
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", 3)  # 6 files: two processes' worth
+    expected = _spec_error(lambda: load_specs(bad_specs))
+    pending = start_loading(bad_specs)
+    [child] = pending.pids
+    got = _spec_error(pending.result)
+    assert got.problems == expected.problems
+    assert sorted((parent == child, n) for pid, parent, n in noted()
+                  if pid != os.getpid()) == [(False, 3), (True, 3)]
+
+
+def test_a_cancel_while_the_helper_loads_stops_it_too(monkeypatch, generated, noted):
+    """The helper is the child's child: a cancel kills the child, and Linux the helper
+    with it (it would otherwise load on, an orphan)."""
+    monkeypatch.setattr(background, "_cpus", lambda: 2)
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", GENERATED // 2)
+    noted.slow.append(True)
+    before = _open_fds()
+    pending = start_loading(generated[0])
+    deadline = time.monotonic() + 30
+    while len(noted()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    loads = noted()
+    assert len(loads) == 2, "the child and its helper did not both start loading"
+    pending.cancel()
+    deadline = time.monotonic() + 10
+    while not all(_exited(pid) for pid, _, _ in loads) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(_exited(pid) for pid, _, _ in loads)
+    assert _open_fds() == before
+
+
+def test_a_killed_helper_is_one_clear_error(monkeypatch, generated):
+    monkeypatch.setattr(background, "_cpus", lambda: 2)
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", GENERATED // 2)
+    real = loader.load_share
+    parent = os.getpid()
+
+    def dying_in_the_helper(share):
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(share)
+
+    monkeypatch.setattr(loader, "load_share", dying_in_the_helper)
+    pending = start_loading(generated[0])
+    [child] = pending.pids
+    with pytest.raises(ReconcileError, match=r"^could not load the specs: the loader process "
+                                             r"was killed \(SIGKILL\)$"):
+        pending.result()
+    assert _exited(child)
+
+
+def test_no_helper_to_be_had_leaves_the_child_loading_its_whole_share(
+        monkeypatch, generated, noted):
+    import multiprocessing.process
+
+    root, expected = generated
+    monkeypatch.setattr(background, "_cpus", lambda: 2)
+    monkeypatch.setattr(background, "FILES_PER_PROCESS", GENERATED // 2)
+    parent = os.getpid()
+    real_start = multiprocessing.process.BaseProcess.start
+
+    def start(self):
+        if os.getpid() != parent:  # in the child: its helper cannot be forked
+            raise OSError("fork: resource temporarily unavailable")
+        return real_start(self)
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", start)
+    pending = start_loading(root)
+    [child] = pending.pids
+    assert pending.result() == expected
+    assert noted() == [(child, parent, GENERATED)]
+
+
 # --- failures, cancel, Ctrl-C ---------------------------------------------------------
 
 @pytest.mark.parametrize("waiting", ["result", "wait"])
