@@ -493,9 +493,12 @@ def test_ctrl_c_during_loading_leaves_no_process_and_no_traceback(tmp_path, comm
     specgen.write_specs(specs, 400)
     args = [command, str(specs)] if command == "validate" else [
         "--sim", "--state", str(tmp_path / "state.json"), "plan", "--no-refresh", str(specs)]
+    # As a terminal's foreground job: Ctrl-C not ignored, even when these tests run in a
+    # background job (whose commands start with SIGINT ignored, and so would the CLI).
     proc = subprocess.Popen([sys.executable, "-m", "reconciler.cli", *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 30
     while not _children_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
