@@ -164,7 +164,7 @@ def _quiet(kind: kinds_mod.Kind, desired: dict, applied: dict, live: dict) -> bo
         d, l = desired.get(key), applied.get(key)
         if key in _STRING_IDS:
             d, l = _str_id(d), _str_id(l)
-        if not (d == l and _identical(d, l)):
+        if not (d == l and identical(d, l)):
             return False
     return live_matches(kind, applied, live)
 
@@ -197,7 +197,7 @@ def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: st
     `kind`, live's values beyond L disagree unless the server put them there (`_residue`;
     `holder` and `l_holder` are the objects holding `r` and `l`); without it they are not
     looked at."""
-    if l is r or (l == r and _identical(l, r)):
+    if l is r or (l == r and identical(l, r)):
         return True
     if _absent(l):
         # A server default or server-owned value, or something added outside.
@@ -213,7 +213,7 @@ def _agrees(*, field: str, l: Any, r: Any, kind: kinds_mod.Kind | None, path: st
     sep = "[" if isinstance(lm, _Keyed) else "."
     for k, lv in lm.items():
         rv = rm.get(k) if rm is not None else None
-        if lv is rv or (lv == rv and _identical(lv, rv)):
+        if lv is rv or (lv == rv and identical(lv, rv)):
             continue  # most members of most workloads: no path to make
         if not _agrees(field=_child_field(field, lm, k), l=lv, r=rv, kind=kind,
                        path=_join(path, sep, k), holder=rm, l_holder=lm):
@@ -273,8 +273,8 @@ class _Walker:
         live_known = self.live_known and not write_only
         if self.has_state:
             if not same_dl:
-                same_dl = d == l and _identical(d, l)
-            if same_dl and (not live_known or (r == l and _identical(l, r))):
+                same_dl = d == l and identical(d, l)
+            if same_dl and (not live_known or (r == l and identical(l, r))):
                 return  # unchanged and no drift: most of a fleet, most of the time
         d_abs, l_abs, r_abs = _absent(d), _absent(l), _absent(r)
         if not self.has_state:
@@ -427,7 +427,7 @@ def _absent(v: Any) -> bool:
     return False
 
 
-def _identical(a: Any, b: Any) -> bool:
+def identical(a: Any, b: Any) -> bool:
     """Equal with the same types all the way down (Python's == also has True == 1).
 
     A strict, cheap test: when it holds, the walk below would find no change. Objects

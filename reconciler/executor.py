@@ -311,8 +311,8 @@ class Executor:
         if ch.action is not Action.CREATE:
             return True
         kind = kinds.KINDS.get(ch.kind)
-        return kind is None or not (kind.ready_phase or ch.desired_phase == phases.STOPPED
-                                    and kind.can_suspend)
+        return kind is None or not (kind.ready_phase or (ch.desired_phase == phases.STOPPED
+                                                         and kind.can_suspend))
 
     def _workload_id(self, ch: ResourceChange) -> str | None:
         res = self.state.resources.get(self.moved.get(ch.address, ch.address))

@@ -57,7 +57,6 @@ from reconciler.kinds import Kind
 
 log = logging.getLogger("reconciler.api")
 _httpx_log = logging.getLogger("httpx")  # the requests that skip httpx's client log here too
-_USER_AGENT = USER_AGENT
 
 WORKLOADS_PATH = "/api/v1/workloads"
 MAX_PAGE = 500
@@ -194,7 +193,7 @@ class RunaiClient:
                                        timeout=httpx.Timeout(timeout),
                                        headers={"Accept": "application/json",
                                                 "Accept-Encoding": "identity",
-                                                "User-Agent": _USER_AGENT})
+                                                "User-Agent": USER_AGENT})
         # The network's transport takes a request without httpx's models
         # (`AiohttpTransport.exchange`): the headers httpx would add are these.
         self._exchange = getattr(transport, "exchange", None)

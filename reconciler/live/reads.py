@@ -12,12 +12,11 @@ Callers: `reconciler.refresh.read_live` (plan, apply, drift), `operations.import
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
-
-from reconciler import kinds
+from reconciler import diff, kinds
 from reconciler.api import errors as api_errors
 
 
@@ -132,18 +131,10 @@ def _alike(value: Any, other: Any, strings: dict[str, str] | None) -> Any:
     return value
 
 
-_SORTED = orjson.OPT_SORT_KEYS
-_PLAIN = (str, int, bool)
-
-
 def _same(value: Any, other: Any) -> bool:
-    """Whether `value` and `other`, equal, read the same: `==` holds 0 and false, 1 and
-    1.0, 0.0 and -0.0 equal, also deep in a dict or list; their JSON (orjson's, in C,
-    keys sorted: a dict's order is not what `==` or a diff reads) does not. An integer
-    beyond 64 bits, which orjson refuses, is taken for different."""
-    if type(value) in _PLAIN:  # (the same type, equal: the same text)
-        return True
-    try:
-        return orjson.dumps(value, option=_SORTED) == orjson.dumps(other, option=_SORTED)
-    except orjson.JSONEncodeError:
-        return False
+    """Whether `value` and `other`, equal and of one type, read the same: `==` holds 0.0
+    and -0.0 equal, and deep in a dict or list 0 and false, 1 and 1.0 too, which
+    `diff.identical` tells apart; for a float, the sign is told here."""
+    if type(value) is float:
+        return math.copysign(1.0, value) == math.copysign(1.0, other)
+    return diff.identical(value, other)
